@@ -1,0 +1,181 @@
+/**
+ * The store service: one interface, many Layers (memory, PostgreSQL, DynamoDB). The protocol code
+ * never knows which one it talks to.
+ *
+ * Every write after `reserve` is conditional on the fencing token: it succeeds only while the
+ * record is IN_PROGRESS and holds the caller's token, and fails with `LeaseLost` otherwise.
+ * Store failures are typed (`StoreUnavailable` for connectivity, `StoreError` otherwise), never
+ * defects.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Option from "effect/Option"
+import type { LeaseLost, StoreFailure } from "./IdempotencyError.js"
+import type { IdempotencyRecord, RecordId, ReserveResult, StoredOutcome } from "./IdempotencyRecord.js"
+import * as internal from "./internal/memoryStore.js"
+
+/**
+ * A reservation request.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ReserveRequest {
+  readonly id: RecordId
+  /** The fencing token the caller will hold if the reservation succeeds. */
+  readonly token: string
+  readonly fingerprint: string
+  /** How long the record blocks other attempts. */
+  readonly lease: Duration.Duration
+  /** How long the record lives (at least as long as the lease). */
+  readonly ttl: Duration.Duration
+  /**
+   * Whether an IN_PROGRESS record whose lease ended may be taken over. `false` for at-most-once
+   * operations: a crashed attempt's outcome is unknown, so its key stays blocked until it expires.
+   */
+  readonly takeover: boolean
+}
+
+/**
+ * A token-checked write request.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TokenRequest {
+  readonly id: RecordId
+  readonly token: string
+}
+
+/**
+ * Completion: the record becomes COMPLETED with `outcome`, and lives for `ttl` from now.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CompleteRequest extends TokenRequest {
+  readonly outcome: StoredOutcome
+  readonly ttl: Duration.Duration
+}
+
+/**
+ * Marking failed: the record becomes FAILED for `ttl` from now; a retry with the same
+ * fingerprint takes it over.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MarkFailedRequest extends TokenRequest {
+  readonly ttl: Duration.Duration
+}
+
+/**
+ * Extending the lease: `leaseUntil` becomes now + `lease` (and `expiresAt` at least that).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ExtendRequest extends TokenRequest {
+  readonly lease: Duration.Duration
+}
+
+/**
+ * The store service.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class IdempotencyStore extends Context.Tag("@effect-idempotency/core/IdempotencyStore")<
+  IdempotencyStore,
+  {
+    /**
+     * One atomic conditional write: creates the record, or takes over an expired lease or a FAILED
+     * record created by the same fingerprint; otherwise returns the existing record.
+     */
+    readonly reserve: (request: ReserveRequest) => Effect.Effect<ReserveResult, StoreFailure>
+    /** Records the outcome. */
+    readonly complete: (request: CompleteRequest) => Effect.Effect<void, LeaseLost | StoreFailure>
+    /** Deletes the record so the next attempt executes again. */
+    readonly release: (request: TokenRequest) => Effect.Effect<void, LeaseLost | StoreFailure>
+    /** Keeps a FAILED record that a retry may take over. */
+    readonly markFailed: (request: MarkFailedRequest) => Effect.Effect<void, LeaseLost | StoreFailure>
+    /** Extends the lease of a long call (a heartbeat). */
+    readonly extend: (request: ExtendRequest) => Effect.Effect<void, LeaseLost | StoreFailure>
+    /** Reads a record; an expired record reads as absent. */
+    readonly get: (id: RecordId) => Effect.Effect<Option.Option<IdempotencyRecord>, StoreFailure>
+    /** Deletes up to `limit` expired records and returns how many it deleted. */
+    readonly purgeExpired: (options?: { readonly limit?: number | undefined }) => Effect.Effect<number, StoreFailure>
+  }
+>() {}
+
+/**
+ * Options of the memory store.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MemoryOptions {
+  /** Run `purgeExpired` in a background fiber at this interval, for the life of the layer. */
+  readonly purgeInterval?: Duration.DurationInput | undefined
+  /** Log a warning that the store is per-process (default `true`). */
+  readonly warn?: boolean | undefined
+}
+
+/**
+ * Builds a memory store. Correct under any number of concurrent fibers; expiry and leases are
+ * read from `Clock`, so `TestClock` drives them. It lives in one process: use it for tests, local
+ * development and the embedded default, never across function instances.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeMemory: (options?: MemoryOptions) => Effect.Effect<IdempotencyStore["Type"]> = internal.make
+
+/**
+ * Runs `purgeExpired` forever at `interval`, logging (not failing on) store errors. Fork it in a
+ * scope to purge any store in the background.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const purgeLoop: (
+  store: IdempotencyStore["Type"],
+  interval: Duration.DurationInput,
+  options?: { readonly limit?: number | undefined }
+) => Effect.Effect<never> = (store, interval, options) =>
+  store.purgeExpired(options).pipe(
+    Effect.tap((purged) => purged > 0 ? Effect.logDebug(`idempotency: purged ${purged} expired records`) : Effect.void),
+    Effect.catchAll((error) => Effect.logWarning("idempotency: purge of expired records failed", error)),
+    Effect.zipRight(Effect.sleep(interval)),
+    Effect.forever
+  )
+
+/**
+ * A memory store layer with a background purge, with options.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerMemoryWith = (options?: MemoryOptions): Layer.Layer<IdempotencyStore> =>
+  Layer.scoped(
+    IdempotencyStore,
+    Effect.gen(function*() {
+      const store = yield* internal.make(options)
+      if (options?.purgeInterval !== undefined) {
+        yield* Effect.forkScoped(purgeLoop(store, options.purgeInterval))
+      }
+      return store
+    })
+  )
+
+/**
+ * A memory store layer (it logs a warning that it is per-process).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerMemory: Layer.Layer<IdempotencyStore> = layerMemoryWith()

@@ -1,0 +1,39 @@
+/**
+ * @since 0.1.0
+ */
+export * as Fingerprint from "./Fingerprint.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Idempotency from "./Idempotency.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as IdempotencyContext from "./IdempotencyContext.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as IdempotencyError from "./IdempotencyError.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as IdempotencyKey from "./IdempotencyKey.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as IdempotencyPolicy from "./IdempotencyPolicy.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as IdempotencyRecord from "./IdempotencyRecord.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as IdempotencyStore from "./IdempotencyStore.js"

@@ -1,0 +1,115 @@
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { LeaseLost } from "../IdempotencyError.js"
+import type { IdempotencyRecord } from "../IdempotencyRecord.js"
+import { canTakeOver, isLive, ReserveResult } from "../IdempotencyRecord.js"
+import type { IdempotencyStore, MemoryOptions, TokenRequest } from "../IdempotencyStore.js"
+
+const DEFAULT_PURGE_LIMIT = 1000
+
+/** @internal */
+export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["Type"]> =>
+  Effect.gen(function*() {
+    if (options?.warn !== false) {
+      yield* Effect.logWarning(
+        "idempotency: the memory store keeps records in this process only; use a shared store across instances"
+      )
+    }
+    // Each method reads the clock, then checks and writes the map in one synchronous step: no other
+    // fiber can run in between, so every conditional write is atomic.
+    const records = new Map<string, IdempotencyRecord>()
+
+    const live = (id: string, now: number): IdempotencyRecord | undefined => {
+      const record = records.get(id)
+      return record !== undefined && isLive(record, now) ? record : undefined
+    }
+
+    const owned = (
+      method: LeaseLost["method"],
+      request: TokenRequest,
+      now: number,
+      f: (record: IdempotencyRecord) => void
+    ): Effect.Effect<void, LeaseLost> => {
+      const record = live(request.id.value, now)
+      if (record === undefined || record.status !== "IN_PROGRESS" || record.token !== request.token) {
+        return Effect.fail(new LeaseLost({ method, recordId: request.id.value }))
+      }
+      f(record)
+      return Effect.void
+    }
+
+    const store: IdempotencyStore["Type"] = {
+      reserve: (request) =>
+        Effect.map(Clock.currentTimeMillis, (now) => {
+          const existing = live(request.id.value, now)
+          if (existing !== undefined && !canTakeOver(existing, request, now)) {
+            return ReserveResult.Existing({ record: existing, now })
+          }
+          const lease = Duration.toMillis(request.lease)
+          const leaseUntil = now + lease
+          const expiresAt = now + Math.max(lease, Duration.toMillis(request.ttl))
+          const attempt = existing === undefined ? 1 : existing.attempt + 1
+          records.set(request.id.value, {
+            status: "IN_PROGRESS",
+            token: request.token,
+            fingerprint: request.fingerprint,
+            attempt,
+            leaseUntil,
+            expiresAt,
+            outcome: undefined
+          })
+          return ReserveResult.Reserved({ token: request.token, attempt, leaseUntil, expiresAt })
+        }),
+      complete: (request) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          owned("complete", request, now, (record) => {
+            records.set(request.id.value, {
+              ...record,
+              status: "COMPLETED",
+              outcome: request.outcome,
+              expiresAt: now + Duration.toMillis(request.ttl)
+            })
+          })),
+      release: (request) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          owned("release", request, now, () => {
+            records.delete(request.id.value)
+          })),
+      markFailed: (request) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          owned("markFailed", request, now, (record) => {
+            records.set(request.id.value, {
+              ...record,
+              status: "FAILED",
+              expiresAt: now + Duration.toMillis(request.ttl)
+            })
+          })),
+      extend: (request) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          owned("extend", request, now, (record) => {
+            const leaseUntil = now + Duration.toMillis(request.lease)
+            records.set(request.id.value, {
+              ...record,
+              leaseUntil,
+              expiresAt: Math.max(record.expiresAt, leaseUntil)
+            })
+          })),
+      get: (id) => Effect.map(Clock.currentTimeMillis, (now) => Option.fromNullable(live(id.value, now))),
+      purgeExpired: (purgeOptions) =>
+        Effect.map(Clock.currentTimeMillis, (now) => {
+          const limit = purgeOptions?.limit ?? DEFAULT_PURGE_LIMIT
+          let purged = 0
+          for (const [id, record] of records) {
+            if (purged >= limit) break
+            if (!isLive(record, now)) {
+              records.delete(id)
+              purged++
+            }
+          }
+          return purged
+        })
+    }
+    return store
+  })

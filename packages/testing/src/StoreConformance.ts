@@ -1,0 +1,460 @@
+/**
+ * The conformance suite every `IdempotencyStore` must pass. A store package calls `suite` once
+ * from its own test file with its Layer:
+ *
+ * ```ts
+ * import { StoreConformance } from "@effect-idempotency/testing"
+ * import { IdempotencyStore } from "@effect-idempotency/core"
+ *
+ * StoreConformance.suite("memory store", IdempotencyStore.layerMemoryWith({ warn: false }))
+ * ```
+ *
+ * The suite drives time with `TestClock` (set to the wall clock at the start of each test, then
+ * moved with `TestClock.adjust`). A store that reads another clock passes `advance`.
+ *
+ * @since 0.1.0
+ */
+import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import { assert, layer } from "@effect/vitest"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import type * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
+import * as TestClock from "effect/TestClock"
+import { randomUUID } from "node:crypto"
+
+/**
+ * Options of the suite.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /**
+   * Moves the store's clock forward. Default: `TestClock.adjust`, after setting `TestClock` to the
+   * wall clock at the start of each test.
+   */
+  readonly advance?: ((duration: Duration.Duration) => Effect.Effect<void>) | undefined
+  /** How many concurrent reservations race for one key. Default 100. */
+  readonly concurrency?: number | undefined
+  /** The time the layer may take to build. Default 60 seconds. */
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+const FP_A = "sha256:aaaa"
+const FP_B = "sha256:bbbb"
+const LEASE = Duration.seconds(30)
+const TTL = Duration.hours(1)
+
+/** A fresh record id per test, so tests never share a record even on a shared store. */
+const freshId = (options?: { readonly operation?: string; readonly scope?: string }) =>
+  IdempotencyRecord.makeRecordId({
+    operation: options?.operation ?? `conformance-${randomUUID()}`,
+    key: IdempotencyKey.unsafeMake(randomUUID()),
+    scope: options?.scope
+  })
+
+const reserveRequest = (
+  id: IdempotencyRecord.RecordId,
+  overrides?: Partial<IdempotencyStore.ReserveRequest>
+): IdempotencyStore.ReserveRequest => ({
+  id,
+  token: randomUUID(),
+  fingerprint: FP_A,
+  lease: LEASE,
+  ttl: TTL,
+  takeover: true,
+  ...overrides
+})
+
+const expectReserved = (result: IdempotencyRecord.ReserveResult) => {
+  if (result._tag !== "Reserved") {
+    assert.fail(`expected Reserved, got Existing(${result.record.status})`)
+  }
+  return result
+}
+
+const expectExisting = (result: IdempotencyRecord.ReserveResult) => {
+  if (result._tag !== "Existing") assert.fail("expected Existing, got Reserved")
+  return result
+}
+
+const expectLeaseLost = <A, E>(effect: Effect.Effect<A, E>) =>
+  Effect.flip(effect).pipe(
+    Effect.map((error) => {
+      assert.strictEqual((error as { readonly _tag?: string })._tag, "LeaseLost")
+    })
+  )
+
+/**
+ * Registers the conformance tests for a store layer.
+ *
+ * @since 0.1.0
+ * @category suites
+ */
+export const suite = <E>(
+  name: string,
+  storeLayer: Layer.Layer<IdempotencyStore.IdempotencyStore, E>,
+  options?: Options
+) => {
+  const concurrency = options?.concurrency ?? 100
+  const startClock: Effect.Effect<void> = options?.advance === undefined
+    ? Effect.flatMap(Effect.sync(() => Date.now()), (now) => TestClock.setTime(now))
+    : Effect.void
+  const advance = options?.advance ?? ((duration: Duration.Duration) => TestClock.adjust(duration))
+
+  /** Runs a test body with the store, on a clock that starts at the wall clock. */
+  const withStore = <A, X>(
+    body: (store: IdempotencyStore.IdempotencyStore["Type"]) => Effect.Effect<A, X, IdempotencyStore.IdempotencyStore>
+  ) => Effect.zipRight(startClock, Effect.flatMap(IdempotencyStore.IdempotencyStore, body))
+
+  layer(storeLayer, { timeout: options?.timeout ?? Duration.seconds(60) })(name, (it) => {
+    it.effect(`exactly one of ${concurrency} concurrent reservations of one key is Reserved`, () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const id = freshId()
+          const results = yield* Effect.all(
+            Array.from({ length: concurrency }, () => store.reserve(reserveRequest(id))),
+            { concurrency: "unbounded" }
+          )
+          const reserved = results.filter((result) => result._tag === "Reserved")
+          assert.strictEqual(reserved.length, 1)
+          const winner = expectReserved(reserved[0]!)
+          for (const result of results) {
+            if (result._tag === "Existing") {
+              assert.strictEqual(result.record.status, "IN_PROGRESS")
+              assert.strictEqual(result.record.token, winner.token)
+            }
+          }
+        })
+      ))
+
+    it.effect("a first reservation holds the record IN_PROGRESS with its token, fingerprint and lease", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const id = freshId()
+          const request = reserveRequest(id)
+          const reserved = expectReserved(yield* store.reserve(request))
+          assert.strictEqual(reserved.token, request.token)
+          assert.strictEqual(reserved.attempt, 1)
+          assert.isTrue(reserved.expiresAt >= reserved.leaseUntil)
+          const record = Option.getOrThrow(yield* store.get(id))
+          assert.strictEqual(record.status, "IN_PROGRESS")
+          assert.strictEqual(record.token, request.token)
+          assert.strictEqual(record.fingerprint, FP_A)
+          assert.strictEqual(record.attempt, 1)
+          assert.strictEqual(record.leaseUntil, reserved.leaseUntil)
+          const again = expectExisting(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+          assert.strictEqual(again.record.fingerprint, FP_A)
+          assert.isTrue(again.record.leaseUntil > again.now)
+        })
+      ))
+
+    it.effect("a completed record is returned with its outcome to every later reservation", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const id = freshId()
+          const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+          const outcome = IdempotencyRecord.StoredOutcome.Success({ value: JSON.stringify({ orderId: 42 }) })
+          yield* store.complete({ id, token: first.token, outcome, ttl: TTL })
+          for (let i = 0; i < 3; i++) {
+            const existing = expectExisting(yield* store.reserve(reserveRequest(id)))
+            assert.strictEqual(existing.record.status, "COMPLETED")
+            assert.deepStrictEqual(existing.record.outcome, outcome)
+            assert.strictEqual(existing.record.token, first.token)
+          }
+          yield* advance(Duration.minutes(59))
+          const later = expectExisting(yield* store.reserve(reserveRequest(id, { takeover: true })))
+          assert.strictEqual(later.record.status, "COMPLETED")
+        })
+      ))
+
+    it.effect("stored failure and unknown (timeout) outcomes round-trip", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const outcomes = [
+            IdempotencyRecord.StoredOutcome.Failure({ error: JSON.stringify({ _tag: "OutOfStock", sku: "A-1" }) }),
+            IdempotencyRecord.StoredOutcome.Timeout()
+          ]
+          for (const outcome of outcomes) {
+            const id = freshId()
+            const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+            yield* store.complete({ id, token: first.token, outcome, ttl: TTL })
+            const record = Option.getOrThrow(yield* store.get(id))
+            assert.strictEqual(record.status, "COMPLETED")
+            assert.deepStrictEqual(record.outcome, outcome)
+          }
+        })
+      ))
+
+    it.effect("a stale token gets LeaseLost on complete, release, markFailed and extend", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const id = freshId()
+          const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+          yield* advance(Duration.sum(LEASE, Duration.seconds(1)))
+          const second = expectReserved(yield* store.reserve(reserveRequest(id)))
+          assert.notStrictEqual(second.token, first.token)
+          const stale = { id, token: first.token }
+          yield* expectLeaseLost(
+            store.complete({ ...stale, outcome: IdempotencyRecord.StoredOutcome.Success({ value: "1" }), ttl: TTL })
+          )
+          yield* expectLeaseLost(store.release(stale))
+          yield* expectLeaseLost(store.markFailed({ ...stale, ttl: TTL }))
+          yield* expectLeaseLost(store.extend({ ...stale, lease: LEASE }))
+          const record = Option.getOrThrow(yield* store.get(id))
+          assert.strictEqual(record.status, "IN_PROGRESS")
+          assert.strictEqual(record.token, second.token)
+          assert.strictEqual(record.attempt, 2)
+          // a token that never held the record is refused too
+          yield* expectLeaseLost(store.release({ id, token: randomUUID() }))
+        })
+      ))
+
+    it.effect("writes on a completed or absent record get LeaseLost", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const id = freshId()
+          const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+          const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "\"done\"" })
+          yield* store.complete({ id, token: first.token, outcome, ttl: TTL })
+          yield* expectLeaseLost(store.complete({ id, token: first.token, outcome, ttl: TTL }))
+          yield* expectLeaseLost(store.release({ id, token: first.token }))
+          yield* expectLeaseLost(store.extend({ id, token: first.token, lease: LEASE }))
+          const absent = freshId()
+          yield* expectLeaseLost(store.complete({ id: absent, token: first.token, outcome, ttl: TTL }))
+          yield* expectLeaseLost(store.markFailed({ id: absent, token: first.token, ttl: TTL }))
+        })
+      ))
+
+    it.effect("an expired lease is taken over with a new token and the next attempt number", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const id = freshId()
+          const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+          yield* advance(Duration.seconds(29))
+          const blocked = expectExisting(yield* store.reserve(reserveRequest(id)))
+          assert.strictEqual(blocked.record.token, first.token)
+          assert.isTrue(blocked.record.leaseUntil > blocked.now)
+          yield* advance(Duration.seconds(2))
+          const contenders = yield* Effect.all(
+            Array.from({ length: Math.min(concurrency, 50) }, () => store.reserve(reserveRequest(id))),
+            { concurrency: "unbounded" }
+          )
+          const owners = contenders.filter((result) => result._tag === "Reserved")
+          assert.strictEqual(owners.length, 1)
+          const owner = expectReserved(owners[0]!)
+          assert.strictEqual(owner.attempt, 2)
+          assert.notStrictEqual(owner.token, first.token)
+          const record = Option.getOrThrow(yield* store.get(id))
+          assert.strictEqual(record.token, owner.token)
+        })
+      ))
+
+    it.effect("an expired lease is not taken over when takeover is off, nor by another fingerprint", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const id = freshId()
+          const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+          yield* advance(Duration.sum(LEASE, Duration.seconds(1)))
+          const refused = expectExisting(yield* store.reserve(reserveRequest(id, { takeover: false })))
+          assert.strictEqual(refused.record.token, first.token)
+          assert.isTrue(refused.record.leaseUntil <= refused.now)
+          const other = expectExisting(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+          assert.strictEqual(other.record.fingerprint, FP_A)
+        })
+      ))
+
+    it.effect("extend moves the lease forward; the old owner keeps the record", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const id = freshId()
+          const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+          yield* advance(Duration.seconds(25))
+          yield* store.extend({ id, token: first.token, lease: LEASE })
+          yield* advance(Duration.seconds(25))
+          const blocked = expectExisting(yield* store.reserve(reserveRequest(id)))
+          assert.strictEqual(blocked.record.token, first.token)
+          yield* advance(Duration.seconds(6))
+          const taken = expectReserved(yield* store.reserve(reserveRequest(id)))
+          assert.strictEqual(taken.attempt, 2)
+        })
+      ))
+
+    it.effect("release makes the key reservable again", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const id = freshId()
+          const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+          yield* store.release({ id, token: first.token })
+          assert.isTrue(Option.isNone(yield* store.get(id)))
+          const again = expectReserved(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+          assert.strictEqual(again.attempt, 1)
+        })
+      ))
+
+    it.effect("a FAILED record is taken over by the same fingerprint only", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const id = freshId()
+          const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+          yield* store.markFailed({ id, token: first.token, ttl: TTL })
+          const record = Option.getOrThrow(yield* store.get(id))
+          assert.strictEqual(record.status, "FAILED")
+          const other = expectExisting(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+          assert.strictEqual(other.record.status, "FAILED")
+          const retry = expectReserved(yield* store.reserve(reserveRequest(id, { takeover: false })))
+          assert.strictEqual(retry.attempt, 2)
+        })
+      ))
+
+    it.effect("a record is absent once its TTL passed, and purge deletes it", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const id = freshId()
+          const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+          const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "true" })
+          yield* store.complete({ id, token: first.token, outcome, ttl: Duration.seconds(10) })
+          yield* advance(Duration.seconds(9))
+          assert.isTrue(Option.isSome(yield* store.get(id)))
+          yield* advance(Duration.seconds(2))
+          assert.isTrue(Option.isNone(yield* store.get(id)))
+          let purged = 0
+          for (let round = 0; round < 1000; round++) {
+            const n = yield* store.purgeExpired({ limit: 100 })
+            purged += n
+            if (n === 0) break
+          }
+          assert.isAtLeast(purged, 1)
+          assert.strictEqual(yield* store.purgeExpired({ limit: 100 }), 0)
+          const fresh = expectReserved(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+          assert.strictEqual(fresh.attempt, 1)
+        })
+      ))
+
+    it.effect("an IN_PROGRESS record expires too (its lease never outlives its TTL)", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const id = freshId()
+          const first = expectReserved(
+            yield* store.reserve(reserveRequest(id, { lease: Duration.seconds(30), ttl: Duration.seconds(5) }))
+          )
+          assert.isTrue(first.expiresAt >= first.leaseUntil)
+          yield* advance(Duration.seconds(10))
+          const blocked = expectExisting(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+          assert.strictEqual(blocked.record.status, "IN_PROGRESS")
+          yield* advance(Duration.seconds(21))
+          assert.isTrue(Option.isNone(yield* store.get(id)))
+          const fresh = expectReserved(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+          assert.strictEqual(fresh.attempt, 1)
+        })
+      ))
+
+    it.effect("the same key under two scopes or two operations never touches the same record", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const key = IdempotencyKey.unsafeMake(randomUUID())
+          const operation = `conformance-${randomUUID()}`
+          const ids = [
+            IdempotencyRecord.makeRecordId({ operation, key }),
+            IdempotencyRecord.makeRecordId({ operation, key, scope: "tenant-a" }),
+            IdempotencyRecord.makeRecordId({ operation, key, scope: "tenant-b" }),
+            IdempotencyRecord.makeRecordId({ operation, key, scope: "" }),
+            IdempotencyRecord.makeRecordId({ operation: `${operation}-other`, key }),
+            IdempotencyRecord.makeRecordId({ operation: `${operation}-other`, key, scope: "tenant-a" }),
+            // separators inside names cannot forge another record's id
+            IdempotencyRecord.makeRecordId({ operation: `${operation}#tenant-a`, key })
+          ]
+          assert.strictEqual(new Set(ids.map((id) => id.value)).size, ids.length)
+          const first = yield* Effect.forEach(ids, (id) => store.reserve(reserveRequest(id)))
+          first.forEach(expectReserved)
+          const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "\"a\"" })
+          yield* store.complete({ id: ids[1]!, token: expectReserved(first[1]!).token, outcome, ttl: TTL })
+          for (const [index, id] of ids.entries()) {
+            const record = Option.getOrThrow(yield* store.get(id))
+            assert.strictEqual(record.status, index === 1 ? "COMPLETED" : "IN_PROGRESS")
+          }
+        })
+      ))
+
+    it.effect("outcomes of 256 KiB and unicode text round-trip exactly", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const unicode = "naïve café — 日本語 — emoji 🧾💳 — Ελληνικά — עברית — \u{1F600} — combining e\u0301"
+          const big = JSON.stringify({ note: unicode, blob: "x".repeat(256 * 1024) })
+          const texts = [JSON.stringify(unicode), big, JSON.stringify("line\nbreak\ttab \\ \" quote \u0001")]
+          for (const text of texts) {
+            const id = freshId({ scope: "tenant-ü" })
+            const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+            const outcome = IdempotencyRecord.StoredOutcome.Success({ value: text })
+            yield* store.complete({ id, token: first.token, outcome, ttl: TTL })
+            const existing = expectExisting(yield* store.reserve(reserveRequest(id)))
+            const stored = existing.record.outcome
+            assert.strictEqual(stored?._tag, "Success")
+            assert.strictEqual(stored?._tag === "Success" ? stored.value : undefined, text)
+          }
+        })
+      ))
+
+    const Payload = Schema.Struct({ amount: Schema.Number, currency: Schema.String })
+    const Charge = Schema.Struct({ chargeId: Schema.String, at: Schema.DateFromString })
+
+    it.effect("through Idempotency: one execution, replays decode the outcome, a changed request is KeyReused", () =>
+      withStore(() =>
+        Effect.gen(function*() {
+          const executions = yield* Ref.make(0)
+          const charge = Idempotency.make({
+            name: `conformance-charge-${randomUUID()}`,
+            payload: Payload,
+            success: Charge,
+            execute: (payload) =>
+              Ref.updateAndGet(executions, (n) => n + 1).pipe(
+                Effect.map((n) => ({ chargeId: `ch_${n}_${payload.amount}`, at: new Date(1_700_000_000_000) }))
+              )
+          })
+          const key = randomUUID()
+          const first = yield* charge.runDetailed({ key, payload: { amount: 10, currency: "EUR" } })
+          const second = yield* charge.runDetailed({ key: `"${key}"`, payload: { currency: "EUR", amount: 10 } })
+          assert.isFalse(first.replayed)
+          assert.isTrue(second.replayed)
+          assert.strictEqual(second.value.chargeId, first.value.chargeId)
+          assert.instanceOf(second.value.at, Date)
+          assert.strictEqual(second.value.at.getTime(), first.value.at.getTime())
+          const reused = yield* Effect.either(charge.run({ key, payload: { amount: 11, currency: "EUR" } }))
+          assert.isTrue(Either.isLeft(reused) && reused.left._tag === "KeyReused")
+          assert.strictEqual(yield* Ref.get(executions), 1)
+        })
+      ))
+
+    it.effect(`through Idempotency: ${concurrency} concurrent attempts run the downstream once`, () =>
+      withStore(() =>
+        Effect.gen(function*() {
+          const executions = yield* Ref.make(0)
+          const op = Idempotency.make({
+            name: `conformance-race-${randomUUID()}`,
+            payload: Payload,
+            success: Schema.Number,
+            execute: () => Ref.updateAndGet(executions, (n) => n + 1)
+          })
+          const key = randomUUID()
+          const results = yield* Effect.all(
+            Array.from({ length: concurrency }, () =>
+              Effect.either(op.run({ key, payload: { amount: 1, currency: "EUR" } }))),
+            { concurrency: "unbounded" }
+          )
+          assert.strictEqual(yield* Ref.get(executions), 1)
+          for (const result of results) {
+            if (Either.isRight(result)) {
+              assert.strictEqual(result.right, 1)
+            } else assert.strictEqual(result.left._tag, "IdempotencyConflict")
+          }
+          const replay = yield* op.runDetailed({ key, payload: { amount: 1, currency: "EUR" } })
+          assert.isTrue(replay.replayed)
+          assert.strictEqual(replay.value, 1)
+        })
+      ))
+  })
+}
