@@ -329,6 +329,8 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
             replayed: true
           })
         )
+      case "Omitted":
+        return Effect.fail(invalid(`the outcome was not kept by the store: ${outcome.reason}`))
     }
   }
 

@@ -72,7 +72,10 @@ export type Status = typeof Status.Type
 
 /**
  * A recorded outcome, as the store keeps it. The value and the error are JSON text of the
- * schema-encoded value; `Timeout` records that the outcome is unknown (the `markUnknown` policy).
+ * schema-encoded value; `Timeout` records that the outcome is unknown (the `markUnknown` policy);
+ * `Omitted` records that the attempt finished but its outcome could not be kept (it exceeded the
+ * store's item size limit): the key is still never executed again before it expires, and a replay
+ * fails with `StoredOutcomeInvalid` carrying `reason`.
  *
  * @since 0.1.0
  * @category models
@@ -81,6 +84,7 @@ export type StoredOutcome = Data.TaggedEnum<{
   Success: { readonly value: string }
   Failure: { readonly error: string }
   Timeout: {}
+  Omitted: { readonly reason: string }
 }>
 
 /**
@@ -113,6 +117,8 @@ export const outcomeToColumns = (outcome: StoredOutcome): { readonly kind: Outco
       return { kind: "Failure", body: outcome.error }
     case "Timeout":
       return { kind: "Timeout", body: "" }
+    case "Omitted":
+      return { kind: "Omitted", body: outcome.reason }
   }
 }
 
@@ -130,6 +136,8 @@ export const outcomeFromColumns = (kind: string, body: string): StoredOutcome | 
       return StoredOutcome.Failure({ error: body })
     case "Timeout":
       return StoredOutcome.Timeout()
+    case "Omitted":
+      return StoredOutcome.Omitted({ reason: body })
     default:
       return undefined
   }

@@ -172,12 +172,13 @@ export const suite = <E>(
         })
       ))
 
-    it.effect("stored failure and unknown (timeout) outcomes round-trip", () =>
+    it.effect("stored failure, unknown (timeout) and omitted outcomes round-trip", () =>
       withStore((store) =>
         Effect.gen(function*() {
           const outcomes = [
             IdempotencyRecord.StoredOutcome.Failure({ error: JSON.stringify({ _tag: "OutOfStock", sku: "A-1" }) }),
-            IdempotencyRecord.StoredOutcome.Timeout()
+            IdempotencyRecord.StoredOutcome.Timeout(),
+            IdempotencyRecord.StoredOutcome.Omitted({ reason: "outcome of 512000 bytes exceeds the item limit" })
           ]
           for (const outcome of outcomes) {
             const id = freshId()
