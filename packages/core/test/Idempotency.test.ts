@@ -1,0 +1,543 @@
+import {
+  Idempotency,
+  IdempotencyContext,
+  IdempotencyError,
+  IdempotencyKey,
+  IdempotencyPolicy,
+  IdempotencyRecord,
+  IdempotencyStore
+} from "@effect-idempotency/core"
+import { assert, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as TestClock from "effect/TestClock"
+
+class OutOfStock extends Schema.TaggedError<OutOfStock>()("OutOfStock", { sku: Schema.String }) {}
+class Transient extends Schema.TaggedError<Transient>()("Transient", {}) {}
+
+const Order = Schema.Struct({ sku: Schema.String, quantity: Schema.Number })
+const Placed = Schema.Struct({ orderId: Schema.String, execution: Schema.Number })
+const order = { sku: "A-1", quantity: 2 }
+
+type Method = "reserve" | "complete" | "release" | "markFailed" | "extend" | "get"
+
+/** The memory store, with methods that can be made unreachable, and a count of calls. */
+const controllableStore = Effect.gen(function*() {
+  const down = yield* Ref.make<ReadonlySet<Method>>(new Set())
+  const calls = yield* Ref.make(0)
+  const base = yield* IdempotencyStore.makeMemory({ warn: false })
+  const guard = <A, E>(
+    method: Method,
+    effect: Effect.Effect<A, E>
+  ): Effect.Effect<A, E | IdempotencyError.StoreUnavailable> =>
+    Effect.zipRight(
+      Ref.update(calls, (n) => n + 1),
+      Effect.flatMap(Ref.get(down), (set) =>
+        set.has(method)
+          ? Effect.fail(new IdempotencyError.StoreUnavailable({ method, cause: new Error("connection refused") }))
+          : effect as Effect.Effect<A, E | IdempotencyError.StoreUnavailable>)
+    )
+  const store: IdempotencyStore.IdempotencyStore["Type"] = {
+    reserve: (request) => guard("reserve", base.reserve(request)),
+    complete: (request) => guard("complete", base.complete(request)),
+    release: (request) => guard("release", base.release(request)),
+    markFailed: (request) => guard("markFailed", base.markFailed(request)),
+    extend: (request) => guard("extend", base.extend(request)),
+    get: (id) => guard("get", base.get(id)),
+    purgeExpired: (options) => base.purgeExpired(options)
+  }
+  return {
+    layer: Layer.succeed(IdempotencyStore.IdempotencyStore, store),
+    store,
+    calls,
+    setDown: (...methods: Array<Method>) => Ref.set(down, new Set(methods))
+  }
+})
+
+/** An operation whose downstream counts executions and does what `behaviour` says. */
+const counted = <E = never>(
+  options: Partial<Idempotency.Options<typeof order, typeof order, typeof Placed.Type, any, E, never, any, any>> & {
+    readonly behaviour?: (execution: number) => Effect.Effect<typeof Placed.Type, E>
+  } = {}
+) =>
+  Effect.gen(function*() {
+    const executions = yield* Ref.make(0)
+    const behaviour = options.behaviour ?? ((n: number) => Effect.succeed({ orderId: `order-${n}`, execution: n }))
+    const operation = Idempotency.make({
+      name: "place-order",
+      payload: Order,
+      success: Placed,
+      ...options,
+      execute: () => Effect.flatMap(Ref.updateAndGet(executions, (n) => n + 1), behaviour)
+    })
+    return { operation, executions }
+  })
+
+describe("Idempotency", () => {
+  it.effect("runs the downstream once and replays the recorded outcome", () =>
+    Effect.gen(function*() {
+      const { operation, executions } = yield* counted()
+      const first = yield* operation.runDetailed({ key: "k-1", payload: order })
+      const second = yield* operation.runDetailed({ key: "k-1", payload: order })
+      const third = yield* operation.run({ key: "\"k-1\"", payload: order })
+      assert.deepStrictEqual(first, {
+        value: { orderId: "order-1", execution: 1 },
+        replayed: false,
+        attempt: 1,
+        recorded: true
+      })
+      assert.deepStrictEqual(second, {
+        value: { orderId: "order-1", execution: 1 },
+        replayed: true,
+        attempt: 1,
+        recorded: true
+      })
+      assert.deepStrictEqual(third, first.value)
+      assert.strictEqual(yield* Ref.get(executions), 1)
+    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+  it.effect("a different request under the same key fails with KeyReused and does not execute", () =>
+    Effect.gen(function*() {
+      const { operation, executions } = yield* counted()
+      yield* operation.run({ key: "k", payload: order })
+      const error = yield* Effect.flip(operation.run({ key: "k", payload: { ...order, quantity: 3 } }))
+      assert.strictEqual(error._tag, "KeyReused")
+      assert.strictEqual(IdempotencyError.httpStatus(error as IdempotencyError.IdempotencyError), 422)
+      assert.strictEqual(yield* Ref.get(executions), 1)
+    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+  it.effect("an invalid key fails before any store call", () =>
+    Effect.gen(function*() {
+      const control = yield* controllableStore
+      const { operation, executions } = yield* counted()
+      const error = yield* Effect.flip(
+        operation.run({ key: "bad key", payload: order }).pipe(Effect.provide(control.layer))
+      )
+      assert.strictEqual(error._tag, "InvalidIdempotencyKey")
+      assert.strictEqual(yield* Ref.get(control.calls), 0)
+      assert.strictEqual(yield* Ref.get(executions), 0)
+    }))
+
+  it.effect("fails closed: an unreachable store never lets the downstream run", () =>
+    Effect.gen(function*() {
+      const control = yield* controllableStore
+      const { operation, executions } = yield* counted()
+      yield* control.setDown("reserve", "get")
+      const error = yield* Effect.flip(operation.run({ key: "k", payload: order }).pipe(Effect.provide(control.layer)))
+      assert.strictEqual(error._tag, "StoreUnavailable")
+      assert.strictEqual(yield* Ref.get(executions), 0)
+      yield* control.setDown()
+      const recovered = yield* operation.run({ key: "k", payload: order }).pipe(Effect.provide(control.layer))
+      assert.strictEqual(recovered.execution, 1)
+    }))
+
+  it.effect("the same key under two scopes executes once per scope", () =>
+    Effect.gen(function*() {
+      const { operation, executions } = yield* counted()
+      const a = yield* operation.run({ key: "k", payload: order, scope: "tenant-a" })
+      const b = yield* operation.run({ key: "k", payload: order, scope: "tenant-b" })
+      const a2 = yield* operation.runDetailed({ key: "k", payload: order, scope: "tenant-a" })
+      assert.strictEqual(yield* Ref.get(executions), 2)
+      assert.notStrictEqual(a.orderId, b.orderId)
+      assert.isTrue(a2.replayed)
+      assert.strictEqual(a2.value.orderId, a.orderId)
+    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+  describe("failure policy", () => {
+    it.effect("release (the default for failures the failure schema does not cover): a retry executes again", () =>
+      Effect.gen(function*() {
+        const { operation, executions } = yield* counted<Transient>({
+          behaviour: (n) => n === 1 ? Effect.fail(new Transient()) : Effect.succeed({ orderId: "o", execution: n })
+        })
+        const error = yield* Effect.flip(operation.run({ key: "k", payload: order }))
+        assert.strictEqual(error._tag, "Transient")
+        const retry = yield* operation.run({ key: "k", payload: order })
+        assert.strictEqual(retry.execution, 2)
+        assert.strictEqual(yield* Ref.get(executions), 2)
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+    it.effect("store (the default for failures the failure schema covers): the failure is replayed, typed", () =>
+      Effect.gen(function*() {
+        const { operation, executions } = yield* counted<OutOfStock | Transient>({
+          failure: OutOfStock,
+          behaviour: () => Effect.fail(new OutOfStock({ sku: "A-1" }))
+        })
+        const first = yield* Effect.flip(operation.run({ key: "k", payload: order }))
+        const replay = yield* Effect.flip(operation.run({ key: "k", payload: order }))
+        assert.instanceOf(first, OutOfStock)
+        assert.instanceOf(replay, OutOfStock)
+        assert.deepStrictEqual(replay, first)
+        assert.strictEqual(yield* Ref.get(executions), 1)
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+    it.effect("markFailed: the same request takes the record over; another request is KeyReused", () =>
+      Effect.gen(function*() {
+        const { operation, executions } = yield* counted<Transient>({
+          onFailure: () => "markFailed",
+          behaviour: (n) => n === 1 ? Effect.fail(new Transient()) : Effect.succeed({ orderId: "o", execution: n })
+        })
+        yield* Effect.flip(operation.run({ key: "k", payload: order }))
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const id = IdempotencyRecord.makeRecordId({ operation: "place-order", key: IdempotencyKey.unsafeMake("k") })
+        assert.strictEqual(Option.getOrThrow(yield* store.get(id)).status, "FAILED")
+        const other = yield* Effect.flip(operation.run({ key: "k", payload: { ...order, sku: "B-2" } }))
+        assert.strictEqual(other._tag, "KeyReused")
+        const retry = yield* operation.runDetailed({ key: "k", payload: order })
+        assert.deepStrictEqual([retry.value.execution, retry.attempt, retry.replayed], [2, 2, false])
+        assert.strictEqual(yield* Ref.get(executions), 2)
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+    it.effect("a failure chosen for store that the failure schema cannot encode is marked failed instead", () =>
+      Effect.gen(function*() {
+        const { operation } = yield* counted<Transient>({
+          onFailure: () => "store",
+          behaviour: () => Effect.fail(new Transient())
+        })
+        yield* Effect.flip(operation.run({ key: "k", payload: order }))
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const id = IdempotencyRecord.makeRecordId({ operation: "place-order", key: IdempotencyKey.unsafeMake("k") })
+        assert.strictEqual(Option.getOrThrow(yield* store.get(id)).status, "FAILED")
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+    it.effect("a policy that cannot be applied fails with CleanupFailed carrying the original failure", () =>
+      Effect.gen(function*() {
+        const control = yield* controllableStore
+        const { operation } = yield* counted<Transient>({
+          behaviour: () =>
+            Effect.zipRight(control.setDown("release", "markFailed", "complete"), Effect.fail(new Transient()))
+        })
+        const error = yield* Effect.flip(
+          operation.run({ key: "k", payload: order }).pipe(Effect.provide(control.layer))
+        )
+        assert.strictEqual(error._tag, "CleanupFailed")
+        const cleanup = error as IdempotencyError.CleanupFailed
+        assert.strictEqual(cleanup.policy, "release")
+        assert.instanceOf(cleanup.original, Transient)
+        assert.instanceOf(cleanup.cause, IdempotencyError.StoreUnavailable)
+        assert.strictEqual(IdempotencyError.httpStatus(cleanup), 503)
+      }))
+
+    it.effect("a defect releases the record and is re-raised", () =>
+      Effect.gen(function*() {
+        const { operation, executions } = yield* counted({
+          behaviour: (n) => n === 1 ? Effect.die("boom") : Effect.succeed({ orderId: "o", execution: n })
+        })
+        const exit = yield* Effect.exit(operation.run({ key: "k", payload: order }))
+        assert.isTrue(exit._tag === "Failure" && exit.cause._tag === "Die")
+        assert.strictEqual((yield* operation.run({ key: "k", payload: order })).execution, 2)
+        assert.strictEqual(yield* Ref.get(executions), 2)
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+  })
+
+  describe("timeout policy", () => {
+    const slowFirst = (n: number) =>
+      n === 1 ? Effect.as(Effect.sleep("1 hour"), { orderId: "late", execution: n }) : Effect.succeed({
+        orderId: "o",
+        execution: n
+      })
+
+    it.effect("keepLease: retries get IdempotencyConflict until the lease ends, then take over", () =>
+      Effect.gen(function*() {
+        const { operation, executions } = yield* counted({
+          timeout: "5 seconds",
+          lease: "20 seconds",
+          behaviour: slowFirst
+        })
+        const first = yield* Effect.fork(Effect.flip(operation.run({ key: "k", payload: order })))
+        yield* TestClock.adjust("5 seconds")
+        const timeout = yield* Fiber.join(first)
+        assert.strictEqual(timeout._tag, "DownstreamTimeout")
+        assert.deepStrictEqual(
+          [
+            (timeout as IdempotencyError.DownstreamTimeout).policy,
+            (timeout as IdempotencyError.DownstreamTimeout).replayed
+          ],
+          ["keepLease", false]
+        )
+        const conflict = yield* Effect.flip(operation.run({ key: "k", payload: order }))
+        assert.strictEqual(conflict._tag, "IdempotencyConflict")
+        assert.strictEqual((conflict as IdempotencyError.IdempotencyConflict).retryAfterMillis, 15_000)
+        yield* TestClock.adjust("15 seconds")
+        const retry = yield* operation.runDetailed({ key: "k", payload: order })
+        assert.deepStrictEqual([retry.value.execution, retry.attempt], [2, 2])
+        assert.strictEqual(yield* Ref.get(executions), 2)
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+    it.effect("release: a retry executes at once", () =>
+      Effect.gen(function*() {
+        const { operation, executions } = yield* counted({
+          timeout: "5 seconds",
+          onTimeout: "release",
+          behaviour: slowFirst
+        })
+        const first = yield* Effect.fork(Effect.flip(operation.run({ key: "k", payload: order })))
+        yield* TestClock.adjust("5 seconds")
+        assert.strictEqual((yield* Fiber.join(first))._tag, "DownstreamTimeout")
+        const retry = yield* operation.runDetailed({ key: "k", payload: order })
+        assert.deepStrictEqual([retry.value.execution, retry.attempt], [2, 1])
+        assert.strictEqual(yield* Ref.get(executions), 2)
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+    it.effect("markUnknown: the key stays blocked with DownstreamTimeout until the record expires", () =>
+      Effect.gen(function*() {
+        const { operation, executions } = yield* counted({
+          timeout: "5 seconds",
+          ttl: "1 hour",
+          onTimeout: "markUnknown",
+          behaviour: slowFirst
+        })
+        const first = yield* Effect.fork(Effect.flip(operation.run({ key: "k", payload: order })))
+        yield* TestClock.adjust("5 seconds")
+        assert.strictEqual((yield* Fiber.join(first))._tag, "DownstreamTimeout")
+        yield* TestClock.adjust("30 minutes")
+        const replay = yield* Effect.flip(operation.run({ key: "k", payload: order }))
+        assert.strictEqual(replay._tag, "DownstreamTimeout")
+        assert.isTrue((replay as IdempotencyError.DownstreamTimeout).replayed)
+        assert.strictEqual(yield* Ref.get(executions), 1)
+        yield* TestClock.adjust("31 minutes")
+        assert.strictEqual((yield* operation.run({ key: "k", payload: order })).execution, 2)
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+    it.effect("markUnknown: a crashed attempt's expired lease is never taken over", () =>
+      Effect.gen(function*() {
+        const { operation, executions } = yield* counted({
+          timeout: "5 seconds",
+          lease: "10 seconds",
+          onTimeout: "markUnknown",
+          behaviour: slowFirst
+        })
+        const crashed = yield* Effect.fork(operation.run({ key: "k", payload: order }))
+        yield* TestClock.adjust("1 second")
+        yield* Fiber.interrupt(crashed)
+        yield* TestClock.adjust("1 minute")
+        const error = yield* Effect.flip(operation.run({ key: "k", payload: order }))
+        assert.strictEqual(error._tag, "DownstreamTimeout")
+        assert.strictEqual(yield* Ref.get(executions), 1)
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+    it.effect("keepLease: a crashed attempt blocks the key only until its lease ends", () =>
+      Effect.gen(function*() {
+        const { operation, executions } = yield* counted({
+          timeout: "5 seconds",
+          lease: "10 seconds",
+          behaviour: slowFirst
+        })
+        const crashed = yield* Effect.fork(operation.run({ key: "k", payload: order }))
+        yield* TestClock.adjust("1 second")
+        yield* Fiber.interrupt(crashed)
+        assert.strictEqual(
+          (yield* Effect.flip(operation.run({ key: "k", payload: order })))._tag,
+          "IdempotencyConflict"
+        )
+        yield* TestClock.adjust("9 seconds")
+        assert.strictEqual((yield* operation.run({ key: "k", payload: order })).execution, 2)
+        assert.strictEqual(yield* Ref.get(executions), 2)
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+    it.effect("the lease is at least the timeout plus a margin, and a request may shorten the timeout", () =>
+      Effect.gen(function*() {
+        const { operation } = yield* counted({ timeout: "30 seconds", lease: "1 second", behaviour: slowFirst })
+        const first = yield* Effect.fork(Effect.flip(operation.run({ key: "k", payload: order, timeout: "2 seconds" })))
+        yield* TestClock.adjust("2 seconds")
+        assert.strictEqual(((yield* Fiber.join(first)) as IdempotencyError.DownstreamTimeout).timeoutMillis, 2000)
+        const conflict = yield* Effect.flip(operation.run({ key: "k", payload: order }))
+        // lease = max(1 s, 2 s + 1 s margin) from the reservation, 2 s ago
+        assert.strictEqual((conflict as IdempotencyError.IdempotencyConflict).retryAfterMillis, 1000)
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+  })
+
+  describe("in-progress policy", () => {
+    it.effect("fail (default): a concurrent attempt gets IdempotencyConflict (409)", () =>
+      Effect.gen(function*() {
+        const gate = yield* Deferred.make<void>()
+        const { operation } = yield* counted({
+          behaviour: (n) => Effect.as(Deferred.await(gate), { orderId: "o", execution: n })
+        })
+        const first = yield* Effect.fork(operation.run({ key: "k", payload: order }))
+        yield* Effect.yieldNow()
+        const conflict = yield* Effect.flip(operation.run({ key: "k", payload: order }))
+        assert.strictEqual(conflict._tag, "IdempotencyConflict")
+        assert.strictEqual(IdempotencyError.httpStatus(conflict as IdempotencyError.IdempotencyError), 409)
+        yield* Deferred.succeed(gate, void 0)
+        assert.strictEqual((yield* Fiber.join(first)).execution, 1)
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+    it.effect("wait: a concurrent attempt polls on the schedule and replays the outcome once recorded", () =>
+      Effect.gen(function*() {
+        const { operation, executions } = yield* counted({
+          inProgress: IdempotencyPolicy.waitOnConflict(
+            Schedule.spaced("1 second").pipe(Schedule.intersect(Schedule.recurs(10)))
+          ),
+          behaviour: (n) => Effect.as(Effect.sleep("3500 millis"), { orderId: "o", execution: n })
+        })
+        const first = yield* Effect.fork(operation.run({ key: "k", payload: order }))
+        yield* Effect.yieldNow()
+        const waiting = yield* Effect.fork(operation.runDetailed({ key: "k", payload: order }))
+        yield* TestClock.adjust("5 seconds")
+        const waited = yield* Fiber.join(waiting)
+        assert.isTrue(waited.replayed)
+        assert.strictEqual(waited.value.execution, (yield* Fiber.join(first)).execution)
+        assert.strictEqual(yield* Ref.get(executions), 1)
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+    it.effect("wait: when the schedule ends first, the attempt fails with IdempotencyConflict", () =>
+      Effect.gen(function*() {
+        const { operation } = yield* counted({
+          inProgress: IdempotencyPolicy.waitOnConflict(
+            Schedule.spaced("1 second").pipe(Schedule.intersect(Schedule.recurs(2)))
+          ),
+          behaviour: (n) => Effect.as(Effect.sleep("20 seconds"), { orderId: "o", execution: n })
+        })
+        yield* Effect.fork(operation.run({ key: "k", payload: order }))
+        yield* Effect.yieldNow()
+        const waiting = yield* Effect.fork(Effect.flip(operation.run({ key: "k", payload: order })))
+        yield* TestClock.adjust("3 seconds")
+        assert.strictEqual((yield* Fiber.join(waiting))._tag, "IdempotencyConflict")
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+  })
+
+  it.effect("a heartbeat keeps a long call's lease alive", () =>
+    Effect.gen(function*() {
+      const { operation, executions } = yield* counted({
+        lease: "10 seconds",
+        heartbeat: "3 seconds",
+        timeout: "2 minutes",
+        behaviour: (n) => Effect.as(Effect.sleep("60 seconds"), { orderId: "o", execution: n })
+      })
+      const first = yield* Effect.fork(operation.run({ key: "k", payload: order }))
+      yield* TestClock.adjust("45 seconds")
+      assert.strictEqual((yield* Effect.flip(operation.run({ key: "k", payload: order })))._tag, "IdempotencyConflict")
+      yield* TestClock.adjust("15 seconds")
+      assert.strictEqual((yield* Fiber.join(first)).execution, 1)
+      assert.strictEqual((yield* operation.runDetailed({ key: "k", payload: order })).replayed, true)
+      assert.strictEqual(yield* Ref.get(executions), 1)
+    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+  it.effect("an outcome that no longer decodes fails with StoredOutcomeInvalid (500)", () =>
+    Effect.gen(function*() {
+      const v1 = Idempotency.make({
+        name: "deploy",
+        payload: Schema.Null,
+        success: Schema.String,
+        execute: () => Effect.succeed("text")
+      })
+      const v2 = Idempotency.make({
+        name: "deploy",
+        payload: Schema.Null,
+        success: Schema.Number,
+        execute: () => Effect.succeed(1)
+      })
+      yield* v1.run({ key: "k", payload: null })
+      const error = yield* Effect.flip(v2.run({ key: "k", payload: null }))
+      assert.strictEqual(error._tag, "StoredOutcomeInvalid")
+      assert.strictEqual(IdempotencyError.httpStatus(error), 500)
+    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+  it.effect("a completion that keeps failing returns the value unrecorded after its bounded retries", () =>
+    Effect.gen(function*() {
+      const control = yield* controllableStore
+      const { operation } = yield* counted({
+        behaviour: (n) => Effect.as(control.setDown("complete"), { orderId: "o", execution: n })
+      })
+      const fiber = yield* Effect.fork(
+        operation.runDetailed({ key: "k", payload: order }).pipe(Effect.provide(control.layer))
+      )
+      yield* TestClock.adjust("10 seconds")
+      const result = yield* Fiber.join(fiber)
+      assert.deepStrictEqual([result.recorded, result.replayed], [false, false])
+    }))
+
+  it.effect("a completion that fails once is retried and recorded", () =>
+    Effect.gen(function*() {
+      const control = yield* controllableStore
+      const { operation } = yield* counted({
+        behaviour: (n) =>
+          Effect.as(
+            Effect.zipRight(
+              control.setDown("complete"),
+              Effect.forkDaemon(Effect.delay(control.setDown(), "10 millis"))
+            ),
+            { orderId: "o", execution: n }
+          )
+      })
+      const fiber = yield* Effect.fork(
+        operation.runDetailed({ key: "k", payload: order }).pipe(Effect.provide(control.layer))
+      )
+      yield* TestClock.adjust("1 second")
+      assert.isTrue((yield* Fiber.join(fiber)).recorded)
+      const replay = yield* operation.runDetailed({ key: "k", payload: order }).pipe(Effect.provide(control.layer))
+      assert.isTrue(replay.replayed)
+    }))
+
+  it.effect("an attempt whose lease was taken over gets LeaseLost instead of overwriting the new owner", () =>
+    Effect.gen(function*() {
+      const store = yield* IdempotencyStore.IdempotencyStore
+      const operation = Idempotency.make({
+        name: "usurped",
+        payload: Schema.Null,
+        success: Schema.Number,
+        execute: () =>
+          Effect.gen(function*() {
+            const context = yield* IdempotencyContext.IdempotencyContext
+            // another attempt takes the record over behind this one's back
+            yield* store.release({ id: context.id, token: context.token })
+            yield* store.reserve({
+              id: context.id,
+              token: "usurper",
+              fingerprint: "sha256:other",
+              lease: Duration.minutes(1),
+              ttl: Duration.hours(1),
+              takeover: true
+            })
+            return 1
+          }).pipe(Effect.orDie)
+      })
+      const error = yield* Effect.flip(operation.run({ key: "k", payload: null }))
+      assert.strictEqual(error._tag, "LeaseLost")
+      const id = IdempotencyRecord.makeRecordId({ operation: "usurped", key: IdempotencyKey.unsafeMake("k") })
+      assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, "usurper")
+    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+  it.effect("the downstream reads the key and stable per-step keys from IdempotencyContext", () =>
+    Effect.gen(function*() {
+      const seen: Array<{ key: string; charge: string; email: string; attempt: number }> = []
+      const operation = Idempotency.make({
+        name: "context",
+        payload: Schema.Null,
+        success: Schema.Number,
+        timeout: "1 second",
+        onTimeout: "release",
+        execute: () =>
+          Effect.gen(function*() {
+            const context = yield* IdempotencyContext.IdempotencyContext
+            seen.push({
+              key: context.key,
+              charge: yield* IdempotencyContext.stepKey("charge"),
+              email: context.stepKey("email"),
+              attempt: context.attempt
+            })
+            if (seen.length === 1) yield* Effect.sleep("1 hour")
+            return seen.length
+          })
+      })
+      const first = yield* Effect.fork(Effect.either(operation.run({ key: "k", payload: null })))
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.join(first)
+      yield* operation.run({ key: "k", payload: null })
+      yield* operation.run({ key: "k", payload: null, scope: "other" })
+      assert.strictEqual(seen.length, 3)
+      assert.strictEqual(seen[0]!.key, "k")
+      assert.strictEqual(seen[1]!.charge, seen[0]!.charge)
+      assert.notStrictEqual(seen[0]!.charge, seen[0]!.email)
+      assert.notStrictEqual(seen[2]!.charge, seen[0]!.charge)
+      assert.isTrue(seen.every((s) => /^[A-Za-z0-9_-]{43}$/.test(s.charge)))
+      assert.isTrue(Option.isNone(yield* IdempotencyContext.current))
+    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+})
