@@ -42,6 +42,6 @@ describe("at-most-once (markUnknown)", () => {
         assert.deepStrictEqual(violations, [])
         assert.isAtMost(executions.length, 1)
       }),
-    { fastCheck: { numRuns: NUM_RUNS } }
+    { timeout: 600_000, fastCheck: { numRuns: NUM_RUNS } }
   )
 })

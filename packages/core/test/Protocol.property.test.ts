@@ -14,6 +14,6 @@ describe("protocol properties (memory store, TestClock)", () => {
         const { violations } = yield* play(cfg, scenario)
         assert.deepStrictEqual(violations, [])
       }),
-    { fastCheck: { numRuns: NUM_RUNS } }
+    { timeout: 600_000, fastCheck: { numRuns: NUM_RUNS } }
   )
 })
