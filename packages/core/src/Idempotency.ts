@@ -351,7 +351,11 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
       const ignoreLeaseLost = <X>(effect: Effect.Effect<void, LeaseLost | X>) =>
         Effect.catchIf(effect, (error): error is LeaseLost => error instanceof LeaseLost, () => Effect.void)
 
-      let downstream = Effect.provideService(options.execute(payload), IdempotencyContext.IdempotencyContext, context)
+      let downstream = Effect.provideService(
+        Effect.suspend(() => options.execute(payload)),
+        IdempotencyContext.IdempotencyContext,
+        context
+      )
       if (heartbeat !== undefined) {
         const beat = store.extend({ id, token, lease }).pipe(
           Effect.delay(heartbeat),

@@ -234,6 +234,24 @@ describe("Idempotency", () => {
         assert.strictEqual((yield* operation.run({ key: "k", payload: order })).execution, 2)
         assert.strictEqual(yield* Ref.get(executions), 2)
       }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+    it.effect("an execute function that throws is a defect that releases the record", () =>
+      Effect.gen(function*() {
+        let calls = 0
+        const operation = Idempotency.make({
+          name: "throws",
+          payload: Schema.Null,
+          success: Schema.Number,
+          execute: () => {
+            calls++
+            if (calls === 1) throw new Error("thrown while building the effect")
+            return Effect.succeed(calls)
+          }
+        })
+        const exit = yield* Effect.exit(operation.run({ key: "k", payload: null }))
+        assert.isTrue(exit._tag === "Failure" && exit.cause._tag === "Die")
+        assert.strictEqual(yield* operation.run({ key: "k", payload: null }), 2)
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
   })
 
   describe("timeout policy", () => {
