@@ -224,6 +224,16 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
     return heartbeat === undefined ? Duration.max(configuredLease, floor) : configuredLease
   }
 
+  // built once per operation: a run only looks them up
+  const spanOptions = { attributes: { "idempotency.operation": name }, captureStackTrace: false } as const
+  const counters = {
+    replayed: Metric.tagged(Metric.tagged(attempts, "operation", name), "outcome", "replayed"),
+    executed: Metric.tagged(Metric.tagged(attempts, "operation", name), "outcome", "executed"),
+    unrecorded: Metric.tagged(Metric.tagged(attempts, "operation", name), "outcome", "unrecorded")
+  }
+  const annotate = (outcome: keyof typeof counters) =>
+    Effect.zipRight(Effect.annotateCurrentSpan("idempotency.outcome", outcome), Metric.increment(counters[outcome]))
+
   const failurePolicy = (error: E): FailurePolicy =>
     options.onFailure !== undefined ? options.onFailure(error) : isStorableFailure(error) ? "store" : "release"
 
@@ -240,9 +250,6 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
         : Duration.min(defaultTimeout, Duration.decode(request.timeout))
       const lease = leaseFor(timeout)
       const token = randomUUID()
-      const tag = (outcome: string) => Metric.tagged(Metric.tagged(attempts, "operation", name), "outcome", outcome)
-      const annotate = (outcome: string) =>
-        Effect.zipRight(Effect.annotateCurrentSpan("idempotency.outcome", outcome), Metric.increment(tag(outcome)))
 
       const classify = (
         result: ReserveResult
@@ -291,8 +298,8 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
       if (reservation._tag === "Replay") {
         const value = yield* replay(id, reservation.record, timeout)
         yield* annotate("replayed")
-        yield* Effect.logDebug("idempotency: replayed the stored outcome").pipe(
-          Effect.annotateLogs({ operation: name, attempt: reservation.record.attempt })
+        yield* Effect.logDebug(
+          `idempotency: ${name} replayed the outcome recorded by attempt ${reservation.record.attempt}`
         )
         return { value, replayed: true, attempt: reservation.record.attempt, recorded: true } satisfies Result<A>
       }
@@ -301,7 +308,7 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
       yield* annotate(result.recorded ? "executed" : "unrecorded")
       return result
     }).pipe(
-      Effect.withSpan("Idempotency.run", { attributes: { "idempotency.operation": name } })
+      Effect.withSpan("Idempotency.run", spanOptions)
     )
 
   const replay = (id: RecordId, record: IdempotencyRecord, timeout: Duration.Duration) => {
