@@ -26,6 +26,7 @@
  * @since 0.1.0
  */
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -109,9 +110,11 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF> {
   readonly timeout?: Duration.DurationInput | undefined
   /**
    * How long a reservation blocks other attempts. Without a heartbeat it is at least the timeout
-   * plus `LEASE_MARGIN`, which is also the default.
+   * plus the lease margin, which is also the default.
    */
   readonly lease?: Duration.DurationInput | undefined
+  /** How long the lease outlasts the timeout, to record the outcome. Default `LEASE_MARGIN` (1 second). */
+  readonly leaseMargin?: Duration.DurationInput | undefined
   /** Extend the lease at this interval while the downstream runs (for calls longer than the lease). */
   readonly heartbeat?: Duration.DurationInput | undefined
   /** How long a recorded outcome is replayed. Default 24 hours. */
@@ -144,8 +147,16 @@ export interface Request<P> {
   readonly payload: P
   /** A tenant or user id: keys of different scopes never share a record. */
   readonly scope?: string | undefined
-  /** A shorter timeout for this call (for example the platform's remaining time, less a margin). */
+  /** A shorter timeout for this call. */
   readonly timeout?: Duration.DurationInput | undefined
+  /**
+   * An absolute deadline, in epoch milliseconds of the `Clock`, by which the downstream must have
+   * finished (for example the platform's cut-off less a margin). The downstream gets the smaller of
+   * the timeout and the time left when it starts, so the reservation's own latency counts against
+   * the deadline. If the deadline has passed by then, the reservation is released without calling
+   * the downstream and the call fails with `DownstreamTimeout` (policy `release`).
+   */
+  readonly deadline?: number | undefined
 }
 
 /**
@@ -207,6 +218,7 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
   const defaultTimeout = Duration.decode(options.timeout ?? DEFAULT_TIMEOUT)
   const heartbeat = options.heartbeat === undefined ? undefined : Duration.decode(options.heartbeat)
   const configuredLease = options.lease === undefined ? undefined : Duration.decode(options.lease)
+  const leaseMargin = Duration.decode(options.leaseMargin ?? LEASE_MARGIN)
   const onTimeout: TimeoutPolicy = options.onTimeout ?? "keepLease"
   const takeover = onTimeout !== "markUnknown"
   const completeRetry = options.completeRetry ?? DEFAULT_COMPLETE_RETRY
@@ -219,7 +231,7 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
   const isStorableFailure = failureSchema === undefined ? () => false : Schema.is(failureSchema)
 
   const leaseFor = (timeout: Duration.Duration): Duration.Duration => {
-    const floor = Duration.sum(timeout, LEASE_MARGIN)
+    const floor = Duration.sum(timeout, leaseMargin)
     if (configuredLease === undefined) return floor
     return heartbeat === undefined ? Duration.max(configuredLease, floor) : configuredLease
   }
@@ -245,9 +257,13 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
       const key = yield* IdempotencyKey.decode(request.key, options.key)
       const id = makeRecordId({ operation: name, key, scope: request.scope })
       const fingerprint = yield* Effect.orDie(fingerprintOf(request.payload))
-      const timeout = request.timeout === undefined
+      let timeout = request.timeout === undefined
         ? defaultTimeout
         : Duration.min(defaultTimeout, Duration.decode(request.timeout))
+      if (request.deadline !== undefined) {
+        const now = yield* Clock.currentTimeMillis
+        timeout = Duration.min(timeout, Duration.millis(Math.max(0, request.deadline - now)))
+      }
       const lease = leaseFor(timeout)
       const token = randomUUID()
 
@@ -304,7 +320,7 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
         return { value, replayed: true, attempt: reservation.record.attempt, recorded: true } satisfies Result<A>
       }
 
-      const result = yield* execute(request.payload, id, reservation.token, reservation.attempt, timeout, lease)
+      const result = yield* execute(request, id, reservation.token, reservation.attempt, timeout, lease)
       yield* annotate(result.recorded ? "executed" : "unrecorded")
       return result
     }).pipe(
@@ -327,14 +343,17 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
         )
       }
       case "Timeout":
-        return Effect.fail(
-          new DownstreamTimeout({
-            operation: name,
-            key: id.key,
-            timeoutMillis: Duration.toMillis(timeout),
-            policy: "markUnknown",
-            replayed: true
-          })
+        return Effect.zipRight(
+          Effect.logDebug(`idempotency: ${name} replayed an unknown outcome (an earlier attempt timed out or crashed)`),
+          Effect.fail(
+            new DownstreamTimeout({
+              operation: name,
+              key: id.key,
+              timeoutMillis: Duration.toMillis(timeout),
+              policy: "markUnknown",
+              replayed: true
+            })
+          )
         )
       case "Omitted":
         return Effect.fail(invalid(`the outcome was not kept by the store: ${outcome.reason}`))
@@ -342,24 +361,40 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
   }
 
   const execute = (
-    payload: P,
+    request: Request<P>,
     id: RecordId,
     token: string,
     attempt: number,
-    timeout: Duration.Duration,
+    initialTimeout: Duration.Duration,
     lease: Duration.Duration
   ) =>
     Effect.gen(function*() {
       const store = yield* IdempotencyStore
       const context = IdempotencyContext.make({ id, token, attempt })
+      let timeout = initialTimeout
       const cleanupFailed = (policy: CleanupFailed["policy"], original: unknown) => (cause: StoreFailure) =>
         new CleanupFailed({ operation: name, key: id.key, policy, original, cause })
       // a lost lease during cleanup means another attempt owns the record now: nothing left to clean
       const ignoreLeaseLost = <X>(effect: Effect.Effect<void, LeaseLost | X>) =>
         Effect.catchIf(effect, (error): error is LeaseLost => error instanceof LeaseLost, () => Effect.void)
 
+      if (request.deadline !== undefined) {
+        const left = request.deadline - (yield* Clock.currentTimeMillis)
+        if (left <= 0) {
+          // nothing ran: the reservation is released whatever the timeout policy says
+          yield* store.release({ id, token }).pipe(ignoreLeaseLost, Effect.ignore)
+          return yield* new DownstreamTimeout({
+            operation: name,
+            key: id.key,
+            timeoutMillis: 0,
+            policy: "release",
+            replayed: false
+          })
+        }
+        timeout = Duration.min(timeout, Duration.millis(left))
+      }
       let downstream = Effect.provideService(
-        Effect.suspend(() => options.execute(payload)),
+        Effect.suspend(() => options.execute(request.payload)),
         IdempotencyContext.IdempotencyContext,
         context
       )

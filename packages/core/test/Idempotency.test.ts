@@ -8,6 +8,7 @@ import {
   IdempotencyStore
 } from "@effect-idempotency/core"
 import { assert, describe, it } from "@effect/vitest"
+import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -369,6 +370,44 @@ describe("Idempotency", () => {
         // lease = max(1 s, 2 s + 1 s margin) from the reservation, 2 s ago
         assert.strictEqual((conflict as IdempotencyError.IdempotencyConflict).retryAfterMillis, 1000)
       }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+  })
+
+  describe("deadline", () => {
+    it.effect("the downstream gets the time left before the deadline, and the lease follows it", () =>
+      Effect.gen(function*() {
+        const { operation } = yield* counted({
+          timeout: "30 seconds",
+          leaseMargin: "100 millis",
+          behaviour: (n) => Effect.as(Effect.sleep("1 hour"), { orderId: "o", execution: n })
+        })
+        const now = yield* Clock.currentTimeMillis
+        const first = yield* Effect.fork(Effect.flip(operation.run({ key: "k", payload: order, deadline: now + 3000 })))
+        yield* TestClock.adjust("3 seconds")
+        const timeout = (yield* Fiber.join(first)) as IdempotencyError.DownstreamTimeout
+        assert.deepStrictEqual([timeout._tag, timeout.timeoutMillis], ["DownstreamTimeout", 3000])
+        const conflict = yield* Effect.flip(operation.run({ key: "k", payload: order }))
+        assert.strictEqual((conflict as IdempotencyError.IdempotencyConflict).retryAfterMillis, 100)
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+    it.effect("a deadline that passes during the reservation releases it without calling the downstream", () =>
+      Effect.gen(function*() {
+        const base = yield* IdempotencyStore.makeMemory({ warn: false })
+        const slow = Layer.succeed(IdempotencyStore.IdempotencyStore, {
+          ...base,
+          reserve: (request) => Effect.zipRight(Effect.sleep("5 seconds"), base.reserve(request))
+        })
+        const { operation, executions } = yield* counted({ onTimeout: "markUnknown" })
+        const now = yield* Clock.currentTimeMillis
+        const first = yield* Effect.fork(
+          Effect.flip(operation.run({ key: "k", payload: order, deadline: now + 2000 }).pipe(Effect.provide(slow)))
+        )
+        yield* TestClock.adjust("5 seconds")
+        const error = (yield* Fiber.join(first)) as IdempotencyError.DownstreamTimeout
+        assert.deepStrictEqual([error._tag, error.policy, error.timeoutMillis], ["DownstreamTimeout", "release", 0])
+        assert.strictEqual(yield* Ref.get(executions), 0)
+        const id = IdempotencyRecord.makeRecordId({ operation: "place-order", key: IdempotencyKey.unsafeMake("k") })
+        assert.isTrue(Option.isNone(yield* base.get(id)))
+      }))
   })
 
   describe("in-progress policy", () => {
