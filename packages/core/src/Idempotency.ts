@@ -438,9 +438,20 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
         const recorded = yield* store.complete({ id, token, outcome: StoredOutcome.Success({ value: encoded }), ttl })
           .pipe(
             Effect.retry({ schedule: completeRetry, while: (error) => error._tag === "StoreUnavailable" }),
+            // a retried completion whose first try was applied but whose answer was lost sees its own
+            // COMPLETED record: that is this attempt's outcome, recorded, not a lost lease
+            Effect.catchIf(
+              (error): error is LeaseLost => error._tag === "LeaseLost",
+              (error) =>
+                Effect.flatMap(store.get(id), (record) =>
+                  Option.isSome(record) && record.value.status === "COMPLETED" && record.value.token === token
+                    ? Effect.void
+                    : Effect.fail(error))
+            ),
             Effect.as(true),
             Effect.catchIf(
-              (error): error is StoreFailure => error._tag !== "LeaseLost",
+              (error): error is StoreFailure =>
+                error._tag !== "LeaseLost",
               (error) =>
                 Effect.as(
                   Effect.logError("idempotency: the outcome could not be recorded; returning it unrecorded", error),

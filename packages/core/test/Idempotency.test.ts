@@ -533,6 +533,28 @@ describe("Idempotency", () => {
       assert.isTrue(replay.replayed)
     }))
 
+  it.effect("a completion applied but whose answer was lost is recognised on retry as recorded", () =>
+    Effect.gen(function*() {
+      const base = yield* IdempotencyStore.makeMemory({ warn: false })
+      let lost = 0
+      const lossy = Layer.succeed(IdempotencyStore.IdempotencyStore, {
+        ...base,
+        complete: (request) =>
+          Effect.flatMap(base.complete(request), () =>
+            lost++ === 0
+              ? Effect.fail(new IdempotencyError.StoreUnavailable({ method: "complete", cause: "connection reset" }))
+              : Effect.void)
+      })
+      const { operation, executions } = yield* counted()
+      const fiber = yield* Effect.fork(operation.runDetailed({ key: "k", payload: order }).pipe(Effect.provide(lossy)))
+      yield* TestClock.adjust("1 second")
+      const result = yield* Fiber.join(fiber)
+      assert.deepStrictEqual([result.recorded, result.replayed, lost], [true, false, 1])
+      const replay = yield* operation.runDetailed({ key: "k", payload: order }).pipe(Effect.provide(lossy))
+      assert.isTrue(replay.replayed)
+      assert.strictEqual(yield* Ref.get(executions), 1)
+    }))
+
   it.effect("an attempt whose lease was taken over gets LeaseLost instead of overwriting the new owner", () =>
     Effect.gen(function*() {
       const store = yield* IdempotencyStore.IdempotencyStore

@@ -16,6 +16,7 @@
  */
 import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { assert, layer } from "@effect/vitest"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -24,6 +25,7 @@ import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
+import * as TestServices from "effect/TestServices"
 import { randomUUID } from "node:crypto"
 
 /**
@@ -102,7 +104,7 @@ export const suite = <E>(
 ) => {
   const concurrency = options?.concurrency ?? 100
   const startClock: Effect.Effect<void> = options?.advance === undefined
-    ? Effect.flatMap(Effect.sync(() => Date.now()), (now) => TestClock.setTime(now))
+    ? Effect.flatMap(TestServices.provideLive(Clock.currentTimeMillis), (now) => TestClock.setTime(now))
     : Effect.void
   const advance = options?.advance ?? ((duration: Duration.Duration) => TestClock.adjust(duration))
 
