@@ -1,1 +1,14 @@
-export {}
+/**
+ * @since 0.1.0
+ */
+export * as PgIdempotencyMigration from "./PgIdempotencyMigration.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as PgIdempotencyStore from "./PgIdempotencyStore.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as PgIdempotencyTable from "./PgIdempotencyTable.js"

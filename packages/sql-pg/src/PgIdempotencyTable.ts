@@ -1,0 +1,141 @@
+/**
+ * The name of the records table, validated once and quoted for every statement.
+ *
+ * A table name (and an optional schema name) is a plain SQL identifier: a letter or `_`, then
+ * letters, digits or `_`. The store and the migration always quote it, so the name keeps its case.
+ * The table name has at most 48 characters, so that the name of its expiry index
+ * (`<table>_expires_at_idx`) fits PostgreSQL's 63-byte identifier limit.
+ *
+ * @since 0.1.0
+ */
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
+
+/**
+ * The default table name.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const DEFAULT_NAME = "idempotency_records"
+
+/**
+ * The longest table name accepted.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const MAX_NAME_LENGTH = 48
+
+/**
+ * The longest schema name accepted (PostgreSQL's identifier limit).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const MAX_SCHEMA_LENGTH = 63
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+/**
+ * Where the records live.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TableOptions {
+  /** The table name. Default `idempotency_records`. */
+  readonly table?: string | undefined
+  /** The schema of the table. Default: the connection's `search_path`. */
+  readonly schema?: string | undefined
+}
+
+/**
+ * A validated table: its names, and the quoted forms the SQL uses.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface IdempotencyTable {
+  readonly name: string
+  readonly schema: string | undefined
+  /** The quoted, schema-qualified table name, ready to splice into SQL. */
+  readonly qualified: string
+  /** The quoted name of the index on `expires_at` (an index lives in its table's schema). */
+  readonly expiresAtIndex: string
+}
+
+/**
+ * A table or schema name that is not a plain SQL identifier, or is too long.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidTableName extends Schema.TaggedError<InvalidTableName>(
+  "@effect-idempotency/sql-pg/InvalidTableName"
+)("InvalidTableName", {
+  kind: Schema.Literal("table", "schema"),
+  name: Schema.String,
+  reason: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid ${this.kind} name ${JSON.stringify(this.name)}: ${this.reason}`
+  }
+}
+
+/**
+ * Quotes an identifier for PostgreSQL.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const quote = (identifier: string): string => `"${identifier.replaceAll("\"", "\"\"")}"`
+
+const check = (
+  kind: InvalidTableName["kind"],
+  name: string,
+  maxLength: number
+): Either.Either<string, InvalidTableName> => {
+  if (!IDENTIFIER.test(name)) {
+    return Either.left(
+      new InvalidTableName({ kind, name, reason: "use a letter or _, then letters, digits or _" })
+    )
+  }
+  if (name.length > maxLength) {
+    return Either.left(new InvalidTableName({ kind, name, reason: `at most ${maxLength} characters` }))
+  }
+  return Either.right(name)
+}
+
+const unsafeTable = (name: string, schema: string | undefined): IdempotencyTable => ({
+  name,
+  schema,
+  qualified: schema === undefined ? quote(name) : `${quote(schema)}.${quote(name)}`,
+  expiresAtIndex: quote(`${name}_expires_at_idx`)
+})
+
+/**
+ * Validates a table name and an optional schema name.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options?: TableOptions): Either.Either<IdempotencyTable, InvalidTableName> =>
+  Either.gen(function*() {
+    const name = yield* check("table", options?.table ?? DEFAULT_NAME, MAX_NAME_LENGTH)
+    const schema = options?.schema === undefined
+      ? undefined
+      : yield* check("schema", options.schema, MAX_SCHEMA_LENGTH)
+    return unsafeTable(name, schema)
+  })
+
+/**
+ * The default table: `"idempotency_records"` on the connection's `search_path`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const defaultTable: IdempotencyTable = unsafeTable(DEFAULT_NAME, undefined)

@@ -1,0 +1,89 @@
+import { StoreError, StoreUnavailable } from "@effect-idempotency/core/IdempotencyError"
+import type { StoreFailure } from "@effect-idempotency/core/IdempotencyError"
+import * as ParseResult from "effect/ParseResult"
+import * as Predicate from "effect/Predicate"
+
+/** Node socket and DNS error codes of a server that cannot be reached. */
+const NETWORK_CODES: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "ETIMEDOUT",
+  "EPIPE",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "EHOSTDOWN",
+  "ENETUNREACH",
+  "ENETDOWN",
+  "EADDRNOTAVAIL"
+])
+
+/**
+ * SQLSTATE codes outside class 08 (connection exception) that mean the server is going away, not
+ * accepting connections, or did not answer in time.
+ */
+const UNAVAILABLE_STATES: ReadonlySet<string> = new Set([
+  "57P01", // admin_shutdown (pg_terminate_backend, fast shutdown)
+  "57P02", // crash_shutdown
+  "57P03", // cannot_connect_now (starting up, recovering)
+  "57P05", // idle_session_timeout
+  "53300", // too_many_connections
+  "57014" // query_canceled (statement_timeout)
+])
+
+/** Messages of the `pg` driver and pool, and of `@effect/sql-pg`, about a lost or missing connection. */
+const UNAVAILABLE_MESSAGES: ReadonlyArray<RegExp> = [
+  /connection terminated/i,
+  /terminating connection/i,
+  /server closed the connection/i,
+  /timeout exceeded when trying to connect/i,
+  /connection timed out/i,
+  /not queryable/i,
+  /cannot use a pool after calling end/i,
+  /failed to acquire connection/i,
+  /^connection error$/i,
+  /failed to connect/i
+]
+
+const MAX_DEPTH = 8
+
+const SQLSTATE = /^[0-9A-Z]{5}$/
+
+const codeOf = (u: object): string | undefined =>
+  Predicate.hasProperty(u, "code") && typeof u.code === "string" ? u.code : undefined
+
+const messageOf = (u: object): string | undefined =>
+  Predicate.hasProperty(u, "message") && typeof u.message === "string" ? u.message : undefined
+
+/**
+ * Whether a failure (an `SqlError`, a `pg` error, a Node socket error, possibly nested in `cause`
+ * or in an `AggregateError`) means that the server could not be reached or dropped the connection.
+ *
+ * @internal
+ */
+export const isUnavailable = (u: unknown, depth = 0): boolean => {
+  if (depth > MAX_DEPTH || !Predicate.isObject(u)) return false
+  const code = codeOf(u)
+  if (code !== undefined) {
+    if (NETWORK_CODES.has(code)) return true
+    // a server error: its SQLSTATE alone decides (its message may quote data)
+    if (SQLSTATE.test(code)) return code.startsWith("08") || UNAVAILABLE_STATES.has(code)
+  }
+  const message = messageOf(u)
+  if (message !== undefined && UNAVAILABLE_MESSAGES.some((pattern) => pattern.test(message))) return true
+  if (Predicate.hasProperty(u, "errors") && Array.isArray(u.errors)) {
+    if (u.errors.some((error) => isUnavailable(error, depth + 1))) return true
+  }
+  return Predicate.hasProperty(u, "cause") && isUnavailable(u.cause, depth + 1)
+}
+
+/**
+ * Maps any failure of a store method to `StoreUnavailable` (connectivity) or `StoreError`.
+ *
+ * @internal
+ */
+export const toStoreFailure = (method: string) => (cause: unknown): StoreFailure =>
+  !ParseResult.isParseError(cause) && isUnavailable(cause)
+    ? new StoreUnavailable({ method, cause })
+    : new StoreError({ method, cause })

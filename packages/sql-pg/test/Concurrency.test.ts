@@ -1,0 +1,322 @@
+/**
+ * Races on one key through a pool of 20 connections, with the database's clock: on the PostgreSQL
+ * server when `TEST_PG_URL` is set (PGlite serializes statements, so there the races are weaker).
+ *
+ * On the server, the interleavings that make a READ COMMITTED reservation see a stale snapshot are
+ * also forced one by one, with a second connection holding the row lock.
+ */
+import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { assert, layer } from "@effect/vitest"
+import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
+import { randomUUID } from "node:crypto"
+import {
+  DB_NOW,
+  expectExisting,
+  expectReserved,
+  freshId,
+  Payload,
+  payload,
+  rawClient,
+  rawQuery,
+  reserveRequest
+} from "./utils/fixtures.js"
+import { layerClient, layerPrimary, resetTable, serverUrl, TestDatabase } from "./utils/TestDatabase.js"
+
+const TABLE = "idem_concurrency"
+const APPLICATION = "idem-concurrency"
+const CONCURRENCY = 200
+// PGlite runs one statement at a time: there a race is a queue, and one round shows as much as three
+const ROUNDS = serverUrl === undefined ? 1 : 3
+
+const StoreLive = Layer.effect(
+  IdempotencyStore.IdempotencyStore,
+  Effect.zipRight(resetTable({ table: TABLE }), PgIdempotencyStore.make({ table: TABLE }))
+).pipe(
+  Layer.provideMerge(layerClient({ maxConnections: 20, applicationName: APPLICATION })),
+  Layer.provideMerge(layerPrimary)
+)
+
+const reruns = Effect.map(Metric.value(PgIdempotencyStore.reserveReruns), (state) => state.count)
+
+/** Every exit is the value of the one execution (fresh or replayed) or an `IdempotencyConflict`. */
+const assertOneOutcome = <A>(exits: ReadonlyArray<Exit.Exit<A, unknown>>, expected: A) => {
+  let conflicts = 0
+  for (const exit of exits) {
+    if (Exit.isSuccess(exit)) {
+      assert.deepStrictEqual(exit.value, expected)
+    } else {
+      const failure = Cause.failureOption(exit.cause)
+      assert.isTrue(Option.isSome(failure), `not a typed failure: ${Cause.pretty(exit.cause)}`)
+      assert.strictEqual((failure as Option.Some<{ readonly _tag: string }>).value._tag, "IdempotencyConflict")
+      conflicts++
+    }
+  }
+  return conflicts
+}
+
+const makeOperation = (executions: Ref.Ref<number>) =>
+  Idempotency.make({
+    name: `race-${randomUUID()}`,
+    payload: Payload,
+    success: Schema.Number,
+    // a short downstream call: early attempts meet it in progress, late ones replay it
+    execute: () => Effect.zipRight(Effect.sleep("5 millis"), Ref.updateAndGet(executions, (n) => n + 1))
+  })
+
+layer(StoreLive, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyStore concurrency", (it) => {
+  it.effect(`${CONCURRENCY} concurrent runs of one key execute the downstream once`, () =>
+    Effect.gen(function*() {
+      for (let round = 0; round < ROUNDS; round++) {
+        const executions = yield* Ref.make(0)
+        const operation = makeOperation(executions)
+        const key = randomUUID()
+        const exits = yield* Effect.all(
+          Array.from({ length: CONCURRENCY }, () => Effect.exit(operation.run({ key, payload }))),
+          { concurrency: "unbounded" }
+        )
+        assert.strictEqual(yield* Ref.get(executions), 1)
+        assertOneOutcome(exits, 1)
+        const replay = yield* operation.runDetailed({ key, payload })
+        assert.isTrue(replay.replayed)
+        assert.strictEqual(replay.value, 1)
+      }
+    }))
+
+  it.effect(`${CONCURRENCY} concurrent reservations of one key: one owner, every other sees it`, () =>
+    Effect.gen(function*() {
+      const store = yield* IdempotencyStore.IdempotencyStore
+      for (let round = 0; round < ROUNDS; round++) {
+        const id = freshId()
+        const results = yield* Effect.all(
+          Array.from({ length: CONCURRENCY }, () => store.reserve(reserveRequest(id))),
+          { concurrency: "unbounded" }
+        )
+        const owners = results.filter((result) => result._tag === "Reserved")
+        assert.strictEqual(owners.length, 1)
+        const owner = expectReserved(owners[0]!)
+        assert.strictEqual(owner.attempt, 1)
+        for (const result of results) {
+          if (result._tag === "Existing") {
+            assert.strictEqual(result.record.token, owner.token)
+            assert.strictEqual(result.record.status, "IN_PROGRESS")
+            assert.isTrue(result.record.leaseUntil > result.now)
+          }
+        }
+      }
+    }))
+
+  it.effect(`${CONCURRENCY} concurrent takeovers of one expired lease: one new owner, every other sees it`, () =>
+    Effect.gen(function*() {
+      const store = yield* IdempotencyStore.IdempotencyStore
+      for (let round = 0; round < ROUNDS; round++) {
+        const id = freshId()
+        // a lease of 0 ends at once on the database's clock: the next statement may take it over
+        const crashed = expectReserved(yield* store.reserve(reserveRequest(id, { lease: Duration.zero })))
+        const results = yield* Effect.all(
+          Array.from({ length: CONCURRENCY }, () => store.reserve(reserveRequest(id))),
+          { concurrency: "unbounded" }
+        )
+        const owners = results.filter((result) => result._tag === "Reserved")
+        assert.strictEqual(owners.length, 1)
+        const owner = expectReserved(owners[0]!)
+        assert.strictEqual(owner.attempt, 2)
+        assert.notStrictEqual(owner.token, crashed.token)
+        for (const result of results) {
+          if (result._tag === "Existing") {
+            // never the stale snapshot of the crashed attempt
+            assert.strictEqual(result.record.token, owner.token)
+            assert.isTrue(result.record.leaseUntil > result.now)
+          }
+        }
+      }
+    }))
+
+  it.effect(`${CONCURRENCY} concurrent takeovers of a FAILED record and of an expired record: one owner each`, () =>
+    Effect.gen(function*() {
+      const store = yield* IdempotencyStore.IdempotencyStore
+      const failed = freshId()
+      const first = expectReserved(yield* store.reserve(reserveRequest(failed)))
+      yield* store.markFailed({ id: failed, token: first.token, ttl: Duration.hours(1) })
+      const expired = freshId()
+      const done = expectReserved(yield* store.reserve(reserveRequest(expired)))
+      const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
+      yield* store.complete({ id: expired, token: done.token, outcome, ttl: Duration.zero })
+      for (const [id, attempt] of [[failed, 2], [expired, 1]] as const) {
+        const results = yield* Effect.all(
+          Array.from({ length: CONCURRENCY }, () => store.reserve(reserveRequest(id))),
+          { concurrency: "unbounded" }
+        )
+        const owners = results.filter((result) => result._tag === "Reserved")
+        assert.strictEqual(owners.length, 1)
+        const owner = expectReserved(owners[0]!)
+        assert.strictEqual(owner.attempt, attempt)
+        for (const result of results) {
+          if (result._tag === "Existing") assert.strictEqual(result.record.token, owner.token)
+        }
+      }
+    }))
+
+  it.effect(`${CONCURRENCY} concurrent runs on a crashed attempt's expired lease execute the downstream once`, () =>
+    Effect.gen(function*() {
+      const store = yield* IdempotencyStore.IdempotencyStore
+      for (let round = 0; round < ROUNDS; round++) {
+        const executions = yield* Ref.make(0)
+        const operation = makeOperation(executions)
+        const key = randomUUID()
+        const fingerprint = yield* Idempotency.fingerprint(Payload, payload)
+        const id = IdempotencyRecord.makeRecordId({ operation: operation.name, key: IdempotencyKey.unsafeMake(key) })
+        // the crashed attempt: IN_PROGRESS, lease already over
+        yield* store.reserve(reserveRequest(id, { fingerprint, lease: Duration.zero }))
+        const exits = yield* Effect.all(
+          Array.from({ length: CONCURRENCY }, () => Effect.exit(operation.runDetailed({ key, payload }))),
+          { concurrency: "unbounded" }
+        )
+        assert.strictEqual(yield* Ref.get(executions), 1)
+        const fresh = exits.filter((exit) => Exit.isSuccess(exit) && !exit.value.replayed)
+        assert.strictEqual(fresh.length, 1)
+        assert.strictEqual((fresh[0] as Exit.Success<Idempotency.Result<number>, never>).value.attempt, 2)
+        assertOneOutcome(exits.map((exit) => Exit.map(exit, (result) => result.value)), 1)
+      }
+      yield* Effect.logDebug(`reservations run again: ${yield* reruns}`)
+    }))
+})
+
+if (serverUrl !== undefined) {
+  const lockWaits = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql.unsafe<{ readonly waiting: number }>(
+      `SELECT count(*)::integer AS waiting FROM pg_stat_activity
+       WHERE application_name = $1 AND wait_event_type = 'Lock'`,
+      [APPLICATION]
+    ).withoutTransform.pipe(Effect.map((rows) => rows[0]!.waiting)))
+
+  /** Waits (bounded) until one of the store's statements waits for a row lock. */
+  const awaitLockWait = Effect.gen(function*() {
+    for (let i = 0; i < 1000; i++) {
+      if ((yield* lockWaits) > 0) return
+      yield* Effect.sleep("5 millis")
+    }
+    assert.fail("the statement never waited for the lock")
+  })
+
+  /** Waits (bounded) until a statement waits for a row lock, or the fiber is done. */
+  const awaitLockWaitOrDone = <A, E>(fiber: Fiber.Fiber<A, E>) =>
+    Effect.gen(function*() {
+      for (let i = 0; i < 1000; i++) {
+        if (Option.isSome(yield* Fiber.poll(fiber)) || (yield* lockWaits) > 0) return
+        yield* Effect.sleep("5 millis")
+      }
+      assert.fail("the statement neither ended nor waited for the lock")
+    })
+
+  const table = `"${TABLE}"`
+
+  layer(StoreLive, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyStore interleavings", (it) => {
+    it.scoped("a reservation that waited for a concurrent first insert returns the inserted record", () =>
+      Effect.gen(function*() {
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const database = yield* TestDatabase
+        const holder = yield* rawClient(database.url, "idem-concurrency-holder")
+        const id = freshId()
+        yield* rawQuery(holder, "BEGIN")
+        yield* rawQuery(
+          holder,
+          `INSERT INTO ${table} (id, operation, scope, key, status, token, fingerprint, attempt, lease_until,
+             expires_at, created_at, updated_at)
+           VALUES ($1, $2, NULL, $3, 'IN_PROGRESS', 'holder', $4, 1, ${DB_NOW} + 3600000, ${DB_NOW} + 3600000,
+             ${DB_NOW}, ${DB_NOW})`,
+          [id.value, id.operation, id.key, "sha256:aaaa"]
+        )
+        const before = yield* reruns
+        const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
+        yield* awaitLockWait
+        yield* rawQuery(holder, "COMMIT")
+        const existing = expectExisting(yield* Fiber.join(waiting))
+        assert.strictEqual(existing.record.token, "holder")
+        assert.strictEqual(existing.record.status, "IN_PROGRESS")
+        // the first run's snapshot predates the insert: it returned no row and ran again
+        assert.strictEqual((yield* reruns) - before, 1)
+      }))
+
+    it.scoped("a takeover that lost to a concurrent takeover returns the new owner, not the stale lease", () =>
+      Effect.gen(function*() {
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const database = yield* TestDatabase
+        const holder = yield* rawClient(database.url, "idem-concurrency-holder")
+        const id = freshId()
+        const crashed = expectReserved(yield* store.reserve(reserveRequest(id, { lease: Duration.zero })))
+        yield* rawQuery(holder, "BEGIN")
+        yield* rawQuery(
+          holder,
+          `UPDATE ${table} SET token = 'holder', attempt = attempt + 1, lease_until = ${DB_NOW} + 3600000,
+             expires_at = ${DB_NOW} + 3600000
+           WHERE id = $1`,
+          [id.value]
+        )
+        const before = yield* reruns
+        const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
+        yield* awaitLockWait
+        yield* rawQuery(holder, "COMMIT")
+        const existing = expectExisting(yield* Fiber.join(waiting))
+        assert.notStrictEqual(existing.record.token, crashed.token)
+        assert.strictEqual(existing.record.token, "holder")
+        assert.strictEqual(existing.record.attempt, 2)
+        assert.isTrue(existing.record.leaseUntil > existing.now)
+        assert.strictEqual((yield* reruns) - before, 1)
+      }))
+
+    it.scoped("a takeover that waited for a concurrent release creates the record afresh", () =>
+      Effect.gen(function*() {
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const database = yield* TestDatabase
+        const holder = yield* rawClient(database.url, "idem-concurrency-holder")
+        const id = freshId()
+        yield* store.reserve(reserveRequest(id, { lease: Duration.zero }))
+        yield* rawQuery(holder, "BEGIN")
+        yield* rawQuery(holder, `DELETE FROM ${table} WHERE id = $1`, [id.value])
+        const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
+        yield* awaitLockWait
+        yield* rawQuery(holder, "COMMIT")
+        const reserved = expectReserved(yield* Fiber.join(waiting))
+        assert.strictEqual(reserved.attempt, 1)
+        const record = Option.getOrThrow(yield* store.get(id))
+        assert.strictEqual(record.token, reserved.token)
+      }))
+
+    it.scoped("a purge never deletes an expired record that a concurrent reservation is reviving", () =>
+      Effect.gen(function*() {
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const database = yield* TestDatabase
+        const holder = yield* rawClient(database.url, "idem-concurrency-holder")
+        const id = freshId()
+        const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+        const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
+        yield* store.complete({ id, token: first.token, outcome, ttl: Duration.zero })
+        yield* rawQuery(holder, "BEGIN")
+        yield* rawQuery(
+          holder,
+          `UPDATE ${table} SET status = 'IN_PROGRESS', token = 'holder', attempt = 1,
+             lease_until = ${DB_NOW} + 3600000, expires_at = ${DB_NOW} + 3600000
+           WHERE id = $1`,
+          [id.value]
+        )
+        const purge = yield* Effect.fork(store.purgeExpired({ limit: 10_000 }))
+        // the purge either skips the locked row and ends, or waits for it: commit in both cases
+        yield* awaitLockWaitOrDone(purge)
+        yield* rawQuery(holder, "COMMIT")
+        yield* Fiber.join(purge)
+        const record = Option.getOrThrow(yield* store.get(id))
+        assert.strictEqual(record.token, "holder")
+      }))
+  })
+}

@@ -1,0 +1,249 @@
+/**
+ * Connection faults: a store pointed at a closed port, connections cut while a statement is in
+ * flight, and (on the PostgreSQL server) backends terminated with `pg_terminate_backend`. Each
+ * surfaces as a typed `StoreUnavailable`, never a defect; the downstream is not called without a
+ * reservation; the next attempt after recovery proceeds normally.
+ */
+import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { assert, layer } from "@effect/vitest"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
+import { randomUUID } from "node:crypto"
+import * as Pg from "pg"
+import { Payload, payload, rawClient, rawQuery } from "./utils/fixtures.js"
+import * as TcpProxy from "./utils/TcpProxy.js"
+import { layerClient, layerPrimary, resetTable, serverUrl, TestDatabase } from "./utils/TestDatabase.js"
+
+const TABLE = "idem_faults"
+
+/** The typed failure of an exit; fails the test on a defect or an interruption. */
+const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
+  assert.isTrue(Exit.isFailure(exit), "expected a failure")
+  const failure = Cause.failureOption((exit as Exit.Failure<A, E>).cause)
+  assert.isTrue(Option.isSome(failure), `not a typed failure: ${Cause.pretty((exit as Exit.Failure<A, E>).cause)}`)
+  return (failure as Option.Some<E>).value
+}
+
+const expectUnavailable = <A, E>(exit: Exit.Exit<A, E>, method = "reserve") => {
+  const error = failureOf(exit) as { readonly _tag: string; readonly method?: string }
+  assert.strictEqual(error._tag, "StoreUnavailable")
+  assert.strictEqual(error.method, method)
+}
+
+/** An operation that counts its executions. */
+const counting = Effect.map(Ref.make(0), (executions) => ({
+  executions,
+  operation: Idempotency.make({
+    name: `faults-${randomUUID()}`,
+    payload: Payload,
+    success: Schema.Number,
+    execute: () => Ref.updateAndGet(executions, (n) => n + 1)
+  })
+}))
+
+/** A store (on the test table) over a `pg` pool that connects lazily to `port` on loopback. */
+const storeAt = (port: number, applicationName: string) =>
+  Effect.gen(function*() {
+    const url = new URL((yield* TestDatabase).url)
+    const pool = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const pool = new Pg.Pool({
+          host: "127.0.0.1",
+          port,
+          user: decodeURIComponent(url.username),
+          database: decodeURIComponent(url.pathname.slice(1)),
+          max: 10,
+          connectionTimeoutMillis: 5_000,
+          application_name: applicationName
+        })
+        pool.on("error", () => {})
+        return pool
+      }),
+      (pool) => Effect.promise(() => pool.end())
+    )
+    const context = yield* Layer.build(
+      PgIdempotencyStore.layerWith({ table: TABLE }).pipe(
+        Layer.provide(PgClient.layerFromPool({ acquire: Effect.succeed(pool) }))
+      )
+    )
+    return { context, pool }
+  })
+
+const Live = Layer.effectDiscard(resetTable({ table: TABLE })).pipe(
+  Layer.provideMerge(layerClient()),
+  Layer.provideMerge(layerPrimary)
+)
+
+layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyStore faults", (it) => {
+  it.scoped("a store pointed at a closed port fails with StoreUnavailable; the downstream is not called", () =>
+    Effect.gen(function*() {
+      const database = yield* TestDatabase
+      const port = yield* TcpProxy.closedPort
+      const { context } = yield* storeAt(port, "idem-faults-closed")
+      const { executions, operation } = yield* counting
+      const key = randomUUID()
+      const run = operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
+
+      expectUnavailable(yield* Effect.exit(run))
+      assert.strictEqual(yield* Ref.get(executions), 0)
+      const store = IdempotencyStore.IdempotencyStore.pipe(Effect.provide(context))
+      const id = IdempotencyRecord.makeRecordId({ operation: operation.name, key: IdempotencyKey.unsafeMake(key) })
+      expectUnavailable(yield* Effect.exit(Effect.flatMap(store, (store) => store.get(id))), "get")
+      expectUnavailable(yield* Effect.exit(Effect.flatMap(store, (store) => store.purgeExpired())), "purgeExpired")
+      expectUnavailable(
+        yield* Effect.exit(Effect.flatMap(store, (store) => store.release({ id, token: "t" }))),
+        "release"
+      )
+
+      // the server appears on that port: the next attempt proceeds normally
+      yield* TcpProxy.make(database, port)
+      const fresh = yield* run
+      assert.isFalse(fresh.replayed)
+      assert.strictEqual(fresh.value, 1)
+      const replay = yield* run
+      assert.isTrue(replay.replayed)
+      assert.strictEqual(yield* Ref.get(executions), 1)
+    }))
+
+  it.scoped("connections cut while the reservation is in flight: StoreUnavailable, then a normal retry", () =>
+    Effect.gen(function*() {
+      const database = yield* TestDatabase
+      const proxy = yield* TcpProxy.make(database)
+      const { context } = yield* storeAt(proxy.port, "idem-faults-cut")
+      const { executions, operation } = yield* counting
+      const run = (key: string) => operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
+      // warm: the pool holds open connections
+      yield* run(randomUUID())
+
+      const key = randomUUID()
+      proxy.stall()
+      const attempt = yield* Effect.fork(Effect.exit(run(key)))
+      for (let i = 0; i < 1000 && proxy.stalledBytes() === 0; i++) yield* Effect.sleep("5 millis")
+      assert.isAbove(proxy.stalledBytes(), 0)
+      proxy.cutAll()
+      expectUnavailable(yield* Fiber.join(attempt))
+      assert.strictEqual(yield* Ref.get(executions), 1)
+
+      const retry = yield* run(key)
+      assert.isFalse(retry.replayed)
+      assert.strictEqual(yield* Ref.get(executions), 2)
+      assert.isTrue((yield* run(key)).replayed)
+    }))
+
+  it.scoped("connections cut during the downstream call: the outcome is still recorded once", () =>
+    Effect.gen(function*() {
+      const database = yield* TestDatabase
+      const proxy = yield* TcpProxy.make(database)
+      const { context } = yield* storeAt(proxy.port, "idem-faults-cut-downstream")
+      const executions = yield* Ref.make(0)
+      const operation = Idempotency.make({
+        name: `faults-${randomUUID()}`,
+        payload: Payload,
+        success: Schema.Number,
+        execute: () => Effect.zipLeft(Ref.updateAndGet(executions, (n) => n + 1), Effect.sync(() => proxy.cutAll()))
+      })
+      const key = randomUUID()
+      const first = yield* operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
+      assert.isTrue(first.recorded)
+      const replay = yield* operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
+      assert.isTrue(replay.replayed)
+      assert.strictEqual(replay.value, first.value)
+      assert.strictEqual(yield* Ref.get(executions), 1)
+    }))
+
+  if (serverUrl !== undefined) {
+    const APPLICATION = "idem-faults-terminated"
+
+    const terminate = (client: Pg.Client) =>
+      rawQuery(
+        client,
+        `SELECT count(pg_terminate_backend(pid))::integer AS terminated FROM pg_stat_activity
+         WHERE application_name = $1 AND pid <> pg_backend_pid()`,
+        [APPLICATION]
+      ).pipe(Effect.map((result) => result.rows[0].terminated as number))
+
+    /** Waits (bounded) until the pool noticed that every terminated backend closed its connection. */
+    const awaitPoolDrained = (pool: Pg.Pool) =>
+      Effect.gen(function*() {
+        for (let i = 0; i < 1000 && pool.totalCount > 0; i++) yield* Effect.sleep("5 millis")
+        assert.strictEqual(pool.totalCount, 0)
+      })
+
+    it.scoped("pg_terminate_backend while reservations wait: StoreUnavailable, no downstream call, then recovery", () =>
+      Effect.gen(function*() {
+        const database = yield* TestDatabase
+        const sql = yield* SqlClient.SqlClient
+        const admin = yield* rawClient(database.url, "idem-faults-admin")
+        const { context, pool } = yield* storeAt(database.port, APPLICATION)
+        const { executions, operation } = yield* counting
+        const run = (key: string) => operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
+        const keys = Array.from({ length: 10 }, () => randomUUID())
+        // hold the table so that every reservation is in flight when its backend is terminated
+        yield* rawQuery(admin, "BEGIN")
+        yield* rawQuery(admin, `LOCK TABLE "${TABLE}" IN ACCESS EXCLUSIVE MODE`)
+        const attempts = yield* Effect.fork(
+          Effect.all(keys.map((key) => Effect.exit(run(key))), { concurrency: "unbounded" })
+        )
+        for (let i = 0; i < 1000; i++) {
+          const rows = yield* sql.unsafe<{ readonly waiting: number }>(
+            `SELECT count(*)::integer AS waiting FROM pg_stat_activity
+             WHERE application_name = $1 AND wait_event_type = 'Lock'`,
+            [APPLICATION]
+          ).withoutTransform
+          if (rows[0]!.waiting === keys.length) break
+          yield* Effect.sleep("5 millis")
+        }
+        assert.strictEqual(yield* terminate(admin), keys.length)
+        const exits = yield* Fiber.join(attempts)
+        for (const exit of exits) expectUnavailable(exit)
+        assert.strictEqual(yield* Ref.get(executions), 0)
+        yield* rawQuery(admin, "ROLLBACK")
+
+        // recovery: the backends are gone and the pool dropped their connections
+        yield* awaitPoolDrained(pool)
+        const fresh = yield* Effect.forEach(keys, run, { concurrency: 5 })
+        assert.isTrue(fresh.every((result) => !result.replayed))
+        assert.strictEqual(new Set(fresh.map((result) => result.value)).size, keys.length)
+        for (const key of keys) assert.isTrue((yield* run(key)).replayed)
+        assert.strictEqual(yield* Ref.get(executions), keys.length)
+      }))
+
+    it.scoped("pg_terminate_backend during the downstream call: the completion reconnects and is recorded", () =>
+      Effect.gen(function*() {
+        const database = yield* TestDatabase
+        const admin = yield* rawClient(database.url, "idem-faults-admin")
+        const { context } = yield* storeAt(database.port, APPLICATION)
+        const executions = yield* Ref.make(0)
+        const terminated = yield* Ref.make(0)
+        const operation = Idempotency.make({
+          name: `faults-${randomUUID()}`,
+          payload: Payload,
+          success: Schema.Number,
+          execute: () =>
+            Effect.zipLeft(
+              Ref.updateAndGet(executions, (n) => n + 1),
+              Effect.flatMap(terminate(admin), (n) => Ref.set(terminated, n))
+            )
+        })
+        const run = (key: string) => operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
+        const key = randomUUID()
+        const first = yield* run(key)
+        assert.strictEqual(yield* Ref.get(terminated), 1)
+        // the completion may meet the dead connection: it fails with StoreUnavailable and is retried
+        assert.isTrue(first.recorded)
+        const replay = yield* run(key)
+        assert.isTrue(replay.replayed)
+        assert.strictEqual(replay.value, first.value)
+        assert.strictEqual(yield* Ref.get(executions), 1)
+      }))
+  }
+})

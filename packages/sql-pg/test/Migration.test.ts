@@ -1,0 +1,174 @@
+/**
+ * The migration (through the Migrator and as plain SQL), table names, and the mapping of failures
+ * that are not about connectivity to `StoreError` with the method's name.
+ */
+import { IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import { PgIdempotencyMigration, PgIdempotencyStore, PgIdempotencyTable } from "@effect-idempotency/sql-pg"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { assert, layer } from "@effect/vitest"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as String from "effect/String"
+import { expectExisting, expectReserved, freshId, rawClient, rawQuery, reserveRequest } from "./utils/fixtures.js"
+import { layerClient, layerPrimary, TestDatabase } from "./utils/TestDatabase.js"
+
+const MIGRATOR_SCHEMA = "idem_migrator"
+const MIGRATIONS_TABLE = "idem_migrator_migrations"
+const SCRIPT_TABLE = "idem_Script_Records"
+const MISSING_TABLE = "idem_missing_table"
+
+const Live = layerClient().pipe(Layer.provideMerge(layerPrimary))
+
+const exec = (text: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<Record<string, unknown>>(text).withoutTransform)
+
+/** Reserve, complete and replay on a store over `options`. */
+const roundTrip = (options: PgIdempotencyStore.Options) =>
+  Effect.gen(function*() {
+    const store = yield* PgIdempotencyStore.make(options)
+    const id = freshId()
+    const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+    const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "42" })
+    yield* store.complete({ id, token: first.token, outcome, ttl: Duration.hours(1) })
+    const replay = expectExisting(yield* store.reserve(reserveRequest(id)))
+    assert.deepStrictEqual(replay.record.outcome, outcome)
+  })
+
+const runMigrator = Migrator.make({})({
+  loader: PgIdempotencyMigration.loader({ schema: MIGRATOR_SCHEMA, table: "records" }),
+  table: MIGRATIONS_TABLE
+})
+
+layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyMigration", (it) => {
+  it.effect("the Migrator creates the table and its index in a schema, once", () =>
+    Effect.gen(function*() {
+      yield* exec(`DROP SCHEMA IF EXISTS ${MIGRATOR_SCHEMA} CASCADE`)
+      yield* exec(`DROP TABLE IF EXISTS ${MIGRATIONS_TABLE}`)
+      yield* exec(`CREATE SCHEMA ${MIGRATOR_SCHEMA}`)
+      const applied = yield* runMigrator
+      assert.deepStrictEqual(applied, [[1, "create_idempotency_records"]])
+      assert.deepStrictEqual(yield* runMigrator, [])
+      const indexes = yield* exec(
+        `SELECT indexname FROM pg_indexes WHERE schemaname = '${MIGRATOR_SCHEMA}' AND tablename = 'records'
+         ORDER BY indexname`
+      )
+      assert.deepStrictEqual(indexes.map((row) => row.indexname), ["records_expires_at_idx", "records_pkey"])
+      yield* roundTrip({ schema: MIGRATOR_SCHEMA, table: "records" })
+    }))
+
+  it.scoped("the plain SQL script creates the same table, runs twice, and keeps the name's case", () =>
+    Effect.gen(function*() {
+      const table = Either.getOrThrow(PgIdempotencyTable.make({ table: SCRIPT_TABLE }))
+      const script = PgIdempotencyMigration.toSql(table)
+      assert.include(script, `CREATE TABLE IF NOT EXISTS "${SCRIPT_TABLE}"`)
+      assert.include(script, `CREATE INDEX IF NOT EXISTS "${SCRIPT_TABLE}_expires_at_idx"`)
+      assert.strictEqual(PgIdempotencyMigration.toSql(), PgIdempotencyMigration.toSql(PgIdempotencyTable.defaultTable))
+      const database = yield* TestDatabase
+      const client = yield* rawClient(database.url, "idem-migration-script")
+      yield* rawQuery(client, `DROP TABLE IF EXISTS "${SCRIPT_TABLE}"`)
+      yield* rawQuery(client, script)
+      yield* rawQuery(client, script)
+      yield* roundTrip({ table: SCRIPT_TABLE })
+    }))
+
+  it.effect("table and schema names are validated", () =>
+    Effect.gen(function*() {
+      const invalid = [
+        { table: "bad name" },
+        { table: "records\"; DROP TABLE x; --" },
+        { table: "1records" },
+        { table: "" },
+        { table: "x".repeat(PgIdempotencyTable.MAX_NAME_LENGTH + 1) },
+        { table: "records", schema: "public.other" },
+        { table: "records", schema: "y".repeat(64) }
+      ]
+      for (const options of invalid) {
+        const result = PgIdempotencyTable.make(options)
+        assert.isTrue(Either.isLeft(result) && result.left._tag === "InvalidTableName", JSON.stringify(options))
+        const exit = yield* Effect.exit(PgIdempotencyStore.make(options))
+        assert.isTrue(Exit.isFailure(exit))
+        const built = yield* Effect.exit(Layer.build(PgIdempotencyStore.layerWith(options)).pipe(Effect.scoped))
+        assert.isTrue(Exit.isFailure(built))
+      }
+      const valid = Either.getOrThrow(PgIdempotencyTable.make({ table: "x".repeat(48), schema: "Tenant_1" }))
+      assert.strictEqual(valid.qualified, `"Tenant_1"."${"x".repeat(48)}"`)
+      assert.strictEqual(PgIdempotencyTable.quote("a\"b"), "\"a\"\"b\"")
+    }))
+
+  it.effect("a failure that is not about connectivity is a StoreError naming the method", () =>
+    Effect.gen(function*() {
+      yield* exec(`DROP TABLE IF EXISTS ${MISSING_TABLE}`)
+      const store = yield* PgIdempotencyStore.make({ table: MISSING_TABLE })
+      const id = freshId()
+      const token = "token"
+      const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
+      const calls: ReadonlyArray<readonly [string, Effect.Effect<unknown, { readonly _tag: string }>]> = [
+        ["reserve", store.reserve(reserveRequest(id))],
+        ["complete", store.complete({ id, token, outcome, ttl: Duration.hours(1) })],
+        ["release", store.release({ id, token })],
+        ["markFailed", store.markFailed({ id, token, ttl: Duration.hours(1) })],
+        ["extend", store.extend({ id, token, lease: Duration.hours(1) })],
+        ["get", store.get(id)],
+        ["purgeExpired", store.purgeExpired()]
+      ]
+      for (const [method, call] of calls) {
+        const error = yield* Effect.flip(call)
+        assert.strictEqual(error._tag, "StoreError", method)
+        assert.strictEqual((error as unknown as { readonly method: string }).method, method)
+        // the SQLSTATE of an undefined table
+        assert.strictEqual(
+          (error as unknown as { readonly cause: { readonly cause: { readonly code: string } } }).cause.cause.code,
+          "42P01"
+        )
+      }
+    }))
+
+  it.scoped("a client that transforms names (camelCase columns) works unchanged", () =>
+    Effect.gen(function*() {
+      const database = yield* TestDatabase
+      const table = "idem_transformed"
+      yield* exec(`DROP TABLE IF EXISTS ${table}`)
+      yield* PgIdempotencyMigration.migration({ table })
+      const context = yield* Layer.build(
+        PgClient.layer({
+          url: Redacted.make(database.url),
+          maxConnections: 2,
+          transformResultNames: String.snakeToCamel,
+          transformQueryNames: String.camelToSnake
+        })
+      )
+      yield* roundTrip({ table }).pipe(Effect.provide(context))
+    }))
+
+  it.effect("the default layer uses the default table", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const schema = "idem_default_layer"
+      yield* exec(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
+      yield* exec(`CREATE SCHEMA ${schema}`)
+      yield* PgIdempotencyMigration.migration({ schema })
+      const tables = yield* exec(
+        `SELECT tablename FROM pg_tables WHERE schemaname = '${schema}'`
+      )
+      assert.deepStrictEqual(tables.map((row) => row.tablename), [PgIdempotencyTable.DEFAULT_NAME])
+      // `layer` resolves the unqualified default name through the search path
+      yield* Effect.gen(function*() {
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const id = freshId()
+        yield* sql.withTransaction(
+          Effect.gen(function*() {
+            yield* sql.unsafe(`SET LOCAL search_path TO ${schema}`).withoutTransform
+            expectReserved(yield* store.reserve(reserveRequest(id)))
+            assert.isTrue(Option.isSome(yield* store.get(id)))
+          })
+        )
+      }).pipe(Effect.provide(PgIdempotencyStore.layer))
+    }))
+})
