@@ -1,0 +1,152 @@
+/**
+ * An `IdempotencyStore` on DynamoDB.
+ *
+ * ```ts
+ * import { DynamoDbClient, DynamoDbStore } from "@effect-idempotency/dynamodb"
+ * import { Layer } from "effect"
+ *
+ * const StoreLive = DynamoDbStore.layerWith({ tableName: "idempotency" }).pipe(
+ *   Layer.provide(DynamoDbClient.layer({ region: "eu-west-1" }))
+ * )
+ * ```
+ *
+ * Every method is one conditional request in the common case, with the decision taken by
+ * DynamoDB atomically:
+ *
+ * - `reserve` is one `UpdateItem` whose condition admits an absent record or one the takeover
+ *   rule allows (a FAILED record, or an IN_PROGRESS record whose lease ended, created by the same
+ *   request); the attempt number is computed in the same write. On a failed condition
+ *   (`ReturnValuesOnConditionCheckFailure: ALL_OLD`) the existing record comes back with the
+ *   failure: a replay or a conflict costs one round trip. A record that expired but was not yet
+ *   deleted by native TTL is replaced by a second, conditional `PutItem`. Where the endpoint
+ *   returns no item with the failure (some emulators), one consistent `GetItem` reads it.
+ * - `complete`, `markFailed`, `extend` and `release` are conditional on the record being live,
+ *   IN_PROGRESS and holding the caller's token; otherwise they fail with `LeaseLost`.
+ * - Times are epoch milliseconds from Effect's `Clock` (DynamoDB has no server clock in
+ *   conditions); every item also carries the native TTL attribute in epoch seconds, and an
+ *   expired item reads as absent everywhere.
+ * - Throttling and transient failures are retried with a bounded `Schedule`, then fail with
+ *   `StoreUnavailable`; any other failure is a `StoreError`. A failed condition is never an
+ *   error of its own: it is a reservation's `Existing` result, or `LeaseLost`.
+ *
+ * @since 0.1.0
+ */
+import { IdempotencyStore } from "@effect-idempotency/core"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
+import { DynamoDbClient } from "./DynamoDbClient.js"
+import { defaultKeyAttribute, defaultTableName, defaultTtlAttribute } from "./DynamoDbTable.js"
+import * as internal from "./internal/store.js"
+
+/**
+ * Options of the store.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  readonly tableName: string
+  /** The partition key attribute (type `S`). Default `id`. */
+  readonly keyAttribute?: string | undefined
+  /** The native TTL attribute (type `N`, epoch seconds). Default `ttl`. */
+  readonly ttlAttribute?: string | undefined
+  /**
+   * Retries of throttled requests (`ProvisionedThroughputExceededException`, `ThrottlingException`,
+   * `RequestLimitExceeded`) and of transient failures (network errors, timeouts, 5xx); past them
+   * the call fails with `StoreUnavailable`. Every request the store sends is safe to repeat: a
+   * retry whose earlier attempt went through (its response was lost) recognizes its own write.
+   * Default `defaultRetrySchedule`.
+   */
+  readonly retrySchedule?: Schedule.Schedule<unknown, unknown> | undefined
+  /**
+   * The most one attempt of a request may take; past it the request is aborted and retried (see
+   * `retrySchedule`). Default: no limit (interrupting the calling fiber aborts the request too).
+   */
+  readonly requestTimeout?: Duration.DurationInput | undefined
+  /**
+   * Outcomes whose item would be larger than this are recorded as `StoredOutcome.Omitted`: the
+   * record is COMPLETED (never executed again before it expires) and a replay fails with
+   * `StoredOutcomeInvalid`. Default 400 KiB, DynamoDB's item size limit. An outcome DynamoDB
+   * refuses as too large is recorded the same way.
+   */
+  readonly maxItemBytes?: number | undefined
+  /** Run `purgeExpired` in a background fiber at this interval, for the life of the layer. Default: never. */
+  readonly purgeInterval?: Duration.DurationInput | undefined
+  /** How many scan pages (of up to 1 MB each) one `purgeExpired` call reads at most. Default 100. */
+  readonly purgeMaxPages?: number | undefined
+}
+
+/**
+ * DynamoDB's item size limit, in bytes.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const itemSizeLimit = 400 * 1024
+
+/**
+ * The default retries of throttled requests and transient failures: exponential from 50 ms,
+ * jittered, at most 4 retries (about 0.75 s of waiting in all).
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultRetrySchedule: Schedule.Schedule<unknown, unknown> = Schedule.exponential("50 millis").pipe(
+  Schedule.jittered,
+  Schedule.intersect(Schedule.recurs(4))
+)
+
+/**
+ * Builds a store on the table, with the client of the context.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  options: Options
+): Effect.Effect<IdempotencyStore.IdempotencyStore["Type"], never, DynamoDbClient> =>
+  Effect.map(DynamoDbClient, ({ client }) =>
+    internal.make({
+      tableName: options.tableName,
+      names: {
+        key: options.keyAttribute ?? defaultKeyAttribute,
+        ttl: options.ttlAttribute ?? defaultTtlAttribute
+      },
+      sender: {
+        client,
+        retry: options.retrySchedule ?? defaultRetrySchedule,
+        timeout: options.requestTimeout
+      },
+      maxItemBytes: options.maxItemBytes ?? itemSizeLimit,
+      purgeMaxPages: options.purgeMaxPages ?? 100
+    }))
+
+/**
+ * A store layer with options.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerWith = (options: Options): Layer.Layer<IdempotencyStore.IdempotencyStore, never, DynamoDbClient> =>
+  Layer.scoped(
+    IdempotencyStore.IdempotencyStore,
+    Effect.gen(function*() {
+      const store = yield* make(options)
+      if (options.purgeInterval !== undefined) {
+        yield* Effect.forkScoped(IdempotencyStore.purgeLoop(store, options.purgeInterval))
+      }
+      return store
+    })
+  )
+
+/**
+ * A store layer on the table `idempotency`, with the default options.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer: Layer.Layer<IdempotencyStore.IdempotencyStore, never, DynamoDbClient> = layerWith({
+  tableName: defaultTableName
+})

@@ -1,0 +1,119 @@
+import type { AttributeValue } from "@aws-sdk/client-dynamodb"
+import type { IdempotencyRecord } from "@effect-idempotency/core"
+import { IdempotencyRecord as Record_ } from "@effect-idempotency/core"
+import * as Either from "effect/Either"
+import type * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+
+/** @internal */
+export type Item = Record<string, AttributeValue>
+
+/**
+ * The attributes of a record item. The partition key and the native TTL attribute are named by
+ * the table's options; the others are fixed.
+ *
+ * @internal
+ */
+export const Attribute = {
+  status: "status",
+  token: "token",
+  fingerprint: "fingerprint",
+  attempt: "attempt",
+  leaseUntil: "lease_until",
+  expiresAt: "expires_at",
+  outcomeKind: "outcome_kind",
+  outcomeBody: "outcome_body"
+} as const
+
+/** @internal */
+export interface Names {
+  readonly key: string
+  readonly ttl: string
+}
+
+/** @internal */
+export const toTtlSeconds = (expiresAtMillis: number): number => Math.ceil(expiresAtMillis / 1000)
+
+const S = <A, I extends string>(schema: Schema.Schema<A, I>) => Schema.Struct({ S: schema })
+const N = Schema.Struct({ N: Schema.NumberFromString })
+
+const ItemSchema = Schema.Struct({
+  [Attribute.status]: S(Record_.Status),
+  [Attribute.token]: S(Schema.String),
+  [Attribute.fingerprint]: S(Schema.String),
+  [Attribute.attempt]: N,
+  [Attribute.leaseUntil]: N,
+  [Attribute.expiresAt]: N,
+  [Attribute.outcomeKind]: Schema.optional(S(Schema.String)),
+  [Attribute.outcomeBody]: Schema.optional(S(Schema.String))
+})
+
+const decodeItem = Schema.decodeUnknownEither(ItemSchema)
+
+/**
+ * Reads a record from an item. An outcome of an unknown kind (written by a newer version) reads
+ * as no outcome, which a replay reports as `StoredOutcomeInvalid`.
+ *
+ * @internal
+ */
+export const decode = (item: Item): Either.Either<IdempotencyRecord.IdempotencyRecord, ParseResult.ParseError> =>
+  Either.map(decodeItem(item), (fields) => ({
+    status: fields.status.S,
+    token: fields.token.S,
+    fingerprint: fields.fingerprint.S,
+    attempt: fields.attempt.N,
+    leaseUntil: fields.lease_until.N,
+    expiresAt: fields.expires_at.N,
+    outcome: fields.status.S === "COMPLETED" && fields.outcome_kind !== undefined
+      ? Record_.outcomeFromColumns(fields.outcome_kind.S, fields.outcome_body?.S ?? "")
+      : undefined
+  }))
+
+/**
+ * The number of bytes `s` takes in UTF-8, which is how DynamoDB sizes names and string values.
+ *
+ * @internal
+ */
+export const utf8Length = (s: string): number => {
+  let bytes = 0
+  for (let i = 0; i < s.length; i++) {
+    const code = s.charCodeAt(i)
+    if (code < 0x80) bytes += 1
+    else if (code < 0x800) bytes += 2
+    else if (code >= 0xd800 && code <= 0xdbff && i + 1 < s.length) {
+      const next = s.charCodeAt(i + 1)
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        bytes += 4
+        i++
+      } else bytes += 3
+    } else bytes += 3
+  }
+  return bytes
+}
+
+/** The most a number attribute takes (DynamoDB: up to 21 bytes). */
+const NUMBER_BYTES = 21
+
+/**
+ * Room for the attributes a completion does not rewrite and whose size it does not know (the
+ * fingerprint, the token written by reserve) and for DynamoDB's own accounting.
+ */
+const SLACK_BYTES = 1024
+
+/**
+ * An upper estimate of the size of a record item once it holds an outcome of `kind` and `body`.
+ *
+ * @internal
+ */
+export const completedItemBytes = (options: {
+  readonly names: Names
+  readonly id: string
+  readonly token: string
+  readonly kind: string
+  readonly body: string
+}): number => {
+  const { body, id, kind, names, token } = options
+  const fixedNames = Object.values(Attribute).reduce((sum, attribute) => sum + utf8Length(attribute), 0)
+  return fixedNames + utf8Length(names.key) + utf8Length(names.ttl) + utf8Length(id) + utf8Length(token) +
+    utf8Length("IN_PROGRESS") + 4 * NUMBER_BYTES + utf8Length(kind) + utf8Length(body) + SLACK_BYTES
+}

@@ -1,0 +1,476 @@
+import type { ScanCommandOutput } from "@aws-sdk/client-dynamodb"
+import {
+  DeleteItemCommand,
+  GetItemCommand,
+  PutItemCommand,
+  ScanCommand,
+  UpdateItemCommand
+} from "@aws-sdk/client-dynamodb"
+import type { IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyError, IdempotencyRecord } from "@effect-idempotency/core"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import type { Expr } from "./expression.js"
+import { and, compile, expr, name, num, or, projection, str, update } from "./expression.js"
+import type { Item, Names } from "./item.js"
+import { Attribute as A, completedItemBytes, decode, toTtlSeconds } from "./item.js"
+import type { ConditionFailed, Sender } from "./send.js"
+import { isItemTooLarge, send } from "./send.js"
+
+type Store = IdempotencyStore.IdempotencyStore["Type"]
+type Method = IdempotencyError.LeaseLost["method"]
+type StoreFailure = IdempotencyError.StoreFailure
+
+/** @internal */
+export interface Config {
+  readonly tableName: string
+  readonly names: Names
+  readonly sender: Sender
+  /** Outcomes whose item would exceed this many bytes are recorded as omitted. */
+  readonly maxItemBytes: number
+  /** How many scan pages one `purgeExpired` call reads at most. */
+  readonly purgeMaxPages: number
+}
+
+/** How many conditional writes one reservation makes at most before it settles for what it saw. */
+const MAX_RESERVE_WRITES = 5
+const DEFAULT_PURGE_LIMIT = 1000
+const PURGE_CONCURRENCY = 8
+
+/** @internal */
+export const make = (config: Config): Store => {
+  const { maxItemBytes, names, sender, tableName } = config
+  const TableName = tableName
+  const Key = (id: string): Item => ({ [names.key]: { S: id } })
+  const call = <A>(
+    method: string,
+    request: Parameters<typeof send<A>>[2]
+  ): Effect.Effect<A, ConditionFailed | StoreFailure> => send(sender, method, request)
+
+  /** A request that has no condition: a `ConditionFailed` cannot happen, and is a store error if it does. */
+  const unconditional = <A>(
+    method: string,
+    effect: Effect.Effect<A, ConditionFailed | StoreFailure>
+  ): Effect.Effect<A, StoreFailure> =>
+    Effect.catchTag(
+      effect,
+      "ConditionFailed",
+      (cause) => Effect.fail(new IdempotencyError.StoreError({ method, cause }))
+    )
+
+  const decodeItem = (method: string, item: Item) =>
+    Either.mapLeft(decode(item), (cause) => new IdempotencyError.StoreError({ method, cause }))
+
+  const leaseLost = (method: Method, id: string) => new IdempotencyError.LeaseLost({ method, recordId: id })
+
+  const span = (method: string) =>
+    Effect.withSpan(`DynamoDbStore.${method}`, {
+      attributes: { "db.system": "dynamodb", "aws.dynamodb.table_names": [tableName] }
+    })
+
+  // ---------------------------------------------------------------------------------------------
+  // conditions: the one place where the protocol's rules become DynamoDB expressions
+  // ---------------------------------------------------------------------------------------------
+
+  const absent: Expr = expr`attribute_not_exists(${name(names.key)})`
+  const live = (now: number): Expr => expr`${name(A.expiresAt)} > ${num(now)}`
+  const expired = (now: number): Expr => expr`${name(A.expiresAt)} <= ${num(now)}`
+  const status = (value: IdempotencyRecord.Status): Expr => expr`${name(A.status)} = ${str(value)}`
+
+  /** The record is live, IN_PROGRESS and holds `token`: the fencing condition of every write after reserve. */
+  const owned = (token: string, now: number): Expr =>
+    and(status("IN_PROGRESS"), expr`${name(A.token)} = ${str(token)}`, live(now))
+
+  /** `IdempotencyRecord.canTakeOver` on a live record, or no record at all. */
+  const reservable = (request: IdempotencyStore.ReserveRequest, now: number): Expr => {
+    const failed = status("FAILED")
+    const lapsed = and(status("IN_PROGRESS"), expr`${name(A.leaseUntil)} <= ${num(now)}`)
+    return or(
+      absent,
+      and(
+        live(now),
+        expr`${name(A.fingerprint)} = ${str(request.fingerprint)}`,
+        request.takeover ? or(failed, lapsed) : failed
+      )
+    )
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // reads
+  // ---------------------------------------------------------------------------------------------
+
+  const read = (
+    method: string,
+    id: string
+  ): Effect.Effect<Option.Option<IdempotencyRecord.IdempotencyRecord>, StoreFailure> =>
+    unconditional(
+      method,
+      call(method, (client, abortSignal) =>
+        client.send(new GetItemCommand({ TableName, Key: Key(id), ConsistentRead: true }), { abortSignal }))
+    ).pipe(
+      Effect.flatMap((output) =>
+        output.Item === undefined
+          ? Effect.succeed(Option.none())
+          : Effect.map(decodeItem(method, output.Item), Option.some)
+      )
+    )
+
+  /**
+   * The record a failed condition saw: the item the service returned with the failure, or, where
+   * it returns none (emulators), one consistent read.
+   */
+  const observed = (
+    method: string,
+    id: string,
+    failure: ConditionFailed
+  ): Effect.Effect<Option.Option<IdempotencyRecord.IdempotencyRecord>, StoreFailure> =>
+    failure.item === undefined ? read(method, id) : Effect.map(decodeItem(method, failure.item), Option.some)
+
+  // ---------------------------------------------------------------------------------------------
+  // reserve
+  // ---------------------------------------------------------------------------------------------
+
+  const reserve: Store["reserve"] = (request) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const id = request.id.value
+      const lease = Duration.toMillis(request.lease)
+      const leaseUntil = now + lease
+      const expiresAt = now + Math.max(lease, Duration.toMillis(request.ttl))
+      const reserved = (attempt: number) =>
+        IdempotencyRecord.ReserveResult.Reserved({ token: request.token, attempt, leaseUntil, expiresAt })
+      const fields: ReadonlyArray<readonly [string, Expr]> = [
+        [A.status, str("IN_PROGRESS")],
+        [A.token, str(request.token)],
+        [A.fingerprint, str(request.fingerprint)],
+        [A.leaseUntil, num(leaseUntil)],
+        [A.expiresAt, num(expiresAt)],
+        [names.ttl, num(toTtlSeconds(expiresAt))]
+      ]
+
+      // Creates the record, or takes over a live one by the takeover rule; the attempt number is
+      // computed by DynamoDB from the record it replaces, in the same write.
+      const claim = call("reserve", (client, abortSignal) =>
+        client.send(
+          new UpdateItemCommand({
+            TableName,
+            Key: Key(id),
+            ...compile({
+              condition: reservable(request, now),
+              update: update({
+                set: [...fields, [A.attempt, expr`if_not_exists(${name(A.attempt)}, ${num(0)}) + ${num(1)}`]],
+                remove: [A.outcomeKind, A.outcomeBody]
+              })
+            }),
+            ReturnValues: "UPDATED_NEW",
+            ReturnValuesOnConditionCheckFailure: "ALL_OLD"
+          }),
+          { abortSignal }
+        )).pipe(
+          Effect.flatMap((output) => {
+            const attempt = Number(output.Attributes?.[A.attempt]?.N)
+            return Number.isSafeInteger(attempt) && attempt > 0
+              ? Effect.succeed(reserved(attempt))
+              : Effect.fail(
+                new IdempotencyError.StoreError({
+                  method: "reserve",
+                  cause: "the reservation returned no attempt number"
+                })
+              )
+          })
+        )
+
+      // Replaces an expired record (DynamoDB deletes expired items late) with a fresh one, attempt 1.
+      const recreate = call("reserve", (client, abortSignal) =>
+        client.send(
+          new PutItemCommand({
+            TableName,
+            Item: {
+              ...Key(id),
+              [A.status]: { S: "IN_PROGRESS" },
+              [A.token]: { S: request.token },
+              [A.fingerprint]: { S: request.fingerprint },
+              [A.attempt]: { N: "1" },
+              [A.leaseUntil]: { N: String(leaseUntil) },
+              [A.expiresAt]: { N: String(expiresAt) },
+              [names.ttl]: { N: String(toTtlSeconds(expiresAt)) }
+            },
+            ...compile({ condition: or(absent, expired(now)) }),
+            ReturnValuesOnConditionCheckFailure: "ALL_OLD"
+          }),
+          { abortSignal }
+        )).pipe(Effect.as(reserved(1)))
+
+      const attemptWrite = (
+        write: Effect.Effect<IdempotencyRecord.ReserveResult, ConditionFailed | StoreFailure>,
+        writes: number
+      ): Effect.Effect<IdempotencyRecord.ReserveResult, StoreFailure> =>
+        Effect.catchTag(
+          write,
+          "ConditionFailed",
+          (failure) => Effect.flatMap(observed("reserve", id, failure), (record) => decide(record, writes))
+        )
+
+      // What the failed condition saw decides the next step. With DynamoDB's ALL_OLD the first
+      // write settles every case but an expired record; the loop turns again only when the record
+      // changed between a write and the read that follows it on an emulator, and it is bounded.
+      const decide = (
+        current: Option.Option<IdempotencyRecord.IdempotencyRecord>,
+        writes: number
+      ): Effect.Effect<IdempotencyRecord.ReserveResult, StoreFailure> => {
+        let next: typeof claim
+        if (Option.isNone(current)) {
+          next = claim
+        } else {
+          const record = current.value
+          const live = IdempotencyRecord.isLive(record, now)
+          if (live && record.status === "IN_PROGRESS" && record.token === request.token) {
+            // this token's own reservation went through earlier (a retried request)
+            return Effect.succeed(
+              IdempotencyRecord.ReserveResult.Reserved({
+                token: request.token,
+                attempt: record.attempt,
+                leaseUntil: record.leaseUntil,
+                expiresAt: record.expiresAt
+              })
+            )
+          }
+          if (!live) next = recreate
+          else if (IdempotencyRecord.canTakeOver(record, request, now)) next = claim
+          else return Effect.succeed(IdempotencyRecord.ReserveResult.Existing({ record, now }))
+        }
+        return writes < MAX_RESERVE_WRITES
+          ? attemptWrite(next, writes + 1)
+          : Effect.fail(
+            new IdempotencyError.StoreError({
+              method: "reserve",
+              cause: "the record kept changing during the reservation"
+            })
+          )
+      }
+
+      return yield* attemptWrite(claim, 1)
+    }).pipe(span("reserve"))
+
+  // ---------------------------------------------------------------------------------------------
+  // token-checked writes
+  // ---------------------------------------------------------------------------------------------
+
+  /**
+   * A write fenced by the token: a failed condition is `LeaseLost`, unless the record shows that
+   * the write's purpose is already met (`applied`). That is checked when `always` is set, and
+   * otherwise only when an earlier attempt of the same call may have been applied (its response
+   * was lost and the request was retried): then the record, as the failed condition saw it or
+   * as one consistent read finds it, tells whether that attempt went through.
+   */
+  const fenced = <A>(
+    method: Method,
+    id: string,
+    write: Effect.Effect<A, ConditionFailed | StoreFailure>,
+    recognize?: {
+      readonly always?: boolean
+      readonly applied: (record: Option.Option<IdempotencyRecord.IdempotencyRecord>) => boolean
+    }
+  ): Effect.Effect<Option.Option<A>, IdempotencyError.LeaseLost | StoreFailure> =>
+    write.pipe(
+      Effect.map(Option.some),
+      Effect.catchTag("ConditionFailed", (failure) =>
+        recognize === undefined || !(recognize.always === true || failure.afterUncertainAttempt)
+          ? Effect.fail(leaseLost(method, id))
+          : Effect.flatMap(
+            observed(method, id, failure),
+            (record) =>
+              recognize.applied(record) ? Effect.succeed(Option.none<A>()) : Effect.fail(leaseLost(method, id))
+          ))
+    )
+
+  /** The record is in `status` and was put there by `token`. */
+  const heldBy =
+    (status: IdempotencyRecord.Status, token: string) =>
+    (record: Option.Option<IdempotencyRecord.IdempotencyRecord>): boolean =>
+      Option.exists(record, (record) => record.status === status && record.token === token)
+
+  /** An `UpdateItem` of the record; `returnOld` asks for the item as it was, on success or on a failed condition. */
+  const updateRecord = (
+    method: Method,
+    id: string,
+    condition: Expr,
+    set: ReadonlyArray<readonly [string, Expr]>,
+    returnOld?: { readonly onSuccess?: boolean; readonly onConditionFailure?: boolean }
+  ) =>
+    call(method, (client, abortSignal) =>
+      client.send(
+        new UpdateItemCommand({
+          TableName,
+          Key: Key(id),
+          ...compile({ condition, update: update({ set }) }),
+          ...(returnOld?.onSuccess === true ? { ReturnValues: "ALL_OLD" } : {}),
+          ...(returnOld?.onConditionFailure === true ? { ReturnValuesOnConditionCheckFailure: "ALL_OLD" } : {})
+        }),
+        { abortSignal }
+      ))
+
+  const complete: Store["complete"] = (request) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const id = request.id.value
+      const expiresAt = now + Duration.toMillis(request.ttl)
+      const write = (outcome: IdempotencyRecord.StoredOutcome) => {
+        const { body, kind } = IdempotencyRecord.outcomeToColumns(outcome)
+        return updateRecord("complete", id, owned(request.token, now), [
+          [A.status, str("COMPLETED")],
+          [A.outcomeKind, str(kind)],
+          [A.outcomeBody, str(body)],
+          [A.expiresAt, num(expiresAt)],
+          [names.ttl, num(toTtlSeconds(expiresAt))]
+        ])
+      }
+      const { body, kind } = IdempotencyRecord.outcomeToColumns(request.outcome)
+      const bytes = completedItemBytes({ names, id, token: request.token, kind, body })
+      const omitted = (reason: string) =>
+        Effect.zipRight(
+          Effect.logWarning(`idempotency: the outcome was not recorded: ${reason}`).pipe(
+            Effect.annotateLogs({ table: tableName, recordId: id })
+          ),
+          write(IdempotencyRecord.StoredOutcome.Omitted({ reason }))
+        )
+      const tooLarge = `its item of about ${bytes} bytes exceeds DynamoDB's item size limit`
+      // The attempt finished: an outcome too large to keep must still complete the record, or a
+      // retry would execute the downstream again.
+      const recorded = bytes > maxItemBytes
+        ? omitted(`${tooLarge} (${maxItemBytes} bytes)`)
+        : Effect.catchIf(
+          write(request.outcome),
+          (error): error is IdempotencyError.StoreError => error._tag === "StoreError" && isItemTooLarge(error.cause),
+          () => omitted(`${tooLarge} (refused by DynamoDB)`)
+        )
+      yield* fenced("complete", id, recorded, { applied: heldBy("COMPLETED", request.token) })
+    }).pipe(span("complete"))
+
+  const markFailed: Store["markFailed"] = (request) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const id = request.id.value
+      const expiresAt = now + Duration.toMillis(request.ttl)
+      yield* fenced(
+        "markFailed",
+        id,
+        updateRecord("markFailed", id, owned(request.token, now), [
+          [A.status, str("FAILED")],
+          [A.expiresAt, num(expiresAt)],
+          [names.ttl, num(toTtlSeconds(expiresAt))]
+        ]),
+        { applied: heldBy("FAILED", request.token) }
+      )
+    }).pipe(span("markFailed"))
+
+  const release: Store["release"] = (request) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const id = request.id.value
+      yield* fenced(
+        "release",
+        id,
+        call("release", (client, abortSignal) =>
+          client.send(
+            new DeleteItemCommand({ TableName, Key: Key(id), ...compile({ condition: owned(request.token, now) }) }),
+            { abortSignal }
+          )),
+        // a retried delete whose first attempt went through finds no record
+        { applied: Option.isNone }
+      )
+    }).pipe(span("release"))
+
+  const extend: Store["extend"] = (request) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const id = request.id.value
+      const leaseUntil = now + Duration.toMillis(request.lease)
+      const written = yield* fenced(
+        "extend",
+        id,
+        updateRecord("extend", id, owned(request.token, now), [[A.leaseUntil, num(leaseUntil)]], { onSuccess: true })
+      )
+      const previous = Option.flatMapNullable(written, (output) => output.Attributes)
+      const old = Option.isNone(previous) ? undefined : yield* decodeItem("extend", previous.value)
+      if (old === undefined || old.expiresAt >= leaseUntil) return
+      // The lease outlives the record: move the expiry to the end of the lease too. The same
+      // clock reading as the first write, so the record is as live as it was then.
+      yield* fenced(
+        "extend",
+        id,
+        updateRecord(
+          "extend",
+          id,
+          and(owned(request.token, now), expr`${name(A.expiresAt)} < ${num(leaseUntil)}`),
+          [[A.expiresAt, num(leaseUntil)], [names.ttl, num(toTtlSeconds(leaseUntil))]],
+          { onConditionFailure: true }
+        ),
+        {
+          // already moved at least as far (by a retried or a concurrent extend of this owner)
+          always: true,
+          applied: Option.exists((record) =>
+            record.status === "IN_PROGRESS" && record.token === request.token && record.expiresAt >= leaseUntil
+          )
+        }
+      )
+    }).pipe(span("extend"))
+
+  // ---------------------------------------------------------------------------------------------
+  // get and purge
+  // ---------------------------------------------------------------------------------------------
+
+  const get: Store["get"] = (id) =>
+    Effect.flatMap(
+      Clock.currentTimeMillis,
+      (now) => Effect.map(read("get", id.value), Option.filter((record) => IdempotencyRecord.isLive(record, now)))
+    ).pipe(span("get"))
+
+  const purgeExpired: Store["purgeExpired"] = (options) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const limit = options?.limit ?? DEFAULT_PURGE_LIMIT
+      const scan = (ExclusiveStartKey: Item | undefined) =>
+        unconditional(
+          "purgeExpired",
+          call("purgeExpired", (client, abortSignal) =>
+            client.send(
+              new ScanCommand({
+                TableName,
+                ...compile({ filter: expired(now), projection: projection([names.key, A.expiresAt]) }),
+                ...(ExclusiveStartKey === undefined ? {} : { ExclusiveStartKey })
+              }),
+              { abortSignal }
+            ))
+        )
+      // deleted only if still expired: a record reserved again since the scan is kept
+      const remove = (item: Item) => {
+        const id = item[names.key]?.S
+        if (id === undefined) return Effect.succeed(false)
+        return call("purgeExpired", (client, abortSignal) =>
+          client.send(
+            new DeleteItemCommand({ TableName, Key: Key(id), ...compile({ condition: expired(now) }) }),
+            { abortSignal }
+          )).pipe(
+            Effect.as(true),
+            Effect.catchTag("ConditionFailed", () => Effect.succeed(false))
+          )
+      }
+      let deleted = 0
+      let startKey: Item | undefined = undefined
+      for (let page = 0; page < config.purgeMaxPages && deleted < limit; page++) {
+        const output: ScanCommandOutput = yield* scan(startKey)
+        const candidates = (output.Items ?? []).slice(0, limit - deleted)
+        const results = yield* Effect.forEach(candidates, remove, { concurrency: PURGE_CONCURRENCY })
+        deleted += results.filter((removed) => removed).length
+        startKey = output.LastEvaluatedKey
+        if (startKey === undefined) break
+      }
+      return deleted
+    }).pipe(span("purgeExpired"))
+
+  return { reserve, complete, release, markFailed, extend, get, purgeExpired }
+}

@@ -1,0 +1,6 @@
+import { StoreConformance } from "@effect-idempotency/testing"
+import { backends, storeLayer } from "./utils/backends.js"
+
+for (const backend of backends) {
+  StoreConformance.suite(`DynamoDbStore conformance on ${backend.name}`, storeLayer(backend))
+}
