@@ -1,4 +1,24 @@
 /**
  * @since 0.1.0
  */
+export * as FaultyStore from "./FaultyStore.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as PlatformModel from "./PlatformModel.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as RetryProperty from "./RetryProperty.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as SimulatedDownstream from "./SimulatedDownstream.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as StoreConformance from "./StoreConformance.js"

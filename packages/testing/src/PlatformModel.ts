@@ -1,0 +1,457 @@
+/**
+ * A model of what a serverless platform does with one request: how many attempts it makes and how
+ * far apart, the function's time limit (after which it stops the attempt), duplicate deliveries of
+ * the same event, clients resending the same request with the same key, stalled instances, and
+ * late deliveries that jump the clock past leases and TTLs.
+ *
+ * `arbitrary` draws `Plan`s of deliveries for fast-check (use it with `@effect/vitest`'s `it.prop`
+ * or `it.effect.prop`); `play` runs a plan under `TestClock`: it starts each delivery at its time,
+ * stops an attempt at the time limit, and retries a failed attempt as the platform would.
+ *
+ * ```ts
+ * import { PlatformModel } from "@effect-idempotency/testing"
+ * import { it } from "@effect/vitest"
+ * import { Effect, FastCheck } from "effect"
+ *
+ * it.effect.prop("a handler under Lambda's retries", [PlatformModel.arbitrary(PlatformModel.awsLambdaAsync, FastCheck.constant(null))], ([plan]) =>
+ *   Effect.gen(function*() {
+ *     const attempts = yield* PlatformModel.play(plan, () => handler)
+ *   }))
+ * ```
+ *
+ * Presets (values, so a field can be overridden with a spread: `{ ...PlatformModel.awsLambdaAsync, timeLimit: "30 seconds" }`):
+ *
+ * | preset | time limit | platform retries | other deliveries |
+ * | --- | --- | --- | --- |
+ * | `netlifySynchronous` | 10 s (the default; up to 26 s) | none | clients resend up to 2 times within 2 minutes |
+ * | `netlifyBackground` | 15 min | after 1 min, then 2 min | a client resends once within 15 minutes |
+ * | `awsLambdaAsync` | 3 s (the default; up to 900 s) | 2: after ~1 min, then ~2 min | a duplicate delivery within the 6 h maximum event age |
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FastCheck from "effect/FastCheck"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as TestClock from "effect/TestClock"
+import * as format from "./internal/format.js"
+import * as trace from "./internal/trace.js"
+
+/**
+ * Extra deliveries of one request: at most `max`, each within `within` of the first.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Burst {
+  readonly max: number
+  readonly within: Duration.DurationInput
+}
+
+/**
+ * What a platform does with a request.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Platform {
+  readonly name: string
+  /** The function's time limit: the platform stops an attempt that runs longer. */
+  readonly timeLimit: Duration.DurationInput
+  /** The platform's own retries of a failed attempt: the wait before each, after the failure. */
+  readonly retryDelays: ReadonlyArray<Duration.DurationInput>
+  /** How far (a fraction, for example `0.1`) each retry may come earlier or later than its delay. Default 0. */
+  readonly retryJitter?: number | undefined
+  /** No retry of an event starts once the event is older than this. Default: no limit. */
+  readonly maxEventAge?: Duration.DurationInput | undefined
+  /** Duplicate deliveries of the same event (an at-least-once queue), each retried like the first. */
+  readonly duplicates?: Burst | undefined
+  /** Clients resending the same request with the same key, each a new invocation. */
+  readonly resends?: Burst | undefined
+  /** The longest a running instance may stall (GC, CPU throttling, a slow network). Default: the time limit. */
+  readonly stalls?: Duration.DurationInput | undefined
+}
+
+/**
+ * Netlify synchronous functions: a 10 second limit (the default; configurable up to 26 seconds),
+ * no retries by the platform; clients resend the same request (up to 2 times within 2 minutes here).
+ *
+ * @since 0.1.0
+ * @category presets
+ */
+export const netlifySynchronous: Platform = {
+  name: "Netlify synchronous function",
+  timeLimit: "10 seconds",
+  retryDelays: [],
+  resends: { max: 2, within: "2 minutes" }
+}
+
+/**
+ * Netlify background functions: a 15 minute limit; a failed invocation is retried after one
+ * minute, then two minutes later. A client may invoke it again (once within 15 minutes here).
+ *
+ * @since 0.1.0
+ * @category presets
+ */
+export const netlifyBackground: Platform = {
+  name: "Netlify background function",
+  timeLimit: "15 minutes",
+  retryDelays: ["1 minute", "2 minutes"],
+  retryJitter: 0.1,
+  resends: { max: 1, within: "15 minutes" }
+}
+
+/**
+ * AWS Lambda asynchronous invocation: the function's timeout (3 seconds by default, up to 900), two
+ * retries of a failed invocation, about one minute and then two minutes apart, and a maximum event
+ * age of 6 hours. The event queue may deliver an event more than once (here: one duplicate, at any
+ * time within the event age).
+ *
+ * @since 0.1.0
+ * @category presets
+ */
+export const awsLambdaAsync: Platform = {
+  name: "AWS Lambda asynchronous invocation",
+  timeLimit: "3 seconds",
+  retryDelays: ["1 minute", "2 minutes"],
+  retryJitter: 0.1,
+  maxEventAge: "6 hours",
+  duplicates: { max: 1, within: "6 hours" }
+}
+
+/**
+ * Where a delivery comes from.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Source = "event" | "duplicate" | "resend"
+
+/**
+ * An attempt the platform makes if the previous one failed: `waitMs` after the failure (0 for the
+ * first), with `value` (what a test attaches to the attempt: downstream behaviours, faults).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ScheduledAttempt<X> {
+  readonly waitMs: number
+  readonly value: X
+}
+
+/**
+ * One delivery of the request, at `atMs` after the start, with its attempts.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Delivery<X> {
+  readonly source: Source
+  readonly atMs: number
+  readonly attempts: ReadonlyArray<ScheduledAttempt<X>>
+}
+
+/**
+ * What the platform does with one request.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Plan<X> {
+  readonly platform: string
+  readonly timeLimitMs: number
+  readonly maxEventAgeMs: number | undefined
+  readonly deliveries: ReadonlyArray<Delivery<X>>
+}
+
+const toMillis = (input: Duration.DurationInput): number =>
+  Math.max(0, Math.round(Duration.toMillis(Duration.decode(input))))
+
+/**
+ * The time limit of a platform, in milliseconds.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const timeLimitMillis = (platform: Platform): number => Math.max(1, toMillis(platform.timeLimit))
+
+/**
+ * The longest stall of a running instance on a platform, in milliseconds.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const stallMillis = (platform: Platform): number =>
+  platform.stalls === undefined ? timeLimitMillis(platform) : toMillis(platform.stalls)
+
+/**
+ * A one-line description of a platform.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const describe = (platform: Platform): string => {
+  const parts = [`time limit ${format.millis(timeLimitMillis(platform))}`]
+  parts.push(
+    platform.retryDelays.length === 0
+      ? "no platform retries"
+      : `retries after ${platform.retryDelays.map((delay) => format.millis(toMillis(delay))).join(", then ")}`
+  )
+  if (platform.maxEventAge !== undefined) {
+    parts.push(`maximum event age ${format.millis(toMillis(platform.maxEventAge))}`)
+  }
+  if (platform.duplicates !== undefined && platform.duplicates.max > 0) {
+    parts.push(
+      `up to ${platform.duplicates.max} duplicate(s) within ${format.millis(toMillis(platform.duplicates.within))}`
+    )
+  }
+  if (platform.resends !== undefined && platform.resends.max > 0) {
+    parts.push(`up to ${platform.resends.max} resend(s) within ${format.millis(toMillis(platform.resends.within))}`)
+  }
+  return `${platform.name} (${parts.join("; ")})`
+}
+
+/**
+ * A fast-check arbitrary of plans: the first delivery at 0, duplicates and resends (none most
+ * often) either concurrent with it, around the time limit, or late, and each delivery's retries
+ * spaced as the platform spaces them (within its jitter). `value` draws what each attempt carries.
+ * Shrinks toward fewer deliveries and earlier times.
+ *
+ * @since 0.1.0
+ * @category arbitraries
+ */
+export const arbitrary = <X>(platform: Platform, value: FastCheck.Arbitrary<X>): FastCheck.Arbitrary<Plan<X>> => {
+  const timeLimitMs = timeLimitMillis(platform)
+  const maxEventAgeMs = platform.maxEventAge === undefined ? undefined : toMillis(platform.maxEventAge)
+  const jitter = Math.max(0, platform.retryJitter ?? 0)
+  const wait = (delayMs: number): FastCheck.Arbitrary<number> =>
+    jitter > 0
+      ? FastCheck.integer({
+        min: Math.floor(delayMs * Math.max(0, 1 - jitter)),
+        max: Math.ceil(delayMs * (1 + jitter))
+      })
+      : FastCheck.constant(delayMs)
+  const attempts: FastCheck.Arbitrary<ReadonlyArray<ScheduledAttempt<X>>> = FastCheck.tuple(
+    value.map((v): ScheduledAttempt<X> => ({ waitMs: 0, value: v })),
+    ...platform.retryDelays.map((delay) =>
+      FastCheck.tuple(wait(toMillis(delay)), value).map(([waitMs, v]): ScheduledAttempt<X> => ({ waitMs, value: v }))
+    )
+  )
+  const at = (withinMs: number): FastCheck.Arbitrary<number> =>
+    FastCheck.oneof(
+      { withCrossShrink: true },
+      { weight: 3, arbitrary: FastCheck.integer({ min: 0, max: Math.min(withinMs, 2_000) }) },
+      { weight: 2, arbitrary: FastCheck.integer({ min: 0, max: Math.min(withinMs, 3 * timeLimitMs) }) },
+      { weight: 1, arbitrary: FastCheck.integer({ min: 0, max: withinMs }) }
+    )
+  const extra = (source: Source, burst: Burst | undefined): FastCheck.Arbitrary<ReadonlyArray<Delivery<X>>> => {
+    if (burst === undefined || burst.max <= 0) return FastCheck.constant([])
+    const withinMs = source === "duplicate" && maxEventAgeMs !== undefined
+      ? Math.min(maxEventAgeMs, toMillis(burst.within))
+      : toMillis(burst.within)
+    return FastCheck.array(
+      FastCheck.tuple(at(withinMs), attempts).map(([atMs, attempts]): Delivery<X> => ({ source, atMs, attempts })),
+      { maxLength: burst.max }
+    )
+  }
+  return FastCheck.tuple(attempts, extra("duplicate", platform.duplicates), extra("resend", platform.resends)).map((
+    [first, duplicates, resends]
+  ): Plan<X> => ({
+    platform: platform.name,
+    timeLimitMs,
+    maxEventAgeMs,
+    deliveries: [{ source: "event", atMs: 0, attempts: first }, ...duplicates, ...resends]
+  }))
+}
+
+/**
+ * What an attempt knows about itself when it starts.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AttemptContext<X> {
+  /** 1, 2, ... in the order attempts start. */
+  readonly id: number
+  /** The delivery (1-based, in plan order) the attempt belongs to. */
+  readonly delivery: number
+  readonly source: Source
+  /** 1 for a delivery's first attempt, 2 for its first retry, ... */
+  readonly try: number
+  readonly value: X
+  /** `Clock` time when it started. */
+  readonly startedAt: number
+  /** `Clock` time when the platform stops it. */
+  readonly deadline: number
+}
+
+/**
+ * How an attempt ended: it completed (with its exit), or the platform stopped it at the time limit.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type AttemptOutcome<A, E> =
+  | { readonly _tag: "Completed"; readonly exit: Exit.Exit<A, E> }
+  | { readonly _tag: "Killed" }
+
+/**
+ * An attempt the platform made.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AttemptRecord<X, A, E> extends AttemptContext<X> {
+  readonly endedAt: number
+  readonly outcome: AttemptOutcome<A, E>
+}
+
+/**
+ * Options of `play`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface PlayOptions<X, A, E> {
+  /** Whether the platform retries after this outcome. Default: after anything but a success. */
+  readonly retryOn?: ((outcome: AttemptOutcome<A, E>) => boolean) | undefined
+  /** The attempt's name in timelines. Default `attempt <id>`. */
+  readonly label?: ((context: AttemptContext<X>) => string) | undefined
+  /** How an outcome reads in timelines. Default: succeeds, fails, crashes, or stopped at the time limit. */
+  readonly describe?: ((outcome: AttemptOutcome<A, E>) => string) | undefined
+  /**
+   * Waits, in real time, until the system under test is idle (for example: no request to a real
+   * store in flight, and the other fibers have run until they wait on `TestClock`). When given,
+   * `TestClock` moves one scheduled wake-up at a time, each after `settle`, so that simulated time
+   * never passes while real I/O is under way. Default: the clock moves to the end in one adjustment
+   * (right when everything runs in memory).
+   */
+  readonly settle?: Effect.Effect<void> | undefined
+}
+
+/**
+ * The time by which every attempt of a plan has ended: each delivery's start, plus, per attempt,
+ * the time limit and the wait before it.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const horizonMillis = <X>(plan: Plan<X>): number =>
+  plan.deliveries.reduce(
+    (max, delivery) =>
+      Math.max(
+        max,
+        delivery.atMs + delivery.attempts.reduce((sum, attempt) => sum + attempt.waitMs + plan.timeLimitMs, 0)
+      ),
+    0
+  ) + 1
+
+const describeOutcome = <A, E>(outcome: AttemptOutcome<A, E>, timeLimitMs: number): string => {
+  if (outcome._tag === "Killed") return `stopped by the platform at its time limit (${format.millis(timeLimitMs)})`
+  const exit = outcome.exit
+  if (Exit.isSuccess(exit)) return "succeeds"
+  return Exit.isInterrupted(exit) ? "crashes" : "fails"
+}
+
+/** The most clock steps of one stepwise play (each is one scheduled wake-up). */
+const MAX_STEPS = 100_000
+
+/** Moves `TestClock` to `end` one scheduled wake-up at a time, settling before each. */
+const stepwise = (end: number, settle: Effect.Effect<void>, done: Effect.Effect<boolean>): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    for (let step = 0; step < MAX_STEPS; step++) {
+      yield* settle
+      if (yield* done) return
+      const now = yield* Clock.currentTimeMillis
+      if (now >= end) return
+      let next = end
+      for (const at of yield* TestClock.sleeps()) {
+        if (at > now && at < next) next = at
+      }
+      yield* TestClock.adjust(Duration.millis(next - now))
+    }
+  })
+
+/**
+ * Plays a plan under `TestClock`: starts each delivery at its time, runs `invoke` for each attempt,
+ * stops an attempt at the time limit, and retries a failed one after its wait (unless the event is
+ * older than the maximum event age). Advances `TestClock` until every attempt has ended, and returns
+ * the attempts in the order they started.
+ *
+ * @since 0.1.0
+ * @category simulation
+ */
+export const play = <X, A, E, R>(
+  plan: Plan<X>,
+  invoke: (context: AttemptContext<X>) => Effect.Effect<A, E, R>,
+  options?: PlayOptions<X, A, E>
+): Effect.Effect<ReadonlyArray<AttemptRecord<X, A, E>>, never, R> =>
+  Effect.gen(function*() {
+    const start = yield* Clock.currentTimeMillis
+    const records: Array<AttemptRecord<X, A, E>> = []
+    const retryOn = options?.retryOn ?? ((outcome) => outcome._tag === "Killed" || Exit.isFailure(outcome.exit))
+    const describeEnd = options?.describe ?? ((outcome) => describeOutcome(outcome, plan.timeLimitMs))
+    let nextId = 1
+
+    const runDelivery = (delivery: Delivery<X>, index: number) =>
+      Effect.gen(function*() {
+        if (delivery.atMs > 0) yield* Effect.sleep(Duration.millis(delivery.atMs))
+        const origin = start + (delivery.source === "resend" ? delivery.atMs : 0)
+        for (const [i, scheduled] of delivery.attempts.entries()) {
+          if (i > 0) {
+            const now = yield* Clock.currentTimeMillis
+            if (plan.maxEventAgeMs !== undefined && now + scheduled.waitMs - origin > plan.maxEventAgeMs) {
+              yield* trace.record("platform", `delivery ${index}: the event is too old for another retry`)
+              return
+            }
+            if (scheduled.waitMs > 0) yield* Effect.sleep(Duration.millis(scheduled.waitMs))
+          }
+          const id = nextId++
+          const startedAt = yield* Clock.currentTimeMillis
+          const context: AttemptContext<X> = {
+            id,
+            delivery: index,
+            source: delivery.source,
+            try: i + 1,
+            value: scheduled.value,
+            startedAt,
+            deadline: startedAt + plan.timeLimitMs
+          }
+          const label = options?.label?.(context) ?? `attempt ${id}`
+          const result = yield* Effect.gen(function*() {
+            yield* trace.record(
+              "platform",
+              `starts (delivery ${index}: ${delivery.source}${i === 0 ? "" : `, retry ${i}`})`
+            )
+            const result = yield* Effect.timeoutOption(Effect.exit(invoke(context)), Duration.millis(plan.timeLimitMs))
+            const outcome: AttemptOutcome<A, E> = Option.isNone(result)
+              ? { _tag: "Killed" }
+              : { _tag: "Completed", exit: result.value }
+            yield* trace.record("platform", describeEnd(outcome))
+            return outcome
+          }).pipe(Effect.locally(trace.currentAttempt, label))
+          records.push({ ...context, endedAt: yield* Clock.currentTimeMillis, outcome: result })
+          if (!retryOn(result)) return
+        }
+      })
+
+    const fibers = yield* Effect.forEach(plan.deliveries, (delivery, i) => Effect.fork(runDelivery(delivery, i + 1)))
+    const horizon = Duration.millis(horizonMillis(plan))
+    const done = Effect.map(Effect.forEach(fibers, Fiber.poll), (polls) => polls.every(Option.isSome))
+    if (options?.settle === undefined) {
+      yield* TestClock.adjust(horizon)
+    } else {
+      yield* stepwise(start + horizonMillis(plan), options.settle, done)
+    }
+    // an attempt that outlives the horizon (a slow finalizer) gets a few more rounds, then is stopped
+    for (let round = 0; round < 10; round++) {
+      const polls = yield* Effect.forEach(fibers, Fiber.poll)
+      if (polls.every(Option.isSome)) break
+      yield* TestClock.adjust(horizon)
+    }
+    yield* Fiber.interruptAll(fibers)
+    return records.sort((a, b) => a.id - b.id)
+  })

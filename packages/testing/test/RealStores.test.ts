@@ -1,0 +1,147 @@
+/**
+ * The known-good properties on the real stores, with fewer cases than on the memory store: the
+ * PostgreSQL store (the server named by `TEST_PG_URL`, else embedded PGlite), with expiry on
+ * Effect's `Clock`, and the DynamoDB store on dynalite (in this process, on 127.0.0.1). The clock
+ * moves stepwise: simulated time never passes while a store request is in flight.
+ */
+import { IdempotencyStore } from "@effect-idempotency/core"
+import { DynamoDbClient, DynamoDbStore, DynamoDbTable } from "@effect-idempotency/dynamodb"
+import { PgIdempotencyMigration, PgIdempotencyStore, PgIdempotencyTable } from "@effect-idempotency/sql-pg"
+import { PlatformModel, RetryProperty } from "@effect-idempotency/testing"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { Vitest } from "@effect/vitest"
+import { assert, layer } from "@effect/vitest"
+import { PGlite } from "@electric-sql/pglite"
+import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as TestServices from "effect/TestServices"
+import { createRequire } from "node:module"
+import type * as net from "node:net"
+import { createOrder, order, OrdersApiSimulated, runs } from "./utils/orders.js"
+
+const TIMEOUT = { timeout: 600_000 }
+
+/** The two known-good configurations, played against the store of the context. */
+const properties = {
+  exactlyOnce: RetryProperty.make({
+    operation: createOrder({ name: "create-order-exactly-once", timeout: "2 seconds", onTimeout: "keepLease" }),
+    payload: order,
+    platform: PlatformModel.awsLambdaAsync,
+    deduplicate: true,
+    services: OrdersApiSimulated,
+    store: IdempotencyStore.IdempotencyStore,
+    require: "exactlyOnce"
+  }),
+  atMostOnce: RetryProperty.make({
+    operation: createOrder({
+      name: "create-order-at-most-once",
+      timeout: "2 seconds",
+      onTimeout: "markUnknown",
+      onTransient: "store"
+    }),
+    payload: order,
+    platform: PlatformModel.awsLambdaAsync,
+    deduplicate: false,
+    services: OrdersApiSimulated,
+    store: IdempotencyStore.IdempotencyStore
+  })
+}
+
+const knownGood = (it: Vitest.MethodsNonLive<IdempotencyStore.IdempotencyStore>, numRuns: number) => {
+  it.effect("keepLease with a deduplicating downstream: exactly once", () =>
+    Effect.gen(function*() {
+      const report = yield* RetryProperty.run(properties.exactlyOnce, { numRuns })
+      assert.isTrue(report.passed, report.text)
+      assert.strictEqual(report.numRuns, numRuns)
+      assert.include(["exactlyOnce", "exactlyOnceWithDeduplication"], report.guarantee)
+    }), TIMEOUT)
+
+  it.effect("markUnknown with failures stored, without deduplication: at most once", () =>
+    Effect.gen(function*() {
+      const report = yield* RetryProperty.run(properties.atMostOnce, { numRuns })
+      assert.isTrue(report.passed, report.text)
+      assert.strictEqual(report.numRuns, numRuns)
+      assert.notStrictEqual(report.guarantee, "atLeastOnce")
+    }), TIMEOUT)
+}
+
+// PostgreSQL
+
+const TABLE = "idem_retry_property"
+const serverUrl = process.env.TEST_PG_URL === "" ? undefined : process.env.TEST_PG_URL
+
+/** Embedded PGlite, served on a loopback port for the `pg` driver. */
+const pgliteUrl = Effect.gen(function*() {
+  const db = yield* Effect.acquireRelease(
+    Effect.promise(() => PGlite.create()),
+    (db) => Effect.promise(() => db.close())
+  )
+  const server = new PGLiteSocketServer({ db, host: "127.0.0.1", port: 0, maxConnections: 20 })
+  yield* Effect.acquireRelease(Effect.promise(() => server.start()), () => Effect.promise(() => server.stop()))
+  return `postgres://postgres@${server.getServerConn()}/postgres`
+})
+
+const PgStore = Layer.unwrapScoped(
+  Effect.map(serverUrl === undefined ? pgliteUrl : Effect.succeed(serverUrl), (url) =>
+    Layer.effect(
+      IdempotencyStore.IdempotencyStore,
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const table = yield* PgIdempotencyTable.make({ table: TABLE })
+        yield* sql.unsafe(`DROP TABLE IF EXISTS ${table.qualified}`).withoutTransform
+        yield* PgIdempotencyMigration.migration({ table: TABLE })
+        return yield* PgIdempotencyStore.make({ table: TABLE, clock: "effect" })
+      })
+    ).pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 10 }))))
+)
+
+layer(PgStore, { timeout: "2 minutes" })(
+  `RetryProperty on the PostgreSQL store (${serverUrl === undefined ? "PGlite" : "TEST_PG_URL"})`,
+  (it) => knownGood(it, runs(60))
+)
+
+// DynamoDB
+
+interface DynaliteServer {
+  listen(port: number, host: string, callback: () => void): void
+  address(): net.AddressInfo | string | null
+  close(callback: (error?: Error) => void): void
+}
+
+/** dynalite, in memory, on a free loopback port, for the life of the layer. */
+const dynaliteEndpoint = Effect.gen(function*() {
+  const create = createRequire(import.meta.url)("dynalite") as (options: Record<string, unknown>) => DynaliteServer
+  const server = yield* Effect.acquireRelease(
+    Effect.async<DynaliteServer>((resume) => {
+      const server = create({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 })
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+    }),
+    (server) => Effect.async<void>((resume) => server.close(() => resume(Effect.void)))
+  )
+  const address = server.address()
+  return `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`
+})
+
+const DynamoStore = Layer.unwrapScoped(
+  Effect.map(dynaliteEndpoint, (endpoint) =>
+    DynamoDbStore.layerWith({ tableName: "retry-property" }).pipe(
+      Layer.provide(
+        Layer.effectDiscard(TestServices.provideLive(DynamoDbTable.create({ tableName: "retry-property" })))
+      ),
+      Layer.provide(
+        DynamoDbClient.layer({
+          endpoint,
+          region: "us-east-1",
+          credentials: { accessKeyId: "local", secretAccessKey: "local" }
+        })
+      )
+    ))
+)
+
+layer(DynamoStore, { timeout: "2 minutes" })(
+  "RetryProperty on the DynamoDB store (dynalite)",
+  (it) => knownGood(it, runs(60))
+)

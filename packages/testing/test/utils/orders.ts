@@ -1,0 +1,84 @@
+/**
+ * An order-creating operation over a simulated orders API, with its policies as parameters: the
+ * configurations the kit's own tests check.
+ */
+import { Idempotency, IdempotencyContext } from "@effect-idempotency/core"
+import type { IdempotencyPolicy } from "@effect-idempotency/core"
+import { SimulatedDownstream } from "@effect-idempotency/testing"
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+
+/** Cases per property: the full count in CI; `PROPERTY_RUNS` lowers it for local iteration. */
+export const runs = (full: number): number => Math.min(full, Number(process.env.PROPERTY_RUNS ?? full))
+
+export const Order = Schema.Struct({ sku: Schema.String, quantity: Schema.Int })
+export type Order = typeof Order.Type
+export const Created = Schema.Struct({ orderId: Schema.Number })
+
+/** A deterministic rejection: the API refused the order. */
+export class OrderRejected extends Schema.TaggedError<OrderRejected>()("OrderRejected", { call: Schema.Number }) {}
+/** A transient failure: the API could not be reached, or failed. */
+export class OrdersUnavailable extends Schema.TaggedError<OrdersUnavailable>()("OrdersUnavailable", {}) {}
+
+/** The application's orders API. */
+export class OrdersApi extends Context.Tag("test/OrdersApi")<OrdersApi, {
+  readonly create: (
+    order: Order,
+    idempotencyKey: string | undefined
+  ) => Effect.Effect<{ readonly orderId: number }, OrderRejected | OrdersUnavailable>
+}>() {}
+
+/** The orders API over the simulated downstream: code `Rejected` is a rejection, any other is transient. */
+export const OrdersApiSimulated: Layer.Layer<OrdersApi, never, SimulatedDownstream.SimulatedDownstream> = Layer.effect(
+  OrdersApi,
+  Effect.map(SimulatedDownstream.SimulatedDownstream, (downstream) => ({
+    create: (order, idempotencyKey) =>
+      downstream.call({ endpoint: "POST /orders", idempotencyKey, body: order }).pipe(
+        Effect.map((receipt) => ({ orderId: receipt.writeId })),
+        Effect.mapError((error) =>
+          error.code === "Rejected" ? new OrderRejected({ call: error.call }) : new OrdersUnavailable()
+        )
+      )
+  }))
+)
+
+export interface Config {
+  readonly name?: string
+  readonly timeout: Duration.DurationInput
+  readonly onTimeout: IdempotencyPolicy.TimeoutPolicy
+  /** The policy of a transient failure (a rejection is always stored). */
+  readonly onTransient?: IdempotencyPolicy.FailurePolicy
+  readonly ttl?: Duration.DurationInput
+  readonly lease?: Duration.DurationInput
+  readonly heartbeat?: Duration.DurationInput
+  readonly inProgress?: IdempotencyPolicy.InProgressPolicy
+  /** Forward the step key to the orders API (default true). */
+  readonly forwardKey?: boolean
+}
+
+export const createOrder = (config: Config) =>
+  Idempotency.make({
+    name: config.name ?? "create-order",
+    payload: Order,
+    success: Created,
+    failure: Schema.Union(OrderRejected, OrdersUnavailable),
+    timeout: config.timeout,
+    onTimeout: config.onTimeout,
+    onFailure: (error: OrderRejected | OrdersUnavailable) =>
+      error._tag === "OrderRejected" ? "store" : config.onTransient ?? "release",
+    ...(config.ttl === undefined ? {} : { ttl: config.ttl }),
+    ...(config.lease === undefined ? {} : { lease: config.lease }),
+    ...(config.heartbeat === undefined ? {} : { heartbeat: config.heartbeat }),
+    ...(config.inProgress === undefined ? {} : { inProgress: config.inProgress }),
+    execute: (order: Order) =>
+      Effect.gen(function*() {
+        const api = yield* OrdersApi
+        const key = config.forwardKey === false ? undefined : yield* IdempotencyContext.stepKey("orders")
+        return yield* api.create(order, key)
+      })
+  })
+
+export const order: Order = { sku: "A-1", quantity: 2 }
