@@ -1,0 +1,110 @@
+/**
+ * The current invocation of a function: the web `Request`, Netlify's context object, and the
+ * deadline the platform's time limit sets.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import { InvalidRequestBody } from "./NetlifyError.js"
+
+/**
+ * The part of Netlify's `Context` (the handler's second argument) the adapter reads. Netlify's own
+ * type from `@netlify/functions` is assignable to it; so is `{}` in tests.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface NetlifyContext {
+  /** Netlify's id of the request, put on every log line of the invocation. */
+  readonly requestId?: string | undefined
+  /** The client's IP address. */
+  readonly ip?: string | undefined
+  /** The path parameters of the function's route. */
+  readonly params?: Readonly<Record<string, string>> | undefined
+  /** The deploy that serves the function. */
+  readonly deploy?: { readonly id?: string | undefined; readonly context?: string | undefined } | undefined
+  /** The site that owns the function. */
+  readonly site?: { readonly id?: string | undefined; readonly name?: string | undefined } | undefined
+}
+
+/**
+ * The current invocation.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class Invocation extends Context.Tag("@effect-idempotency/netlify/Invocation")<
+  Invocation,
+  {
+    readonly request: Request
+    readonly context: NetlifyContext
+    /** When the handler was entered (epoch milliseconds, `Clock`). */
+    readonly startedAt: number
+    /** When the platform cuts the function off (epoch milliseconds, `Clock`). */
+    readonly deadline: number
+    /** The request body as text, read once. */
+    readonly text: Effect.Effect<string, InvalidRequestBody>
+  }
+>() {}
+
+/**
+ * Builds an invocation: the body is read at most once, on first use.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (options: {
+  readonly request: Request
+  readonly context: NetlifyContext
+  readonly startedAt: number
+  readonly timeLimit: Duration.Duration
+}): Effect.Effect<Invocation["Type"]> =>
+  Effect.map(
+    Effect.cached(
+      Effect.tryPromise({
+        try: () => options.request.text(),
+        catch: (cause) => new InvalidRequestBody({ reason: "Unreadable", detail: String(cause) })
+      })
+    ),
+    (text) => ({
+      request: options.request,
+      context: options.context,
+      startedAt: options.startedAt,
+      deadline: options.startedAt + Duration.toMillis(options.timeLimit),
+      text
+    })
+  )
+
+/**
+ * The web request of the current invocation.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const request: Effect.Effect<Request, never, Invocation> = Effect.map(Invocation, (self) => self.request)
+
+/**
+ * The request body of the current invocation, as text.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const text: Effect.Effect<string, InvalidRequestBody, Invocation> = Effect.flatMap(
+  Invocation,
+  (self) => self.text
+)
+
+/**
+ * The time left before the platform cuts the current invocation off.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const remaining: Effect.Effect<Duration.Duration, never, Invocation> = Effect.zipWith(
+  Invocation,
+  Clock.currentTimeMillis,
+  (self, now) => Duration.millis(Math.max(0, self.deadline - now))
+)

@@ -1,0 +1,104 @@
+/**
+ * Where an idempotent function finds the key of a request: the client's `Idempotency-Key` header,
+ * or a value derived from the payload or the event (for background and event-triggered functions,
+ * where no client sends a header). The key is validated either way before the store is touched.
+ *
+ * @since 0.1.0
+ */
+import { dual } from "effect/Function"
+import * as Option from "effect/Option"
+import type { Pipeable } from "effect/Pipeable"
+import { pipeArguments } from "effect/Pipeable"
+import type { Invocation } from "./Invocation.js"
+
+/**
+ * The header a client key is read from.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const HEADER = "Idempotency-Key"
+
+/**
+ * A source of keys.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface KeySource<in P> extends Pipeable {
+  /** Where the key is looked for, for error messages. */
+  readonly description: string
+  /** Whether a request without a key is rejected (400); otherwise it runs without idempotency. */
+  readonly required: boolean
+  /** The raw key of a request, not yet validated. */
+  readonly read: (payload: P, invocation: Invocation["Type"]) => Option.Option<string>
+}
+
+const Proto: Pipeable = {
+  pipe() {
+    return pipeArguments(this, arguments)
+  }
+}
+
+/**
+ * Builds a key source.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <P>(options: {
+  readonly description: string
+  readonly required: boolean
+  readonly read: (payload: P, invocation: Invocation["Type"]) => Option.Option<string>
+}): KeySource<P> => Object.assign(Object.create(Proto), options)
+
+/**
+ * The key from a request header (`Idempotency-Key` by default). `required` defaults to `true`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const header = (options?: {
+  readonly name?: string | undefined
+  readonly required?: boolean | undefined
+}): KeySource<unknown> => {
+  const name = options?.name ?? HEADER
+  return make({
+    description: `the ${name} header`,
+    required: options?.required ?? true,
+    read: (_, invocation) => Option.fromNullable(invocation.request.headers.get(name))
+  })
+}
+
+/**
+ * A key derived from the decoded payload or the invocation, for example an event's id. Return
+ * `undefined` when there is none. `required` defaults to `true`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const derive = <P>(
+  f: (payload: P, invocation: Invocation["Type"]) => string | undefined,
+  options?: { readonly description?: string | undefined; readonly required?: boolean | undefined }
+): KeySource<P> =>
+  make({
+    description: options?.description ?? "a key derived from the request",
+    required: options?.required ?? true,
+    read: (payload, invocation) => Option.fromNullable(f(payload, invocation))
+  })
+
+/**
+ * The key of `self`, or when it has none, the key of `that`. Required if either is.
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const orElse: {
+  <P2>(that: KeySource<P2>): <P1>(self: KeySource<P1>) => KeySource<P1 & P2>
+  <P1, P2>(self: KeySource<P1>, that: KeySource<P2>): KeySource<P1 & P2>
+} = dual(2, <P1, P2>(self: KeySource<P1>, that: KeySource<P2>): KeySource<P1 & P2> =>
+  make({
+    description: `${self.description} or ${that.description}`,
+    required: self.required || that.required,
+    read: (payload, invocation) => Option.orElse(self.read(payload, invocation), () => that.read(payload, invocation))
+  }))

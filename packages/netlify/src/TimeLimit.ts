@@ -1,0 +1,74 @@
+/**
+ * Netlify's time limits, and how an idempotent function splits its limit between the downstream
+ * call, the margin that records the outcome, and the lease that blocks concurrent attempts.
+ *
+ * ```
+ *   handler entered                     downstream timeout          platform cuts off
+ *   │◀──────────── remaining − margin ──────────▶│◀──── margin ────▶│
+ *   │ reserve ─ downstream call ───────────────── │ record outcome   │
+ *   │◀──────────────────────── lease (≥ time limit) ──────────────────────▶│
+ * ```
+ *
+ * The downstream call ends at the latest `margin` before the platform's cut-off, so the outcome,
+ * or the timeout policy, is recorded while the function still runs. The lease lasts at least as
+ * long as the attempt may run, so no retry takes the record over while the attempt is alive.
+ *
+ * @since 0.1.0
+ */
+import * as Duration from "effect/Duration"
+
+/**
+ * The default limit of a synchronous function.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const synchronous: Duration.Duration = Duration.seconds(10)
+
+/**
+ * The largest limit a synchronous function can be configured with.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const synchronousMax: Duration.Duration = Duration.seconds(26)
+
+/**
+ * The limit of a background function.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const background: Duration.Duration = Duration.minutes(15)
+
+/**
+ * The largest default margin: enough for a few store round trips and the retries of a completion.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const MAX_DEFAULT_MARGIN: Duration.Duration = Duration.seconds(1)
+
+/**
+ * The default margin of a limit: a quarter of it, at most `MAX_DEFAULT_MARGIN`.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const defaultMargin = (timeLimit: Duration.DurationInput): Duration.Duration =>
+  Duration.min(MAX_DEFAULT_MARGIN, Duration.unsafeDivide(Duration.decode(timeLimit), 4))
+
+/**
+ * The timeout of the downstream call when `remaining` is left before the cut-off: `remaining`
+ * less the margin, or zero.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const downstreamTimeout = (
+  remaining: Duration.DurationInput,
+  margin: Duration.DurationInput
+): Duration.Duration => {
+  const left = Duration.toMillis(remaining) - Duration.toMillis(margin)
+  return left > 0 ? Duration.millis(left) : Duration.zero
+}

@@ -1,0 +1,172 @@
+import {
+  Idempotency,
+  IdempotencyContext,
+  IdempotencyKey,
+  IdempotencyRecord,
+  IdempotencyStore
+} from "@effect-idempotency/core"
+import { IdempotencyHttpClient } from "@effect-idempotency/platform"
+import * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
+
+class Transient extends Schema.TaggedError<Transient>()("Transient", {}) {}
+
+/** A client that answers 200 to everything and keeps the requests it was asked to send. */
+const recordingClient = Effect.map(Ref.make<ReadonlyArray<HttpClientRequest.HttpClientRequest>>([]), (sent) => ({
+  sent,
+  client: HttpClient.make((request) =>
+    Effect.as(
+      Ref.update(sent, (all) => [...all, request]),
+      HttpClientResponse.fromWeb(request, new Response("ok"))
+    )
+  )
+}))
+
+const keysOf = (sent: Ref.Ref<ReadonlyArray<HttpClientRequest.HttpClientRequest>>) =>
+  Effect.map(Ref.get(sent), (all) => all.map((request): string | undefined => request.headers["idempotency-key"]))
+
+const Payload = Schema.Struct({ sku: Schema.String })
+const store = IdempotencyStore.layerMemoryWith({ warn: false })
+
+describe("IdempotencyHttpClient", () => {
+  it.effect("sets the step key of the current attempt on a request inside an operation", () =>
+    Effect.gen(function*() {
+      const { client, sent } = yield* recordingClient
+      const forwarding = IdempotencyHttpClient.forwardKey(client)
+      let expected = ""
+      const operation = Idempotency.make({
+        name: "create-order",
+        payload: Payload,
+        success: Schema.String,
+        execute: () =>
+          Effect.gen(function*() {
+            expected = yield* IdempotencyContext.stepKey("create")
+            yield* forwarding.post("http://127.0.0.1:1/orders")
+            return "done"
+          }).pipe(IdempotencyHttpClient.withStep("create"))
+      })
+      yield* operation.run({ key: "client-key-1", payload: { sku: "A" } })
+      const keys = yield* keysOf(sent)
+      assert.deepStrictEqual(keys, [expected])
+      assert.notStrictEqual(expected, "client-key-1")
+      assert.isTrue(expected.length > 20)
+    }).pipe(Effect.provide(store)))
+
+  it.effect("sends the same key when a retry of the request runs the operation again", () =>
+    Effect.gen(function*() {
+      const { client, sent } = yield* recordingClient
+      const forwarding = client.pipe(IdempotencyHttpClient.forwardKey())
+      const executions = yield* Ref.make(0)
+      const operation = Idempotency.make({
+        name: "create-order",
+        payload: Payload,
+        success: Schema.String,
+        // the first execution fails after its request went out; `release` lets the retry execute
+        execute: () =>
+          Effect.gen(function*() {
+            yield* forwarding.post("http://127.0.0.1:1/orders")
+            const n = yield* Ref.updateAndGet(executions, (k) => k + 1)
+            if (n === 1) return yield* new Transient()
+            return "done"
+          }),
+        onFailure: () => "release"
+      })
+      const first = yield* Effect.flip(operation.run({ key: "retried-key", payload: { sku: "A" } }))
+      assert.strictEqual(first._tag, "Transient")
+      yield* operation.run({ key: "retried-key", payload: { sku: "A" } })
+      const keys = yield* keysOf(sent)
+      assert.strictEqual(keys.length, 2)
+      assert.isString(keys[0])
+      assert.strictEqual(keys[0], keys[1])
+      // and it is the key derived from the record id: stable across processes, not random
+      const id = IdempotencyRecord.makeRecordId({
+        operation: "create-order",
+        key: IdempotencyKey.unsafeMake("retried-key"),
+        scope: undefined
+      })
+      assert.strictEqual(keys[0], IdempotencyContext.deriveStepKey(id, "POST http://127.0.0.1:1/orders"))
+    }).pipe(Effect.provide(store)))
+
+  it.effect("derives a different key per step, per URL, per client key and per scope", () =>
+    Effect.gen(function*() {
+      const { client, sent } = yield* recordingClient
+      const forwarding = IdempotencyHttpClient.forwardKey(client)
+      const operation = Idempotency.make({
+        name: "checkout",
+        payload: Payload,
+        success: Schema.String,
+        execute: () =>
+          Effect.gen(function*() {
+            yield* forwarding.post("http://127.0.0.1:1/charges").pipe(IdempotencyHttpClient.withStep("charge"))
+            yield* forwarding.post("http://127.0.0.1:1/charges").pipe(IdempotencyHttpClient.withStep("refund-fee"))
+            yield* forwarding.post("http://127.0.0.1:1/orders")
+            yield* forwarding.post("http://127.0.0.1:1/shipments")
+            return "done"
+          })
+      })
+      yield* operation.run({ key: "k-1", payload: { sku: "A" } })
+      yield* operation.run({ key: "k-2", payload: { sku: "A" } })
+      yield* operation.run({ key: "k-1", payload: { sku: "A" }, scope: "tenant-b" })
+      const keys = yield* keysOf(sent)
+      assert.strictEqual(keys.length, 12)
+      assert.strictEqual(new Set(keys).size, 12)
+    }).pipe(Effect.provide(store)))
+
+  it.effect("leaves requests outside an operation untouched", () =>
+    Effect.gen(function*() {
+      const { client, sent } = yield* recordingClient
+      const forwarding = IdempotencyHttpClient.forwardKey(client)
+      yield* forwarding.post("http://127.0.0.1:1/orders")
+      yield* forwarding.post("http://127.0.0.1:1/orders").pipe(IdempotencyHttpClient.withStep("named"))
+      assert.deepStrictEqual(yield* keysOf(sent), [undefined, undefined])
+    }))
+
+  it.effect("keys mutating methods only, keeps a key the caller set, and can quote it", () =>
+    Effect.gen(function*() {
+      const { client, sent } = yield* recordingClient
+      const forwarding = IdempotencyHttpClient.forwardKey(client)
+      const quoted = client.pipe(IdempotencyHttpClient.forwardKey({ quoted: true, header: "X-Request-Key" }))
+      let stepKey = ""
+      const operation = Idempotency.make({
+        name: "methods",
+        payload: Payload,
+        success: Schema.String,
+        execute: () =>
+          Effect.gen(function*() {
+            yield* forwarding.get("http://127.0.0.1:1/orders")
+            yield* forwarding.post("http://127.0.0.1:1/orders", { headers: { "Idempotency-Key": "callers-own" } })
+            stepKey = yield* IdempotencyContext.stepKey("POST http://127.0.0.1:1/orders")
+            yield* quoted.post("http://127.0.0.1:1/orders")
+            return "done"
+          })
+      })
+      yield* operation.run({ key: "k-methods", payload: { sku: "A" } })
+      const all = yield* Ref.get(sent)
+      assert.strictEqual(all[0].headers["idempotency-key"], undefined)
+      assert.strictEqual(all[1].headers["idempotency-key"], "callers-own")
+      assert.strictEqual(all[2].headers["x-request-key"], `"${stepKey}"`)
+      assert.strictEqual(all[2].headers["idempotency-key"], undefined)
+    }).pipe(Effect.provide(store)))
+
+  it.effect("layer replaces the HttpClient service with a forwarding one", () =>
+    Effect.gen(function*() {
+      const { client, sent } = yield* recordingClient
+      const operation = Idempotency.make({
+        name: "layered",
+        payload: Payload,
+        success: Schema.String,
+        execute: () => Effect.as(HttpClient.post("http://127.0.0.1:1/orders"), "done")
+      })
+      const layer = IdempotencyHttpClient.layer.pipe(Layer.provide(Layer.succeed(HttpClient.HttpClient, client)))
+      yield* operation.run({ key: "k-layer", payload: { sku: "A" } }).pipe(Effect.provide(layer))
+      const [key] = yield* keysOf(sent)
+      assert.isString(key)
+      assert.notStrictEqual(key, "k-layer")
+    }).pipe(Effect.provide(store)))
+})
