@@ -1,0 +1,29 @@
+import { randomUUID } from "node:crypto"
+import { inject } from "vitest"
+import { scenarioSuite } from "./scenarioSuite.js"
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    readonly dynamodbBackends: ReadonlyArray<{ readonly name: string; readonly endpoint: string }>
+  }
+}
+
+/** The PostgreSQL server of CI; without `TEST_PG_URL` the suite falls back to embedded PGlite. */
+const serverUrl = process.env.TEST_PG_URL === "" ? undefined : process.env.TEST_PG_URL
+
+scenarioSuite("memory store", { _tag: "Memory" })
+
+scenarioSuite("PostgreSQL store on embedded PGlite", { _tag: "PGlite" })
+
+scenarioSuite(
+  `PostgreSQL store on ${serverUrl === undefined ? "PGlite (TEST_PG_URL is not set)" : "the TEST_PG_URL server"}`,
+  serverUrl === undefined ? { _tag: "PGlite" } : { _tag: "Postgres", url: serverUrl }
+)
+
+for (const backend of inject("dynamodbBackends")) {
+  scenarioSuite(`DynamoDB store on ${backend.name}`, {
+    _tag: "DynamoDB",
+    endpoint: backend.endpoint,
+    tableName: `examples-${randomUUID()}`
+  })
+}

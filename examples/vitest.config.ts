@@ -1,0 +1,14 @@
+import { defineProject, mergeConfig } from "vitest/config"
+import shared from "../vitest.shared.js"
+
+export default mergeConfig(
+  shared,
+  defineProject({
+    test: {
+      name: "examples",
+      // DynamoDB Local (when Java is found; required in CI) and dynalite, started as the DynamoDB
+      // store's own tests start them
+      globalSetup: ["../packages/dynamodb/test/globalSetup.ts"]
+    }
+  })
+)
