@@ -233,6 +233,44 @@ export const suite = <E>(
         })
       ))
 
+    it.effect("the owner of an expired record gets LeaseLost on every write", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const id = freshId()
+          const first = expectReserved(
+            yield* store.reserve(reserveRequest(id, { lease: Duration.seconds(5), ttl: Duration.seconds(10) }))
+          )
+          yield* advance(Duration.seconds(11))
+          const owner = { id, token: first.token }
+          yield* expectLeaseLost(
+            store.complete({ ...owner, outcome: IdempotencyRecord.StoredOutcome.Success({ value: "1" }), ttl: TTL })
+          )
+          yield* expectLeaseLost(store.extend({ ...owner, lease: LEASE }))
+          yield* expectLeaseLost(store.markFailed({ ...owner, ttl: TTL }))
+          yield* expectLeaseLost(store.release(owner))
+          assert.isTrue(Option.isNone(yield* store.get(id)))
+        })
+      ))
+
+    it.effect("an expired FAILED or completed record starts again at attempt 1, whatever its fingerprint", () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const failed = freshId()
+          const first = expectReserved(yield* store.reserve(reserveRequest(failed)))
+          yield* store.markFailed({ id: failed, token: first.token, ttl: Duration.seconds(10) })
+          const completed = freshId()
+          const second = expectReserved(yield* store.reserve(reserveRequest(completed)))
+          const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "2" })
+          yield* store.complete({ id: completed, token: second.token, outcome, ttl: Duration.seconds(10) })
+          yield* advance(Duration.seconds(11))
+          assert.strictEqual(expectReserved(yield* store.reserve(reserveRequest(failed))).attempt, 1)
+          const other = expectReserved(yield* store.reserve(reserveRequest(completed, { fingerprint: FP_B })))
+          assert.strictEqual(other.attempt, 1)
+          const record = Option.getOrThrow(yield* store.get(completed))
+          assert.deepStrictEqual([record.status, record.fingerprint, record.outcome], ["IN_PROGRESS", FP_B, undefined])
+        })
+      ))
+
     it.effect("an expired lease is taken over with a new token and the next attempt number", () =>
       withStore((store) =>
         Effect.gen(function*() {
