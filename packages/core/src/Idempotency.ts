@@ -32,6 +32,8 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Metric from "effect/Metric"
+import * as MetricKey from "effect/MetricKey"
+import * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
 import * as Schedule from "effect/Schedule"
@@ -46,7 +48,8 @@ import {
   IdempotencyConflict,
   KeyReused,
   LeaseLost,
-  StoredOutcomeInvalid
+  StoredOutcomeInvalid,
+  type StoreUnavailable
 } from "./IdempotencyError.js"
 import * as IdempotencyKey from "./IdempotencyKey.js"
 import type { FailurePolicy, InProgressPolicy, TimeoutPolicy } from "./IdempotencyPolicy.js"
@@ -189,10 +192,20 @@ export interface Operation<P, A, E, R> {
   readonly runDetailed: (request: Request<P>) => Effect.Effect<Result<A>, E | IdempotencyError, R | IdempotencyStore>
 }
 
-const attempts = Metric.counter("effect_idempotency_attempts", {
-  description: "Attempts of idempotent operations, by operation and outcome",
-  incremental: true
-})
+/**
+ * The counter of attempts of one operation with one outcome. Its tags are part of its key, so an
+ * increment finds its hook without building a key (tagging a counter per call would build one).
+ */
+const attemptCounter = (operation: string, outcome: string) =>
+  Metric.fromMetricKey(
+    MetricKey.taggedWithLabels(
+      MetricKey.counter("effect_idempotency_attempts", {
+        description: "Attempts of idempotent operations, by operation and outcome",
+        incremental: true
+      }),
+      [MetricLabel.make("operation", operation), MetricLabel.make("outcome", outcome)]
+    )
+  )
 
 type Reservation =
   | { readonly _tag: "Execute"; readonly token: string; readonly attempt: number }
@@ -239,9 +252,9 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
   // built once per operation: a run only looks them up
   const spanOptions = { attributes: { "idempotency.operation": name }, captureStackTrace: false } as const
   const counters = {
-    replayed: Metric.tagged(Metric.tagged(attempts, "operation", name), "outcome", "replayed"),
-    executed: Metric.tagged(Metric.tagged(attempts, "operation", name), "outcome", "executed"),
-    unrecorded: Metric.tagged(Metric.tagged(attempts, "operation", name), "outcome", "unrecorded")
+    replayed: attemptCounter(name, "replayed"),
+    executed: attemptCounter(name, "executed"),
+    unrecorded: attemptCounter(name, "unrecorded")
   }
   const annotate = (outcome: keyof typeof counters) =>
     Effect.zipRight(Effect.annotateCurrentSpan("idempotency.outcome", outcome), Metric.increment(counters[outcome]))
@@ -437,7 +450,15 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
         )
         const recorded = yield* store.complete({ id, token, outcome: StoredOutcome.Success({ value: encoded }), ttl })
           .pipe(
-            Effect.retry({ schedule: completeRetry, while: (error) => error._tag === "StoreUnavailable" }),
+            // the retry's schedule is only built when a completion fails
+            Effect.catchIf(
+              (error): error is StoreUnavailable => error._tag === "StoreUnavailable",
+              () =>
+                Effect.retry(store.complete({ id, token, outcome: StoredOutcome.Success({ value: encoded }), ttl }), {
+                  schedule: completeRetry,
+                  while: (error) => error._tag === "StoreUnavailable"
+                })
+            ),
             // a retried completion whose first try was applied but whose answer was lost sees its own
             // COMPLETED record: that is this attempt's outcome, recorded, not a lost lease
             Effect.catchIf(
