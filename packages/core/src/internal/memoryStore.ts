@@ -7,7 +7,9 @@ import type { IdempotencyRecord } from "../IdempotencyRecord.js"
 import { canTakeOver, isLive, ReserveResult } from "../IdempotencyRecord.js"
 import type { IdempotencyStore, MemoryOptions, TokenRequest } from "../IdempotencyStore.js"
 
-const DEFAULT_PURGE_LIMIT = 1000
+import { ExpiryQueue } from "./expiryQueue.js"
+
+const DEFAULT_PURGE_LIMIT = 10_000
 
 /** @internal */
 export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["Type"]> =>
@@ -20,6 +22,14 @@ export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["T
     // Each method reads the clock, then checks and writes the map in one synchronous step: no other
     // fiber can run in between, so every conditional write is atomic.
     const records = new Map<string, IdempotencyRecord>()
+    // every write that sets an expiry queues it, so a purge takes expired records in order instead
+    // of scanning the map
+    const expiries = new ExpiryQueue()
+    const write = (id: string, record: IdempotencyRecord): void => {
+      const previous = records.get(id)
+      records.set(id, record)
+      if (previous === undefined || previous.expiresAt !== record.expiresAt) expiries.push(record.expiresAt, id)
+    }
 
     const live = (id: string, now: number): IdempotencyRecord | undefined => {
       const record = records.get(id)
@@ -51,7 +61,7 @@ export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["T
           const leaseUntil = now + lease
           const expiresAt = now + Math.max(lease, Duration.toMillis(request.ttl))
           const attempt = existing === undefined ? 1 : existing.attempt + 1
-          records.set(request.id.value, {
+          write(request.id.value, {
             status: "IN_PROGRESS",
             token: request.token,
             fingerprint: request.fingerprint,
@@ -65,7 +75,7 @@ export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["T
       complete: (request) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
           owned("complete", request, now, (record) => {
-            records.set(request.id.value, {
+            write(request.id.value, {
               ...record,
               status: "COMPLETED",
               outcome: request.outcome,
@@ -80,7 +90,7 @@ export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["T
       markFailed: (request) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
           owned("markFailed", request, now, (record) => {
-            records.set(request.id.value, {
+            write(request.id.value, {
               ...record,
               status: "FAILED",
               expiresAt: now + Duration.toMillis(request.ttl)
@@ -90,7 +100,7 @@ export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["T
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
           owned("extend", request, now, (record) => {
             const leaseUntil = now + Duration.toMillis(request.lease)
-            records.set(request.id.value, {
+            write(request.id.value, {
               ...record,
               leaseUntil,
               expiresAt: Math.max(record.expiresAt, leaseUntil)
@@ -101,9 +111,11 @@ export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["T
         Effect.map(Clock.currentTimeMillis, (now) => {
           const limit = purgeOptions?.limit ?? DEFAULT_PURGE_LIMIT
           let purged = 0
-          for (const [id, record] of records) {
-            if (purged >= limit) break
-            if (!isLive(record, now)) {
+          while (purged < limit && expiries.peek() <= now) {
+            const id = expiries.pop()
+            const record = records.get(id)
+            // a stale entry: the record was rewritten (its current expiry is queued too) or removed
+            if (record !== undefined && !isLive(record, now)) {
               records.delete(id)
               purged++
             }
