@@ -16,6 +16,7 @@ import * as Layer from "effect/Layer"
 import type * as Option from "effect/Option"
 import type { LeaseLost, StoreFailure } from "./IdempotencyError.js"
 import type { IdempotencyRecord, RecordId, ReserveResult, StoredOutcome } from "./IdempotencyRecord.js"
+import * as internalCache from "./internal/cachedStore.js"
 import * as internal from "./internal/memoryStore.js"
 
 /**
@@ -179,3 +180,45 @@ export const layerMemoryWith = (options?: MemoryOptions): Layer.Layer<Idempotenc
  * @category layers
  */
 export const layerMemory: Layer.Layer<IdempotencyStore> = layerMemoryWith()
+
+/**
+ * Options of the warm-instance cache.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CacheOptions {
+  /** The most completed records (and in-flight reservations) kept. Default 10,000. */
+  readonly capacity?: number | undefined
+}
+
+/**
+ * Wraps a store with a warm-instance cache of completed outcomes: a replay of a key this instance
+ * has seen completed (its own completion, or one a reservation returned) is answered from memory
+ * with no round trip.
+ *
+ * The copy is exact: no store method changes a COMPLETED record before it expires. The copy's
+ * expiry is measured on this instance's clock from before the request that produced it, so it
+ * never outlives the record. Only COMPLETED records are cached; conflicts and takeovers always ask
+ * the store. At most `capacity` records are kept, the least recently used evicted first.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeCached: (
+  store: IdempotencyStore["Type"],
+  options?: CacheOptions
+) => Effect.Effect<IdempotencyStore["Type"]> = internalCache.make
+
+/**
+ * The warm-instance cache (see `makeCached`) over the `IdempotencyStore` of the context.
+ *
+ * ```ts
+ * const StoreLive = IdempotencyStore.layerCached({ capacity: 1000 }).pipe(Layer.provide(PgStoreLive))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerCached = (options?: CacheOptions): Layer.Layer<IdempotencyStore, never, IdempotencyStore> =>
+  Layer.effect(IdempotencyStore, Effect.flatMap(IdempotencyStore, (store) => makeCached(store, options)))

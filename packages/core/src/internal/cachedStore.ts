@@ -1,0 +1,130 @@
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type { IdempotencyRecord } from "../IdempotencyRecord.js"
+import { ReserveResult } from "../IdempotencyRecord.js"
+import type { CacheOptions, IdempotencyStore } from "../IdempotencyStore.js"
+
+const DEFAULT_CAPACITY = 10_000
+
+interface Entry {
+  readonly record: IdempotencyRecord
+  /** When the copy stops being used, on this instance's clock. */
+  readonly until: number
+}
+
+interface Reservation {
+  readonly fingerprint: string
+  readonly attempt: number
+  readonly leaseUntil: number
+}
+
+/** A Map that keeps at most `capacity` entries, evicting the least recently used. */
+const bounded = <V>(capacity: number) => {
+  const map = new Map<string, V>()
+  return {
+    get: (key: string): V | undefined => {
+      const value = map.get(key)
+      if (value !== undefined) {
+        map.delete(key)
+        map.set(key, value)
+      }
+      return value
+    },
+    set: (key: string, value: V): void => {
+      map.delete(key)
+      map.set(key, value)
+      if (map.size > capacity) map.delete(map.keys().next().value!)
+    },
+    delete: (key: string): void => {
+      map.delete(key)
+    }
+  }
+}
+
+/** @internal */
+export const make = (
+  store: IdempotencyStore["Type"],
+  options?: CacheOptions
+): Effect.Effect<IdempotencyStore["Type"]> =>
+  Effect.sync(() => {
+    const capacity = Math.max(1, options?.capacity ?? DEFAULT_CAPACITY)
+    // COMPLETED records only: no store method changes one before it expires, so a copy is exact
+    const completed = bounded<Entry>(capacity)
+    // what this instance's reservations need to cache their own completion
+    const reservations = bounded<Reservation>(capacity)
+    const ownKey = (id: string, token: string) => `${token}\u0000${id}`
+
+    const hit = (id: string, now: number): Entry | undefined => {
+      const entry = completed.get(id)
+      if (entry === undefined) return undefined
+      if (entry.until > now) return entry
+      completed.delete(id)
+      return undefined
+    }
+    // the clock reading `now` in the record's own time base
+    const recordNow = (entry: Entry, now: number) => entry.record.expiresAt - (entry.until - now)
+
+    const settled = <A, E>(effect: Effect.Effect<A, E>, id: string, token: string) =>
+      Effect.ensuring(effect, Effect.sync(() => reservations.delete(ownKey(id, token))))
+
+    const cachedStore: IdempotencyStore["Type"] = {
+      reserve: (request) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const entry = hit(request.id.value, now)
+          if (entry !== undefined) {
+            return Effect.succeed(ReserveResult.Existing({ record: entry.record, now: recordNow(entry, now) }))
+          }
+          return Effect.tap(store.reserve(request), (result) => {
+            if (result._tag === "Reserved") {
+              reservations.set(ownKey(request.id.value, request.token), {
+                fingerprint: request.fingerprint,
+                attempt: result.attempt,
+                leaseUntil: result.leaseUntil
+              })
+            } else if (result.record.status === "COMPLETED") {
+              // the time left, as the store measured it after `now`: the copy never outlives the record
+              completed.set(request.id.value, {
+                record: result.record,
+                until: now + result.record.expiresAt - result.now
+              })
+            }
+          })
+        }),
+      complete: (request) =>
+        Effect.flatMap(Clock.currentTimeMillis, (sentAt) =>
+          settled(
+            Effect.tap(store.complete(request), () => {
+              const reservation = reservations.get(ownKey(request.id.value, request.token))
+              if (reservation === undefined) return
+              // the store counts the TTL from when it applied the write, after `sentAt`
+              const until = sentAt + Duration.toMillis(request.ttl)
+              completed.set(request.id.value, {
+                record: {
+                  status: "COMPLETED",
+                  token: request.token,
+                  fingerprint: reservation.fingerprint,
+                  attempt: reservation.attempt,
+                  leaseUntil: reservation.leaseUntil,
+                  expiresAt: until,
+                  outcome: request.outcome
+                },
+                until
+              })
+            }),
+            request.id.value,
+            request.token
+          )),
+      release: (request) => settled(store.release(request), request.id.value, request.token),
+      markFailed: (request) => settled(store.markFailed(request), request.id.value, request.token),
+      extend: store.extend,
+      get: (id) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const entry = hit(id.value, now)
+          return entry !== undefined ? Effect.succeed(Option.some(entry.record)) : store.get(id)
+        }),
+      purgeExpired: store.purgeExpired
+    }
+    return cachedStore
+  })
