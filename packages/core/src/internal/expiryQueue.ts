@@ -4,8 +4,8 @@
  * (Internal: not exported by the package.)
  */
 export class ExpiryQueue {
-  private readonly times: Array<number> = []
-  private readonly ids: Array<string> = []
+  private times: Array<number> = []
+  private ids: Array<string> = []
 
   get size(): number {
     return this.times.length
@@ -41,7 +41,11 @@ export class ExpiryQueue {
     const lastTime = times.pop()!
     const lastId = ids.pop()!
     const n = times.length
-    if (n > 0) {
+    if (n === 0) {
+      // let go of the backing stores, which do not shrink as they empty
+      this.times = []
+      this.ids = []
+    } else {
       let i = 0
       while (true) {
         const left = 2 * i + 1

@@ -1,0 +1,240 @@
+/**
+ * DynamoDB: the `DynamoDbStore` against Powertools' `makeIdempotent` with its
+ * `DynamoDBPersistenceLayer`, and against a bare client that sends the same two requests (a
+ * conditional `PutItem`, then an `UpdateItem`): the floor of any store outside the downstream.
+ * Each contender has its own client (same configuration) and its own table on the same endpoint;
+ * an SDK middleware on each client counts the requests it sends.
+ */
+import {
+  IdempotencyAlreadyInProgressError,
+  IdempotencyConfig,
+  makeIdempotent
+} from "@aws-lambda-powertools/idempotency"
+import { DynamoDBPersistenceLayer } from "@aws-lambda-powertools/idempotency/dynamodb"
+import type { AttributeValue, DynamoDBClientConfig } from "@aws-sdk/client-dynamodb"
+import {
+  ConditionalCheckFailedException,
+  DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  UpdateItemCommand
+} from "@aws-sdk/client-dynamodb"
+import { IdempotencyStore } from "@effect-idempotency/core"
+import { DynamoDbClient, DynamoDbStore, DynamoDbTable } from "@effect-idempotency/dynamodb"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import { randomUUID } from "node:crypto"
+import { BenchError } from "./Measure.js"
+import type { Contender, Plan, SuiteResult } from "./Suite.js"
+import * as Suite from "./Suite.js"
+import type { Payload } from "./Workload.js"
+import { Downstream, payloadFor } from "./Workload.js"
+
+/** The contenders' names, as they appear in keys, results and tables. */
+export const OURS = "effect-idempotency"
+export const OURS_CACHED = "effect-idempotency+cache"
+export const POWERTOOLS = "powertools"
+export const BARE = "bare-client"
+
+const TTL_SECONDS = 24 * 60 * 60
+const LEASE_MILLIS = 31_000
+
+/** The same client configuration for every contender: loopback, one attempt, kept-alive sockets. */
+const clientConfig = (endpoint: string): DynamoDBClientConfig => ({
+  endpoint,
+  region: "us-east-1",
+  credentials: { accessKeyId: "local", secretAccessKey: "local" },
+  maxAttempts: 1,
+  requestHandler: { httpAgent: { keepAlive: true, maxSockets: 64 } }
+})
+
+/** A client of its own, destroyed with the scope, with a middleware that counts its requests. */
+const countedClient = (endpoint: string) =>
+  Effect.map(
+    Effect.acquireRelease(
+      Effect.sync(() => new DynamoDBClient(clientConfig(endpoint))),
+      (client) => Effect.sync(() => client.destroy())
+    ),
+    (client) => {
+      const sent = { requests: 0 }
+      client.middlewareStack.add(
+        (next) => (args) => {
+          sent.requests++
+          return next(args)
+        },
+        { step: "deserialize", name: "benchRoundTrips" }
+      )
+      return { client, roundTrips: () => sent.requests }
+    }
+  )
+
+/** The table of one contender, created through the package's own helper. */
+const createTable = (client: DynamoDBClient, tableName: string) =>
+  DynamoDbTable.create({ tableName }).pipe(
+    Effect.provideService(DynamoDbClient.DynamoDbClient, DynamoDbClient.DynamoDbClient.of({ client })),
+    Logger.withMinimumLogLevel(LogLevel.Error),
+    Effect.mapError((cause) => new BenchError({ message: `table ${tableName} could not be created`, cause }))
+  )
+
+const ours = (endpoint: string, tableName: string, cached: boolean) =>
+  Effect.gen(function*() {
+    const { client, roundTrips } = yield* countedClient(endpoint)
+    yield* createTable(client, tableName)
+    const store = Layer.effect(
+      IdempotencyStore.IdempotencyStore,
+      Effect.flatMap(DynamoDbStore.make({ tableName }), (store) =>
+        cached ? IdempotencyStore.makeCached(store) : Effect.succeed(store))
+    ).pipe(Layer.provide(Layer.succeed(DynamoDbClient.DynamoDbClient, DynamoDbClient.DynamoDbClient.of({ client }))))
+    return yield* Suite.effectContender(cached ? OURS_CACHED : OURS, store, roundTrips)
+  })
+
+/** The part of a Lambda context Powertools reads. */
+interface LambdaContext {
+  readonly functionName: string
+  readonly awsRequestId: string
+  readonly getRemainingTimeInMillis: () => number
+}
+
+interface ChargeEvent {
+  readonly key: string
+  readonly payload: Payload
+}
+
+/**
+ * Powertools: the key is the event's `key` (hashed), the request is validated by a hash of its
+ * `payload` (like our fingerprint), records live 24 hours, and the Lambda context is registered on
+ * every call (so the in-progress expiry is set and nothing is logged).
+ */
+const powertools = (endpoint: string, tableName: string) =>
+  Effect.gen(function*() {
+    const { client, roundTrips } = yield* countedClient(endpoint)
+    yield* createTable(client, tableName)
+    const downstream = new Downstream()
+    const context: LambdaContext = {
+      functionName: "charge",
+      awsRequestId: randomUUID(),
+      getRemainingTimeInMillis: () => LEASE_MILLIS
+    }
+    const handler = makeIdempotent(
+      async (event: ChargeEvent, _context: LambdaContext) => downstream.charge(event.payload),
+      {
+        persistenceStore: new DynamoDBPersistenceLayer({ tableName, awsSdkV3Client: client }),
+        config: new IdempotencyConfig({
+          eventKeyJmesPath: "key",
+          payloadValidationJmesPath: "payload",
+          expiresAfterSeconds: TTL_SECONDS
+        }),
+        keyPrefix: "charge"
+      }
+    )
+    return {
+      name: POWERTOOLS,
+      downstream,
+      call: (key) => handler({ key, payload: payloadFor(key) }, context),
+      isConflict: (error) => error instanceof IdempotencyAlreadyInProgressError,
+      roundTrips
+    } satisfies Contender
+  })
+
+class Conflict extends Error {}
+
+const S = (value: string): AttributeValue => ({ S: value })
+const N = (value: number): AttributeValue => ({ N: String(value) })
+
+/**
+ * The floor: a conditional `PutItem` of an IN_PROGRESS item (absent key only; the existing item
+ * comes back on failure, or, where the endpoint does not return it, one consistent `GetItem`
+ * reads it), the downstream, then an `UpdateItem` to COMPLETED with the outcome. Items carry the
+ * same attributes as the store's; the fingerprint is a constant (no hashing).
+ */
+const bare = (endpoint: string, tableName: string) =>
+  Effect.gen(function*() {
+    const { client, roundTrips } = yield* countedClient(endpoint)
+    yield* createTable(client, tableName)
+    const downstream = new Downstream()
+    const fingerprint = "sha256:0000"
+    const call = async (key: string) => {
+      const Key = { id: S(`charge#${key}`) }
+      const now = Date.now()
+      const expiresAt = now + TTL_SECONDS * 1000
+      try {
+        await client.send(
+          new PutItemCommand({
+            TableName: tableName,
+            Item: {
+              ...Key,
+              status: S("IN_PROGRESS"),
+              token: S(randomUUID()),
+              fingerprint: S(fingerprint),
+              attempt: N(1),
+              lease_until: N(now + LEASE_MILLIS),
+              expires_at: N(expiresAt),
+              ttl: N(Math.ceil(expiresAt / 1000))
+            },
+            ConditionExpression: "attribute_not_exists(#id)",
+            ExpressionAttributeNames: { "#id": "id" },
+            ReturnValuesOnConditionCheckFailure: "ALL_OLD"
+          })
+        )
+      } catch (error) {
+        if (!(error instanceof ConditionalCheckFailedException)) throw error
+        const item = error.Item ??
+          (await client.send(new GetItemCommand({ TableName: tableName, Key, ConsistentRead: true }))).Item
+        if (item?.status?.S !== "COMPLETED" || item.fingerprint?.S !== fingerprint) throw new Conflict()
+        return JSON.parse(item.outcome_body?.S ?? "null") as unknown
+      }
+      const receipt = await downstream.charge(payloadFor(key))
+      await client.send(
+        new UpdateItemCommand({
+          TableName: tableName,
+          Key,
+          UpdateExpression: "SET #status = :status, outcome_kind = :kind, outcome_body = :body, " +
+            "expires_at = :expires, #ttl = :ttl",
+          ExpressionAttributeNames: { "#status": "status", "#ttl": "ttl" },
+          ExpressionAttributeValues: {
+            ":status": S("COMPLETED"),
+            ":kind": S("Success"),
+            ":body": S(JSON.stringify(receipt)),
+            ":expires": N(expiresAt),
+            ":ttl": N(Math.ceil(expiresAt / 1000))
+          }
+        })
+      )
+      return receipt
+    }
+    return {
+      name: BARE,
+      downstream,
+      call,
+      isConflict: (error) => error instanceof Conflict,
+      roundTrips
+    } satisfies Contender
+  })
+
+/** A DynamoDB endpoint on loopback. */
+export interface Endpoint {
+  readonly name: "DynamoDB Local" | "dynalite"
+  readonly url: string
+}
+
+/**
+ * Runs the suite on an endpoint: ours, Powertools and the bare client, plus ours behind the warm
+ * cache when `cache` is set.
+ */
+export const run = (
+  endpoint: Endpoint,
+  plan: Plan,
+  options: { readonly cache: boolean }
+): Effect.Effect<SuiteResult, BenchError> =>
+  Effect.scoped(Effect.gen(function*() {
+    const table = (name: string) => `bench-${plan.runId}-${name.replaceAll(/[^A-Za-z0-9_.-]/g, "-")}`
+    const contenders: Array<Contender> = [
+      yield* ours(endpoint.url, table(OURS), false),
+      yield* powertools(endpoint.url, table(POWERTOOLS)),
+      yield* bare(endpoint.url, table(BARE))
+    ]
+    if (options.cache) contenders.push(yield* ours(endpoint.url, table(OURS_CACHED), true))
+    return yield* Suite.run(plan, contenders)
+  }))

@@ -1,0 +1,187 @@
+/**
+ * The memory store: what the `Idempotency` combinator costs per call over the bare downstream
+ * effect, and the heap a million records take with the background expiry running.
+ */
+import { Fingerprint, Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import { randomUUID } from "node:crypto"
+import * as v8 from "node:v8"
+import * as vm from "node:vm"
+import { median, pairedRatio, timed } from "./Measure.js"
+import { Payload, payloadFor, Receipt } from "./Workload.js"
+
+export interface OverheadResult {
+  readonly calls: number
+  readonly rounds: number
+  /** Microseconds per call of each round. */
+  readonly bare: ReadonlyArray<number>
+  readonly first: ReadonlyArray<number>
+  readonly replay: ReadonlyArray<number>
+  /** Median over the rounds of (call − bare call), in microseconds. */
+  readonly firstOverhead: number
+  readonly replayOverhead: number
+  /** Median over the rounds of the call's time as a multiple of the bare call's. */
+  readonly firstFactor: number
+}
+
+/**
+ * Runs `calls` first executions, then the `calls` replays of the same keys, and `calls` bare
+ * downstream calls, every round, in one fiber (no `runPromise` per call): the difference is the
+ * combinator and the memory store.
+ */
+export const overhead = (calls: number, rounds: number): Effect.Effect<OverheadResult> =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => ManagedRuntime.make(IdempotencyStore.layerMemoryWith({ warn: false }))),
+    (runtime) =>
+      Effect.promise(async () => {
+        const receipt = (payload: Payload): Receipt => ({ chargeId: `ch_${payload.customerId}`, amountCents: 1 })
+        const execute = (payload: Payload) => Effect.succeed(receipt(payload))
+        const operation = Idempotency.make({ name: "charge", payload: Payload, success: Receipt, execute })
+        const bareLoop = (round: number) =>
+          Effect.gen(function*() {
+            for (let i = 0; i < calls; i++) yield* execute(payloadFor(`m-${round}-${i}`))
+          })
+        const runLoop = (round: number) =>
+          Effect.gen(function*() {
+            for (let i = 0; i < calls; i++) {
+              const key = `m-${round}-${i}`
+              yield* operation.run({ key, payload: payloadFor(key) })
+            }
+          })
+        const perCall = (millis: number) => (millis * 1000) / calls
+        const time = (effect: Effect.Effect<void, unknown, IdempotencyStore.IdempotencyStore>) =>
+          runtime.runPromise(timed(effect)).then(perCall)
+        // warm-up
+        await time(bareLoop(-1))
+        await time(runLoop(-1))
+        await time(runLoop(-1))
+        const bare: Array<number> = []
+        const first: Array<number> = []
+        const replay: Array<number> = []
+        for (let round = 0; round < rounds; round++) {
+          if (round % 2 === 0) bare.push(await time(bareLoop(round)))
+          first.push(await time(runLoop(round)))
+          replay.push(await time(runLoop(round)))
+          if (round % 2 === 1) bare.push(await time(bareLoop(round)))
+        }
+        return {
+          calls,
+          rounds,
+          bare,
+          first,
+          replay,
+          firstOverhead: median(first.map((value, i) => value - bare[i]!)),
+          replayOverhead: median(replay.map((value, i) => value - bare[i]!)),
+          firstFactor: pairedRatio(first, bare)
+        }
+      }),
+    (runtime) => Effect.promise(() => runtime.dispose())
+  )
+
+export interface HeapResult {
+  readonly keys: number
+  readonly purgeIntervalMillis: number
+  /** Heap used after a full collection, before any record and with every record live, in bytes. */
+  readonly heapBefore: number
+  readonly heapWithRecords: number
+  readonly bytesPerRecord: number
+  readonly fillSeconds: number
+  /** One `purgeExpired` while nothing has expired (what a background round costs then). */
+  readonly purgeScanMillis: number
+  /** Records the background purge deleted in `waitedMillis` after every record expired. */
+  readonly purgedInBackground: number
+  readonly waitedMillis: number
+  /** One unbounded `purgeExpired` of the remaining expired records. */
+  readonly purgeAllMillis: number
+  readonly heapAfterPurge: number
+}
+
+const collect: () => void = (() => {
+  v8.setFlagsFromString("--expose-gc")
+  return vm.runInNewContext("gc") as () => void
+})()
+
+const heapUsed = (): number => {
+  collect()
+  collect()
+  return process.memoryUsage().heapUsed
+}
+
+/** The live clock moved forward by `offset.millis`, to expire records without waiting. */
+const shiftedClock = (offset: { millis: number }): Clock.Clock => {
+  const base = Clock.make()
+  return {
+    [Clock.ClockTypeId]: Clock.ClockTypeId,
+    unsafeCurrentTimeMillis: () => base.unsafeCurrentTimeMillis() + offset.millis,
+    currentTimeMillis: Effect.sync(() => base.unsafeCurrentTimeMillis() + offset.millis),
+    unsafeCurrentTimeNanos: () => base.unsafeCurrentTimeNanos() + BigInt(offset.millis) * 1_000_000n,
+    currentTimeNanos: Effect.sync(() => base.unsafeCurrentTimeNanos() + BigInt(offset.millis) * 1_000_000n),
+    sleep: (duration) => base.sleep(duration)
+  }
+}
+
+/**
+ * Fills a memory store (with its background purge running every `purgeInterval`) with `keys`
+ * completed records shaped like the combinator's (a UUID key, a SHA-256 fingerprint, a JSON
+ * receipt, 24 hours of TTL), measures the heap, then moves the clock past the TTL and sees what
+ * the purge reclaims.
+ */
+export const heap = (keys: number, purgeInterval: Duration.Duration): Effect.Effect<HeapResult> => {
+  const offset = { millis: 0 }
+  return Effect.gen(function*() {
+    const heapBefore = heapUsed()
+    const context = yield* Layer.build(IdempotencyStore.layerMemoryWith({ warn: false, purgeInterval }))
+    const store = Context.get(context, IdempotencyStore.IdempotencyStore)
+    const ttl = Duration.hours(24)
+    const lease = Duration.seconds(31)
+    const fillStart = performance.now()
+    const chunk = 10_000
+    for (let start = 0; start < keys; start += chunk) {
+      for (let i = start; i < Math.min(keys, start + chunk); i++) {
+        const key = randomUUID()
+        const id = IdempotencyRecord.makeRecordId({ operation: "charge", key: IdempotencyKey.unsafeMake(key) })
+        const token = randomUUID()
+        const fingerprint = Fingerprint.fromEncoded(payloadFor(key))
+        yield* store.reserve({ id, token, fingerprint, lease, ttl, takeover: true })
+        yield* store.complete({
+          id,
+          token,
+          ttl,
+          outcome: IdempotencyRecord.StoredOutcome.Success({
+            value: JSON.stringify({ chargeId: `ch_${key}`, amountCents: 1999 })
+          })
+        })
+      }
+      // let the background purge run between chunks, as it would between requests
+      yield* Effect.sleep(0)
+    }
+    const fillSeconds = (performance.now() - fillStart) / 1000
+    const heapWithRecords = heapUsed()
+    const purgeScanMillis = yield* timed(store.purgeExpired())
+    offset.millis = Duration.toMillis(ttl) + 60_000
+    const waited = Duration.times(purgeInterval, 3)
+    yield* Effect.sleep(waited)
+    const start = performance.now()
+    const remaining = yield* store.purgeExpired({ limit: Number.MAX_SAFE_INTEGER })
+    const purgeAllMillis = performance.now() - start
+    const heapAfterPurge = heapUsed()
+    return {
+      keys,
+      purgeIntervalMillis: Duration.toMillis(purgeInterval),
+      heapBefore,
+      heapWithRecords,
+      bytesPerRecord: (heapWithRecords - heapBefore) / keys,
+      fillSeconds,
+      purgeScanMillis,
+      purgedInBackground: keys - remaining,
+      waitedMillis: Duration.toMillis(waited),
+      purgeAllMillis,
+      heapAfterPurge
+    }
+  }).pipe(Effect.orDie, Effect.scoped, Effect.withClock(shiftedClock(offset)))
+}

@@ -1,0 +1,336 @@
+/**
+ * The results of a run: the goals and whether each is met, `BENCHMARKS.md`, `bench/results.json`
+ * and the summary printed at the end.
+ */
+import type { Cost } from "./Costs.js"
+import type { Endpoint } from "./DynamoDbBench.js"
+import { BARE, OURS, OURS_CACHED, POWERTOOLS } from "./DynamoDbBench.js"
+import type { Machine } from "./Environment.js"
+import type { HeapResult, OverheadResult } from "./MemoryBench.js"
+import type { Database } from "./PostgresBench.js"
+import { RAW, RAW_SQL, STORE } from "./PostgresBench.js"
+import type { Plan, ScenarioResult, SuiteResult } from "./Suite.js"
+import { ratio } from "./Suite.js"
+
+export interface DynamoDbRun {
+  readonly endpoint: Endpoint["name"]
+  readonly plan: Plan
+  readonly result: SuiteResult
+}
+
+export interface PostgresRun {
+  readonly database: Database
+  readonly poolSize: number
+  readonly plan: Plan
+  readonly result: SuiteResult
+}
+
+export interface Results {
+  readonly date: string
+  readonly quick: boolean
+  readonly seconds: number
+  readonly command: string
+  /** The commit measured. */
+  readonly revision: string
+  readonly machine: Machine
+  /** The 1-minute load average when each section started, and at the end. */
+  readonly load: ReadonlyArray<{ readonly section: string; readonly loadAverage: number }>
+  readonly versions: Readonly<Record<string, string>>
+  readonly dynamodb: ReadonlyArray<DynamoDbRun>
+  readonly postgres: PostgresRun | undefined
+  readonly memory: OverheadResult | undefined
+  readonly heap: HeapResult | undefined
+  readonly costs: ReadonlyArray<Cost> | undefined
+  /** DynamoDB endpoints that could not run, and why. */
+  readonly skipped: ReadonlyArray<string>
+}
+
+export interface Goal {
+  readonly goal: string
+  readonly measured: string
+  /** `undefined` when the run did not measure it. */
+  readonly met: boolean | undefined
+}
+
+const fixed = (n: number, digits = 2) => Number.isFinite(n) ? n.toFixed(digits) : "n/a"
+const count = (n: number) => Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "n/a"
+const label = (s: ScenarioResult) => `${s.path} c${s.concurrency}`
+
+/** The throughput ratios of one suite's scenarios. */
+export const ratios = (
+  result: SuiteResult,
+  pairs: ReadonlyArray<readonly [string, string]>
+): ReadonlyArray<{ readonly scenario: string; readonly ratios: Readonly<Record<string, number>> }> =>
+  result.scenarios.map((scenario) => ({
+    scenario: label(scenario),
+    ratios: Object.fromEntries(
+      pairs
+        .filter(([a, b]) => scenario.contenders[a] !== undefined && scenario.contenders[b] !== undefined)
+        .map(([a, b]) => [`${a} / ${b}`, ratio(scenario, a, b)])
+    )
+  }))
+
+export const dynamoDbPairs = [[OURS, BARE], [OURS, POWERTOOLS], [POWERTOOLS, BARE], [OURS_CACHED, OURS]] as const
+export const postgresPairs = [[STORE, RAW], [STORE, RAW_SQL], [RAW_SQL, RAW]] as const
+
+const ratioFigures = (result: SuiteResult, a: string, b: string, paths?: ReadonlyArray<string>) =>
+  result.scenarios
+    .filter((scenario) => paths === undefined || paths.includes(scenario.path))
+    .map((scenario) => ({ scenario: label(scenario), value: ratio(scenario, a, b) }))
+
+const describe = (figures: ReadonlyArray<{ readonly scenario: string; readonly value: number }>) =>
+  figures.map(({ scenario, value }) => `${scenario} ${fixed(value)}×`).join(", ")
+
+const roundTripsOf = (result: SuiteResult, contender: string) => {
+  const of = (path: "first" | "replay") =>
+    Math.max(...result.scenarios.filter((s) => s.path === path).map((s) => s.contenders[contender]!.roundTrips))
+  return { first: of("first"), replay: of("replay"), conflict: result.conflictRoundTrips[contender]! }
+}
+
+/** Every goal of the benchmark issue, met or not, with the measured figures. */
+export const goals = (results: Results): ReadonlyArray<Goal> => {
+  const out: Array<Goal> = []
+  const local = results.dynamodb.find((run) => run.endpoint === "DynamoDB Local")
+  if (local === undefined) {
+    out.push({
+      goal: "DynamoDB throughput ≥ 0.95× the bare client on DynamoDB Local",
+      measured: "not run",
+      met: undefined
+    })
+  } else {
+    const figures = ratioFigures(local.result, OURS, BARE)
+    out.push({
+      goal: "DynamoDB throughput ≥ 0.95× the bare client on DynamoDB Local",
+      measured: describe(figures),
+      met: figures.every(({ value }) => value >= 0.95)
+    })
+  }
+  if (results.dynamodb.length > 0) {
+    const figures = results.dynamodb.flatMap((run) =>
+      ratioFigures(run.result, OURS, POWERTOOLS).map((f) => ({ ...f, scenario: `${run.endpoint} ${f.scenario}` }))
+    )
+    out.push({
+      goal: "DynamoDB throughput never below Powertools (ratio ≥ 1.00)",
+      measured: describe(figures),
+      met: figures.every(({ value }) => value >= 1)
+    })
+  }
+  if (results.postgres !== undefined) {
+    const figures = ratioFigures(results.postgres.result, STORE, RAW, ["first"])
+    out.push({
+      goal: `PostgreSQL store ≥ 0.9× a raw INSERT + UPDATE on the same pool (${results.postgres.database.kind})`,
+      measured: describe(figures),
+      met: figures.every(({ value }) => value >= 0.9)
+    })
+  }
+  const trips: Array<[string, ReturnType<typeof roundTripsOf>]> = []
+  if (local !== undefined) trips.push(["DynamoDB Local", roundTripsOf(local.result, OURS)])
+  if (results.postgres !== undefined) trips.push(["PostgreSQL", roundTripsOf(results.postgres.result, STORE)])
+  if (trips.length > 0) {
+    out.push({
+      goal: "Round trips exactly 2 / 1 / 1 (first execution / replay / conflict)",
+      measured: trips.map(([where, t]) => `${where} ${t.first} / ${t.replay} / ${t.conflict}`).join("; "),
+      met: trips.every(([, t]) => t.first === 2 && t.replay === 1 && t.conflict === 1)
+    })
+  }
+  if (results.memory !== undefined) {
+    const { firstOverhead, replayOverhead } = results.memory
+    out.push({
+      goal: "Memory store: < 20 µs overhead per call over the bare effect",
+      measured: `first execution ${fixed(firstOverhead, 1)} µs, replay ${fixed(replayOverhead, 1)} µs`,
+      met: firstOverhead < 20 && replayOverhead < 20
+    })
+  }
+  const cached = local?.result.scenarios.filter((s) => s.path === "replay" && s.contenders[OURS_CACHED] !== undefined)
+  if (cached !== undefined && cached.length > 0) {
+    const worst = Math.max(...cached.map((s) => s.contenders[OURS_CACHED]!.roundTrips))
+    out.push({
+      goal: "Warm-instance cache: a replay hit costs 0 round trips (`IdempotencyStore.layerCached`)",
+      measured: `${fixed(worst)} round trips per replay on DynamoDB Local`,
+      met: worst === 0
+    })
+  }
+  return out
+}
+
+/** A markdown table; columns after the first are right-aligned (figures) unless `text` is set. */
+const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>, text = false) =>
+  [
+    `| ${header.join(" | ")} |`,
+    `| ${header.map((_, i) => (i === 0 || text ? "---" : "---:")).join(" | ")} |`,
+    ...rows.map((row) => `| ${row.join(" | ")} |`)
+  ].join("\n")
+
+const suiteTables = (result: SuiteResult, pairs: ReadonlyArray<readonly [string, string]>) => {
+  const rows = result.scenarios.flatMap((scenario) =>
+    Object.entries(scenario.contenders).map(([name, c]) => [
+      label(scenario),
+      name,
+      count(c.throughput),
+      fixed(c.p50),
+      fixed(c.p99),
+      count(c.cpuPerCall),
+      fixed(c.roundTrips)
+    ])
+  )
+  const measured = table(
+    ["path", "contender", "calls/s (median)", "p50 ms", "p99 ms", "CPU µs/call", "round trips"],
+    rows
+  )
+  const ratioRows = ratios(result, pairs)
+  const names = Object.keys(ratioRows[0]?.ratios ?? {})
+  const ratioTable = table(
+    ["path", ...names],
+    ratioRows.map((row) => [row.scenario, ...names.map((name) => `${fixed(row.ratios[name]!)}×`)])
+  )
+  const conflicts = Object.entries(result.conflictRoundTrips).map(([name, n]) => `${name} ${n}`).join(", ")
+  return `${measured}\n\nThroughput ratios (median of the per-round ratios):\n\n${ratioTable}\n\n` +
+    `Round trips of a conflict (a second call while the first is in its downstream): ${conflicts}.`
+}
+
+/** `BENCHMARKS.md`. */
+export const markdown = (results: Results, notes: string): string => {
+  const sections: Array<string> = []
+  const load = results.load.map((l) => `${l.section} ${fixed(l.loadAverage)}`).join(", ")
+  sections.push(`# Benchmarks
+
+Measured by \`${results.command}\` on ${results.date}, in ${Math.round(results.seconds)} s.
+Contenders run in one process, interleaved round by round (A B C, B C A, …); figures are medians over
+the rounds, and ratios are medians of the per-round ratios. Compare ratios, not absolute figures: the
+client and the servers share ${results.machine.cores} cores with other work.
+
+| | |
+| --- | --- |
+| commit | ${results.revision} |
+| machine | ${results.machine.cpu}, ${results.machine.cores} cores, ${results.machine.memoryGiB} GiB, ${results.machine.os} |
+| Node | ${results.machine.node} |
+| Java (DynamoDB Local) | ${results.machine.java ?? "not found"} |
+| load average (1 min) at each section | ${load} |
+${Object.entries(results.versions).map(([name, version]) => `| ${name} | ${version} |`).join("\n")}${
+    results.postgres === undefined
+      ? ""
+      : `\n| PostgreSQL | ${results.postgres.database.kind}: ${results.postgres.database.version.split(" on ")[0]} |`
+  }`)
+  sections.push(`## Goals
+
+${
+    table(
+      ["goal", "measured", "met"],
+      goals(results).map((g) => [g.goal, g.measured, g.met === undefined ? "not measured" : g.met ? "yes" : "**no**"]),
+      true
+    )
+  }`)
+  for (const run of results.dynamodb) {
+    sections.push(`## DynamoDB: ${run.endpoint}
+
+${run.plan.rounds} rounds; per round and contender ${
+      run.plan.concurrencies.map((c) => `${c.calls} calls at concurrency ${c.concurrency}`).join(" and ")
+    }, on each path. \`${OURS}\`: the \`Idempotency\` combinator on \`DynamoDbStore\`, one \`runPromise\` per call on a
+runtime built once; \`${POWERTOOLS}\`: \`makeIdempotent\` with \`DynamoDBPersistenceLayer\`, key from the event's
+\`key\`, payload validation on; \`${BARE}\`: a conditional \`PutItem\` and an \`UpdateItem\` sent with the SDK
+client and nothing else; \`${OURS_CACHED}\`: ours behind the warm-instance cache (\`IdempotencyStore.makeCached\`). Every
+contender has its own client (one attempt, kept-alive sockets) and table; round trips are counted by
+an SDK middleware on each client. CPU µs/call is the benchmark process's CPU time per call${
+      run.endpoint === "dynalite"
+        ? " (dynalite runs in this process: its CPU is included)"
+        : " (DynamoDB Local is another process)"
+    }.
+
+${suiteTables(run.result, dynamoDbPairs)}`)
+  }
+  if (results.skipped.length > 0) sections.push(`Not run: ${results.skipped.join("; ")}.`)
+  if (results.postgres !== undefined) {
+    const pg = results.postgres
+    sections.push(`## PostgreSQL (${pg.database.kind})
+
+${pg.plan.rounds} rounds; per round and contender ${
+      pg.plan.concurrencies.map((c) => `${c.calls} calls at concurrency ${c.concurrency}`).join(" and ")
+    }, on each path; one \`pg\` pool of ${pg.poolSize} connections shared by all contenders. \`${STORE}\`: the
+\`Idempotency\` combinator on \`PgIdempotencyStore\` (database clock); \`${RAW}\`: an INSERT and an UPDATE per
+first execution and one SELECT by key per replay, sent with \`pool.query\`; \`${RAW_SQL}\`: the same
+statements through \`SqlClient\` (\`@effect/sql-pg\` on the same pool). Round trips are the statements the
+pool's clients sent. CPU µs/call is the benchmark process's CPU time per call${
+      pg.database.kind === "pglite" ? " (PGlite runs in this process: its CPU is included)" : ""
+    }.
+
+${suiteTables(pg.result, postgresPairs)}`)
+  }
+  if (results.memory !== undefined) {
+    const m = results.memory
+    const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[values.length >> 1]!
+    sections.push(`## Memory store: overhead per call
+
+${m.rounds} rounds of ${count(m.calls)} calls in one fiber (no \`runPromise\` per call), bare calls of the
+downstream interleaved with the same number of first executions and replays.
+
+${
+      table(["", "µs per call (median)", "overhead over the bare effect"], [
+        ["bare downstream effect", fixed(median(m.bare)), ""],
+        ["first execution", fixed(median(m.first)), `${fixed(m.firstOverhead, 1)} µs`],
+        ["replay", fixed(median(m.replay)), `${fixed(m.replayOverhead, 1)} µs`]
+      ])
+    }`)
+  }
+  if (results.costs !== undefined) {
+    sections.push(`## Where the time of a call goes
+
+Each piece alone, in a loop inside a span (as the combinator runs), rounds interleaved; µs per call.
+\`lazyTimeout\` (bench/src/Costs.ts) is a proposed alternative to \`Effect.timeoutOption\`.
+
+${table(["piece", "µs per call"], results.costs.map((c) => [c.name, fixed(c.micros)]))}`)
+  }
+  if (results.heap !== undefined) {
+    const h = results.heap
+    const mib = (bytes: number) => fixed(bytes / 2 ** 20, 1)
+    sections.push(`## Memory store: heap
+
+${count(h.keys)} completed records (UUID keys, SHA-256 fingerprints, a JSON receipt, 24 h TTL) in
+\`IdempotencyStore.layerMemoryWith({ purgeInterval: "${h.purgeIntervalMillis} millis" })\`, heap measured after
+full collections.
+
+${
+      table(["", ""], [
+        ["heap before", `${mib(h.heapBefore)} MiB`],
+        ["heap with the records", `${mib(h.heapWithRecords)} MiB`],
+        ["bytes per record", count(h.bytesPerRecord)],
+        ["fill time (reserve + complete)", `${fixed(h.fillSeconds)} s`],
+        ["one purge round while nothing has expired", `${fixed(h.purgeScanMillis)} ms`],
+        [
+          `records the background purge deleted in ${h.waitedMillis} ms after all expired`,
+          `${count(h.purgedInBackground)} of ${count(h.keys)}`
+        ],
+        ["one unbounded purgeExpired of the rest", `${fixed(h.purgeAllMillis)} ms`],
+        ["heap after that purge", `${mib(h.heapAfterPurge)} MiB`]
+      ])
+    }`)
+  }
+  if (notes.trim() !== "") sections.push(notes.trim())
+  return `${sections.join("\n\n")}\n`
+}
+
+/** The lines printed at the end of a run. */
+export const summary = (results: Results): string => {
+  const lines: Array<string> = []
+  for (const run of results.dynamodb) {
+    for (const row of ratios(run.result, dynamoDbPairs)) {
+      lines.push(
+        `${run.endpoint} ${row.scenario}: ${
+          Object.entries(row.ratios).map(([name, value]) => `${name} ${fixed(value)}×`).join(", ")
+        }`
+      )
+    }
+  }
+  if (results.postgres !== undefined) {
+    for (const row of ratios(results.postgres.result, postgresPairs)) {
+      lines.push(
+        `PostgreSQL (${results.postgres.database.kind}) ${row.scenario}: ${
+          Object.entries(row.ratios).map(([name, value]) => `${name} ${fixed(value)}×`).join(", ")
+        }`
+      )
+    }
+  }
+  for (const goal of goals(results)) {
+    lines.push(`${goal.met === undefined ? "–" : goal.met ? "MET" : "MISSED"}  ${goal.goal}: ${goal.measured}`)
+  }
+  return lines.join("\n")
+}

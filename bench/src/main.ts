@@ -1,0 +1,229 @@
+/**
+ * `npm run bench`: the stores side by side with their peers, in one process.
+ *
+ *   npm run bench                       full run; writes BENCHMARKS.md and bench/results.json
+ *   npm run bench -- --quick            a small run for CI (well under a minute); writes nothing
+ *   npm run bench -- --pg-url <url>     PostgreSQL server (default: TEST_PG_URL, else embedded PGlite)
+ *   npm run bench -- --only dynamodb,postgres,memory,costs,heap
+ *   npm run bench -- --rounds <n>       rounds per suite
+ *   npm run bench -- --write / --no-write
+ *
+ * DynamoDB Local (when Java is found, always with -disableTelemetry), dynalite and PGlite are
+ * started on 127.0.0.1 for their suite and stopped after it. Exits with 1 when a suite fails.
+ */
+import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
+import { randomUUID } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { parseArgs } from "node:util"
+import { dynalite, dynamoDbLocal, findJava } from "../../packages/dynamodb/test/utils/servers.js"
+import * as Costs from "./Costs.js"
+import * as DynamoDbBench from "./DynamoDbBench.js"
+import * as Environment from "./Environment.js"
+import * as MemoryBench from "./MemoryBench.js"
+import * as PostgresBench from "./PostgresBench.js"
+import * as Report from "./Report.js"
+import type { Plan } from "./Suite.js"
+
+const SECTIONS = ["dynamodb", "postgres", "memory", "costs", "heap"] as const
+type Section = typeof SECTIONS[number]
+
+interface Args {
+  readonly quick: boolean
+  readonly pgUrl: string | undefined
+  readonly only: ReadonlySet<Section>
+  readonly rounds: number | undefined
+  readonly write: boolean | undefined
+}
+
+const usage = "usage: npm run bench -- [--quick] [--pg-url <url>] [--only " + SECTIONS.join(",") +
+  "] [--rounds <n>] [--write | --no-write]"
+
+const positive = (flag: string, value: string | undefined): number | undefined => {
+  if (value === undefined) return undefined
+  const n = Number(value)
+  if (!Number.isInteger(n) || n < 1) throw new Error(`--${flag} needs a positive integer`)
+  return n
+}
+
+const parse = (argv: Array<string>): Args => {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      "quick": { type: "boolean", default: false },
+      "pg-url": { type: "string" },
+      "only": { type: "string" },
+      "rounds": { type: "string" },
+      "write": { type: "boolean" },
+      "no-write": { type: "boolean" },
+      "help": { type: "boolean", short: "h" }
+    },
+    strict: true
+  })
+  if (values.help === true) {
+    process.stdout.write(`${usage}\n`)
+    process.exit(0)
+  }
+  const pgUrl = values["pg-url"] ?? (process.env.TEST_PG_URL === "" ? undefined : process.env.TEST_PG_URL)
+  if (pgUrl !== undefined && !pgUrl.startsWith("postgres")) throw new Error("--pg-url needs a postgres:// URL")
+  const only = values.only === undefined ? SECTIONS : values.only.split(",")
+  const unknown = only.filter((name) => !(SECTIONS as ReadonlyArray<string>).includes(name))
+  if (unknown.length > 0) throw new Error(`unknown section ${unknown.join(", ")}\n${usage}`)
+  return {
+    quick: values.quick === true,
+    pgUrl,
+    only: new Set(only as ReadonlyArray<Section>),
+    rounds: positive("rounds", values.rounds),
+    write: values["no-write"] === true ? false : values.write
+  }
+}
+
+/** The sizes of a full and of a quick run. */
+const sizes = (quick: boolean, rounds: number | undefined) => {
+  const runId = randomUUID().slice(0, 8)
+  const pick = <A>(quickValue: A, fullValue: A): A => quick ? quickValue : fullValue
+  const plan = (r: number, c1: number, c16: number, warmupCalls: number): Plan => ({
+    runId,
+    rounds: rounds ?? r,
+    concurrencies: [{ concurrency: 1, calls: c1 }, { concurrency: 16, calls: c16 }],
+    warmupCalls
+  })
+  return {
+    dynamodbLocal: pick(plan(2, 10, 32, 8), plan(7, 120, 480, 40)),
+    // fewer calls: dynalite evaluates condition expressions slowly (see bench/README.md)
+    dynalite: pick(plan(2, 10, 32, 8), plan(5, 40, 160, 20)),
+    postgres: pick(plan(2, 10, 32, 8), plan(7, 200, 800, 50)),
+    memory: { calls: pick(2_000, 10_000), rounds: rounds ?? pick(3, 9) },
+    costs: { calls: pick(1_000, 10_000), rounds: rounds ?? pick(2, 7) },
+    heap: { keys: pick(20_000, 1_000_000), purgeInterval: pick(Duration.millis(100), Duration.seconds(1)) }
+  }
+}
+
+const FOOTER = `Method, goals and findings: [bench/README.md](bench/README.md). Raw figures of this run (every
+round): [bench/results.json](bench/results.json).`
+
+const program = (args: Args) =>
+  Effect.gen(function*() {
+    const started = performance.now()
+    const size = sizes(args.quick, args.rounds)
+    const java = Option.getOrUndefined(yield* findJava)
+    const load: Array<{ section: string; loadAverage: number }> = []
+    const section = (name: string) =>
+      Effect.sync(() => {
+        load.push({ section: name, loadAverage: Environment.loadAverage() })
+        const elapsed = ((performance.now() - started) / 1000).toFixed(1)
+        process.stdout.write(`— ${name} (at ${elapsed} s, load average ${Environment.loadAverage()})\n`)
+      })
+    const dynamodb: Array<Report.DynamoDbRun> = []
+    const skipped: Array<string> = []
+    let postgres: Report.PostgresRun | undefined
+    let memory: MemoryBench.OverheadResult | undefined
+    let costs: ReadonlyArray<Costs.Cost> | undefined
+    let heap: MemoryBench.HeapResult | undefined
+
+    if (args.only.has("dynamodb")) {
+      if (java === undefined) {
+        skipped.push("DynamoDB Local (no java found)")
+      } else {
+        yield* section("DynamoDB Local")
+        const result = yield* Effect.scoped(Effect.flatMap(
+          dynamoDbLocal(java),
+          (url) => DynamoDbBench.run({ name: "DynamoDB Local", url }, size.dynamodbLocal, { cache: true })
+        ))
+        dynamodb.push({ endpoint: "DynamoDB Local", plan: size.dynamodbLocal, result })
+      }
+      yield* section("dynalite")
+      const result = yield* Effect.scoped(Effect.flatMap(
+        dynalite,
+        (url) => DynamoDbBench.run({ name: "dynalite", url }, size.dynalite, { cache: false })
+      ))
+      dynamodb.push({ endpoint: "dynalite", plan: size.dynalite, result })
+    }
+    if (args.only.has("postgres")) {
+      yield* section(`PostgreSQL (${args.pgUrl === undefined ? "PGlite" : "server"})`)
+      const poolSize = 16
+      const { database, result } = yield* PostgresBench.run(args.pgUrl, size.postgres, poolSize)
+      postgres = { database, poolSize, plan: size.postgres, result }
+    }
+    if (args.only.has("memory")) {
+      yield* section("memory store overhead")
+      memory = yield* MemoryBench.overhead(size.memory.calls, size.memory.rounds)
+    }
+    if (args.only.has("costs")) {
+      yield* section("costs of the pieces")
+      costs = yield* Costs.measure(size.costs.calls, size.costs.rounds)
+    }
+    if (args.only.has("heap")) {
+      yield* section("memory store heap")
+      heap = yield* MemoryBench.heap(size.heap.keys, size.heap.purgeInterval)
+    }
+    load.push({ section: "end", loadAverage: Environment.loadAverage() })
+
+    const results: Report.Results = {
+      date: new Date().toISOString(),
+      quick: args.quick,
+      seconds: (performance.now() - started) / 1000,
+      command: process.argv.length > 2 ? `npm run bench -- ${process.argv.slice(2).join(" ")}` : "npm run bench",
+      revision: Environment.revision(),
+      machine: Environment.machine(java),
+      load,
+      versions: Environment.versions(),
+      dynamodb,
+      postgres,
+      memory,
+      heap,
+      costs,
+      skipped
+    }
+    const markdown = Report.markdown(results, FOOTER)
+    process.stdout.write(`\n${markdown}\n${Report.summary(results)}\n`)
+    if (args.write ?? !args.quick) {
+      const json = {
+        ...results,
+        goals: Report.goals(results),
+        ratios: {
+          dynamodb: dynamodb.map((run) => ({
+            endpoint: run.endpoint,
+            ratios: Report.ratios(run.result, Report.dynamoDbPairs)
+          })),
+          postgres: postgres === undefined ? undefined : Report.ratios(postgres.result, Report.postgresPairs)
+        }
+      }
+      fs.writeFileSync(path.join(Environment.root, "BENCHMARKS.md"), markdown)
+      fs.writeFileSync(path.join(Environment.root, "bench", "results.json"), `${JSON.stringify(json, null, 2)}\n`)
+      process.stdout.write("\nwrote BENCHMARKS.md and bench/results.json\n")
+    }
+  }).pipe(Logger.withMinimumLogLevel(LogLevel.Warning))
+
+const main = () => {
+  let args: Args
+  try {
+    args = parse(process.argv.slice(2))
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n`)
+    process.exit(2)
+  }
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true"
+  const fiber = Effect.runFork(program(args))
+  // an interrupted run still stops its servers: the scopes close on interruption
+  const stop = () => Effect.runFork(Fiber.interrupt(fiber))
+  process.once("SIGINT", stop)
+  process.once("SIGTERM", stop)
+  fiber.addObserver((exit) => {
+    process.off("SIGINT", stop)
+    process.off("SIGTERM", stop)
+    if (Exit.isFailure(exit)) {
+      process.stderr.write(`the benchmark failed:\n${Cause.pretty(exit.cause)}\n`)
+      process.exitCode = 1
+    }
+  })
+}
+
+main()
