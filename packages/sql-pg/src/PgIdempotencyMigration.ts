@@ -1,5 +1,6 @@
 /**
- * The records table: one migration, runnable through `@effect/sql`'s Migrator or as plain SQL.
+ * The records table and its reservation function: one migration, runnable through `@effect/sql`'s
+ * Migrator or as plain SQL.
  *
  * With the Migrator, keep the store's migrations in a migrations table of their own, so their ids
  * never collide with the application's:
@@ -15,7 +16,7 @@
  * ```
  *
  * Or run `migration(options)` from one of the application's own migrations, or apply `toSql()`
- * with any other tool. Every statement is idempotent (`IF NOT EXISTS`).
+ * with any other tool. Every statement is idempotent (`IF NOT EXISTS`, `CREATE OR REPLACE`).
  *
  * The table:
  *
@@ -30,6 +31,10 @@
  * | `lease_until`, `expires_at` | `bigint` | epoch milliseconds; `expires_at` is indexed for the purge |
  * | `outcome_kind`, `outcome` | `text` | the recorded outcome of a COMPLETED record |
  * | `created_at`, `updated_at` | `bigint` | epoch milliseconds |
+ *
+ * Next to the table, in the same schema, the migration creates the PL/pgSQL function
+ * `<table>_reserve`, which the store calls to reserve a record: it must exist before the store is
+ * used.
  *
  * @since 0.1.0
  */
@@ -49,14 +54,15 @@ import * as PgIdempotencyTable from "./PgIdempotencyTable.js"
 export const MIGRATION_NAME = "1_create_idempotency_records"
 
 /**
- * The statements that create a table and its expiry index, in order.
+ * The statements that create a table, its expiry index and its reservation function, in order,
+ * one string per statement (the function's body is dollar-quoted and contains semicolons).
  *
  * @since 0.1.0
  * @category sql
  */
 export const statements = (
   table: PgIdempotencyTable.IdempotencyTable = PgIdempotencyTable.defaultTable
-): ReadonlyArray<string> => internal.createTable(table)
+): ReadonlyArray<string> => internal.migration(table)
 
 /**
  * The migration as one SQL script, for teams that manage their own migrations.
@@ -77,8 +83,8 @@ export const toSql = (table: PgIdempotencyTable.IdempotencyTable = PgIdempotency
   statements(table).map((statement) => `${statement};\n`).join("\n")
 
 /**
- * The migration as an effect: creates the table and its index in one transaction (a savepoint
- * inside the Migrator's transaction).
+ * The migration as an effect: creates the table, its index and its reservation function in one
+ * transaction (a savepoint inside the Migrator's transaction).
  *
  * @since 0.1.0
  * @category migrations

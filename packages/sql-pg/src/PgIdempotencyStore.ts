@@ -12,14 +12,16 @@
  * ```
  *
  * Each method is one statement (one round trip): a first execution costs 2 (reserve, complete), a
- * replay 1, a conflict 1. The reservation reads the record and writes only when it reserves, so
- * retries of a key that is in progress or completed neither lock nor write its row.
+ * replay 1, a conflict 1. The reservation calls the PL/pgSQL function `<table>_reserve` that the
+ * migration creates next to the table: its statements are planned once per connection, and it
+ * writes only when it reserves, so retries of a key that is in progress or completed neither lock
+ * nor write its row.
  *
  * Lease and TTL expiry are decided by the database's clock by default: one clock for every function
  * instance, whatever their own clocks say. `clock: "effect"` uses Effect's `Clock` instead (the
  * time is sent with each statement), which lets `TestClock` drive expiry in tests.
  *
- * The table comes from `PgIdempotencyMigration`.
+ * The table and the function come from `PgIdempotencyMigration`.
  *
  * @since 0.1.0
  */
@@ -28,7 +30,6 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import type * as Metric from "effect/Metric"
 import * as internal from "./internal/store.js"
 import * as PgIdempotencyTable from "./PgIdempotencyTable.js"
 
@@ -69,24 +70,6 @@ export interface Options extends PgIdempotencyTable.TableOptions {
  * @category constants
  */
 export const DEFAULT_PURGE_LIMIT: number = internal.DEFAULT_PURGE_LIMIT
-
-/**
- * How many times one reservation may run. A run returns no row only when a concurrent write
- * committed between its snapshot and its row lock; the next run sees that write. Past this bound
- * the reservation fails with `StoreError` (the downstream is not called).
- *
- * @since 0.1.0
- * @category constants
- */
-export const MAX_RESERVE_RUNS: number = internal.MAX_RESERVE_RUNS
-
-/**
- * Counts reservations that ran again because a concurrent write made their snapshot stale.
- *
- * @since 0.1.0
- * @category metrics
- */
-export const reserveReruns: Metric.Metric.Counter<number> = internal.reserveReruns
 
 /**
  * Builds a store. The `SqlClient` is resolved here, once: the store's methods have no

@@ -3,8 +3,9 @@
  *
  * A table name (and an optional schema name) is a plain SQL identifier: a letter or `_`, then
  * letters, digits or `_`. The store and the migration always quote it, so the name keeps its case.
- * The table name has at most 48 characters, so that the name of its expiry index
- * (`<table>_expires_at_idx`) fits PostgreSQL's 63-byte identifier limit.
+ * The table name has at most 48 characters, so that the names derived from it, its expiry index
+ * (`<table>_expires_at_idx`) and its reservation function (`<table>_reserve`), fit PostgreSQL's
+ * 63-byte identifier limit.
  *
  * @since 0.1.0
  */
@@ -63,6 +64,8 @@ export interface IdempotencyTable {
   readonly qualified: string
   /** The quoted name of the index on `expires_at` (an index lives in its table's schema). */
   readonly expiresAtIndex: string
+  /** The quoted name of the reservation function (`<table>_reserve`), in the table's schema. */
+  readonly reserveFunction: string
 }
 
 /**
@@ -110,12 +113,17 @@ const check = (
   return Either.right(name)
 }
 
-const unsafeTable = (name: string, schema: string | undefined): IdempotencyTable => ({
-  name,
-  schema,
-  qualified: schema === undefined ? quote(name) : `${quote(schema)}.${quote(name)}`,
-  expiresAtIndex: quote(`${name}_expires_at_idx`)
-})
+const unsafeTable = (name: string, schema: string | undefined): IdempotencyTable => {
+  const qualify = (identifier: string) =>
+    schema === undefined ? quote(identifier) : `${quote(schema)}.${quote(identifier)}`
+  return {
+    name,
+    schema,
+    qualified: qualify(name),
+    expiresAtIndex: quote(`${name}_expires_at_idx`),
+    reserveFunction: qualify(`${name}_reserve`)
+  }
+}
 
 /**
  * Validates a table name and an optional schema name.

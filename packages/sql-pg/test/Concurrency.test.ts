@@ -2,8 +2,11 @@
  * Races on one key through a pool of 20 connections, with the database's clock: on the PostgreSQL
  * server when `TEST_PG_URL` is set (PGlite serializes statements, so there the races are weaker).
  *
- * On the server, the interleavings that make a READ COMMITTED reservation see a stale snapshot are
- * also forced one by one, with a second connection holding the row lock.
+ * On the server, the interleavings in which a READ COMMITTED reservation meets a concurrent write
+ * are also forced one by one, with a second connection holding the row lock: the reservation's
+ * INSERT waits for a concurrent insert, takeover or release, or its UPDATE waits for a concurrent
+ * takeover or release of a record it read as one it may take over. Each ends with one owner and
+ * the current record returned, never a stale or an empty answer.
  */
 import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
@@ -15,7 +18,6 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
-import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
@@ -24,6 +26,7 @@ import {
   DB_NOW,
   expectExisting,
   expectReserved,
+  FP_A,
   freshId,
   Payload,
   payload,
@@ -46,8 +49,6 @@ const StoreLive = Layer.effect(
   Layer.provideMerge(layerClient({ maxConnections: 20, applicationName: APPLICATION })),
   Layer.provideMerge(layerPrimary)
 )
-
-const reruns = Effect.map(Metric.value(PgIdempotencyStore.reserveReruns), (state) => state.count)
 
 /** Every exit is the value of the one execution (fresh or replayed) or an `IdempotencyConflict`. */
 const assertOneOutcome = <A>(exits: ReadonlyArray<Exit.Exit<A, unknown>>, expected: A) => {
@@ -188,7 +189,6 @@ layer(StoreLive, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempot
         assert.strictEqual((fresh[0] as Exit.Success<Idempotency.Result<number>, never>).value.attempt, 2)
         assertOneOutcome(exits.map((exit) => Exit.map(exit, (result) => result.value)), 1)
       }
-      yield* Effect.logDebug(`reservations run again: ${yield* reruns}`)
     }))
 })
 
@@ -221,8 +221,39 @@ if (serverUrl !== undefined) {
 
   const table = `"${TABLE}"`
 
+  /** A record in each state a reservation may take over: an ended lease, FAILED, expired. */
+  const takeable = [
+    { crash: "an ended lease", attempt: 2 },
+    { crash: "a FAILED record", attempt: 2 },
+    { crash: "an expired record", attempt: 1 }
+  ] as const
+
+  const makeTakeable = (
+    store: IdempotencyStore.IdempotencyStore["Type"],
+    id: IdempotencyRecord.RecordId,
+    crash: typeof takeable[number]["crash"]
+  ) =>
+    Effect.gen(function*() {
+      if (crash === "an ended lease") {
+        return expectReserved(yield* store.reserve(reserveRequest(id, { lease: Duration.zero })))
+      }
+      const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+      if (crash === "a FAILED record") {
+        yield* store.markFailed({ id, token: first.token, ttl: Duration.hours(1) })
+      } else {
+        const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
+        yield* store.complete({ id, token: first.token, outcome, ttl: Duration.zero })
+      }
+      return first
+    })
+
+  /** What a concurrent takeover by the holder writes: a new owner with a live lease. */
+  const takeOver = `UPDATE ${table} SET status = 'IN_PROGRESS', token = 'holder', attempt = attempt + 1,
+      lease_until = ${DB_NOW} + 3600000, expires_at = ${DB_NOW} + 3600000, outcome_kind = NULL, outcome = NULL
+    WHERE id = $1`
+
   layer(StoreLive, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyStore interleavings", (it) => {
-    it.scoped("a reservation that waited for a concurrent first insert returns the inserted record", () =>
+    it.scoped("a reservation whose insert waited for a concurrent first insert returns the inserted record", () =>
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
         const database = yield* TestDatabase
@@ -235,47 +266,125 @@ if (serverUrl !== undefined) {
              expires_at, created_at, updated_at)
            VALUES ($1, $2, NULL, $3, 'IN_PROGRESS', 'holder', $4, 1, ${DB_NOW} + 3600000, ${DB_NOW} + 3600000,
              ${DB_NOW}, ${DB_NOW})`,
-          [id.value, id.operation, id.key, "sha256:aaaa"]
+          [id.value, id.operation, id.key, FP_A]
         )
-        const before = yield* reruns
         const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
         yield* awaitLockWait
         yield* rawQuery(holder, "COMMIT")
+        // the read after the insert sees the committed record, not the snapshot the call started with
         const existing = expectExisting(yield* Fiber.join(waiting))
         assert.strictEqual(existing.record.token, "holder")
         assert.strictEqual(existing.record.status, "IN_PROGRESS")
-        // the first run's snapshot predates the insert: it returned no row and ran again
-        assert.strictEqual((yield* reruns) - before, 1)
+        assert.strictEqual(existing.record.attempt, 1)
+        assert.isTrue(existing.record.leaseUntil > existing.now)
       }))
 
-    it.scoped("a takeover that lost to a concurrent takeover returns the new owner, not the stale lease", () =>
+    it.scoped("a reservation whose insert waited for a concurrent insert that rolled back reserves the record", () =>
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
         const database = yield* TestDatabase
         const holder = yield* rawClient(database.url, "idem-concurrency-holder")
         const id = freshId()
-        const crashed = expectReserved(yield* store.reserve(reserveRequest(id, { lease: Duration.zero })))
         yield* rawQuery(holder, "BEGIN")
         yield* rawQuery(
           holder,
-          `UPDATE ${table} SET token = 'holder', attempt = attempt + 1, lease_until = ${DB_NOW} + 3600000,
-             expires_at = ${DB_NOW} + 3600000
-           WHERE id = $1`,
-          [id.value]
+          `INSERT INTO ${table} (id, operation, scope, key, status, token, fingerprint, attempt, lease_until,
+             expires_at, created_at, updated_at)
+           VALUES ($1, $2, NULL, $3, 'IN_PROGRESS', 'holder', $4, 1, ${DB_NOW} + 3600000, ${DB_NOW} + 3600000,
+             ${DB_NOW}, ${DB_NOW})`,
+          [id.value, id.operation, id.key, FP_A]
         )
-        const before = yield* reruns
         const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
         yield* awaitLockWait
-        yield* rawQuery(holder, "COMMIT")
-        const existing = expectExisting(yield* Fiber.join(waiting))
-        assert.notStrictEqual(existing.record.token, crashed.token)
-        assert.strictEqual(existing.record.token, "holder")
-        assert.strictEqual(existing.record.attempt, 2)
-        assert.isTrue(existing.record.leaseUntil > existing.now)
-        assert.strictEqual((yield* reruns) - before, 1)
+        yield* rawQuery(holder, "ROLLBACK")
+        const reserved = expectReserved(yield* Fiber.join(waiting))
+        assert.strictEqual(reserved.attempt, 1)
+        assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, reserved.token)
       }))
 
-    it.scoped("a takeover that waited for a concurrent release creates the record afresh", () =>
+    for (const { attempt, crash } of takeable) {
+      it.scoped(`a reservation whose insert waited for a concurrent takeover of ${crash} returns the new owner`, () =>
+        Effect.gen(function*() {
+          const store = yield* IdempotencyStore.IdempotencyStore
+          const database = yield* TestDatabase
+          const holder = yield* rawClient(database.url, "idem-concurrency-holder")
+          const id = freshId()
+          const crashed = yield* makeTakeable(store, id, crash)
+          yield* rawQuery(holder, "BEGIN")
+          yield* rawQuery(holder, takeOver, [id.value])
+          const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
+          yield* awaitLockWait
+          yield* rawQuery(holder, "COMMIT")
+          const existing = expectExisting(yield* Fiber.join(waiting))
+          assert.notStrictEqual(existing.record.token, crashed.token)
+          assert.strictEqual(existing.record.token, "holder")
+          assert.strictEqual(existing.record.attempt, 2)
+          assert.isTrue(existing.record.leaseUntil > existing.now)
+          assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, "holder")
+        }))
+
+      it.scoped(`a takeover of ${crash} whose update waited for a concurrent takeover returns the new owner`, () =>
+        Effect.gen(function*() {
+          const store = yield* IdempotencyStore.IdempotencyStore
+          const database = yield* TestDatabase
+          const holder = yield* rawClient(database.url, "idem-concurrency-holder")
+          const id = freshId()
+          const crashed = yield* makeTakeable(store, id, crash)
+          // a row lock only: the reservation's insert and read pass it, its update waits for it
+          yield* rawQuery(holder, "BEGIN")
+          yield* rawQuery(holder, `SELECT 1 FROM ${table} WHERE id = $1 FOR UPDATE`, [id.value])
+          const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
+          yield* awaitLockWait
+          yield* rawQuery(holder, takeOver, [id.value])
+          yield* rawQuery(holder, "COMMIT")
+          // the update's condition, evaluated again on the holder's row version, no longer holds
+          const existing = expectExisting(yield* Fiber.join(waiting))
+          assert.notStrictEqual(existing.record.token, crashed.token)
+          assert.strictEqual(existing.record.token, "holder")
+          assert.strictEqual(existing.record.status, "IN_PROGRESS")
+          assert.isTrue(existing.record.leaseUntil > existing.now)
+          assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, "holder")
+        }))
+
+      it.scoped(`a takeover of ${crash} whose update waited for a lock released unchanged takes it over`, () =>
+        Effect.gen(function*() {
+          const store = yield* IdempotencyStore.IdempotencyStore
+          const database = yield* TestDatabase
+          const holder = yield* rawClient(database.url, "idem-concurrency-holder")
+          const id = freshId()
+          const crashed = yield* makeTakeable(store, id, crash)
+          yield* rawQuery(holder, "BEGIN")
+          yield* rawQuery(holder, `SELECT 1 FROM ${table} WHERE id = $1 FOR UPDATE`, [id.value])
+          const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
+          yield* awaitLockWait
+          yield* rawQuery(holder, "COMMIT")
+          const reserved = expectReserved(yield* Fiber.join(waiting))
+          assert.strictEqual(reserved.attempt, attempt)
+          assert.notStrictEqual(reserved.token, crashed.token)
+          assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, reserved.token)
+        }))
+
+      it.scoped(`a takeover of ${crash} whose update waited for a concurrent release creates the record afresh`, () =>
+        Effect.gen(function*() {
+          const store = yield* IdempotencyStore.IdempotencyStore
+          const database = yield* TestDatabase
+          const holder = yield* rawClient(database.url, "idem-concurrency-holder")
+          const id = freshId()
+          yield* makeTakeable(store, id, crash)
+          yield* rawQuery(holder, "BEGIN")
+          yield* rawQuery(holder, `SELECT 1 FROM ${table} WHERE id = $1 FOR UPDATE`, [id.value])
+          const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
+          yield* awaitLockWait
+          yield* rawQuery(holder, `DELETE FROM ${table} WHERE id = $1`, [id.value])
+          yield* rawQuery(holder, "COMMIT")
+          // the update finds no row; the next round inserts
+          const reserved = expectReserved(yield* Fiber.join(waiting))
+          assert.strictEqual(reserved.attempt, 1)
+          assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, reserved.token)
+        }))
+    }
+
+    it.scoped("a takeover whose insert waited for a concurrent release creates the record afresh", () =>
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
         const database = yield* TestDatabase

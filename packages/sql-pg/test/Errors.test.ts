@@ -117,6 +117,9 @@ describe("PgIdempotencyStore failure mapping", () => {
     Effect.gen(function*() {
       const answers: ReadonlyArray<() => Answer> = [
         () => Effect.fail(failed(databaseError("42P01", "relation \"idempotency_records\" does not exist"))),
+        // a missing reservation function, and the one it raises when the record never settles
+        () => Effect.fail(failed(databaseError("42883", "function idempotency_records_reserve(...) does not exist"))),
+        () => Effect.fail(failed(databaseError("P0001", "the reservation did not settle"))),
         () => Effect.fail(failed(databaseError("23505"))),
         () => Effect.fail(failed(databaseError("40001"))),
         // the SQLSTATE decides, whatever the message quotes
@@ -139,12 +142,12 @@ describe("PgIdempotencyStore failure mapping", () => {
       }
     }))
 
-  it.effect("zero rows from every run of a reservation is a StoreError after a bounded number of runs", () =>
+  it.effect("a reservation answered with no row is a StoreError after its one statement", () =>
     Effect.gen(function*() {
       const statements = { count: 0 }
       const store = yield* storeAnswering(() => Effect.succeed([]), statements)
       expectFailure(yield* Effect.exit(store.reserve(reserveRequest(id))), "StoreError", "reserve")
-      assert.strictEqual(statements.count, PgIdempotencyStore.MAX_RESERVE_RUNS)
+      assert.strictEqual(statements.count, 1)
     }))
 
   it.effect("zero rows from a token-checked write is LeaseLost", () =>

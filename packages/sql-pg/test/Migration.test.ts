@@ -1,6 +1,8 @@
 /**
- * The migration (through the Migrator and as plain SQL), table names, and the mapping of failures
- * that are not about connectivity to `StoreError` with the method's name.
+ * The migration (through the Migrator and as plain SQL): the table, its index and its reservation
+ * function, idempotent, for mixed-case and schema-qualified names; table names; and the mapping of
+ * failures that are not about connectivity (a missing table, a missing function) to `StoreError`
+ * with the method's name.
  */
 import { IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { PgIdempotencyMigration, PgIdempotencyStore, PgIdempotencyTable } from "@effect-idempotency/sql-pg"
@@ -23,11 +25,23 @@ const MIGRATOR_SCHEMA = "idem_migrator"
 const MIGRATIONS_TABLE = "idem_migrator_migrations"
 const SCRIPT_TABLE = "idem_Script_Records"
 const MISSING_TABLE = "idem_missing_table"
+const NO_FUNCTION_TABLE = "idem_no_function"
+const LONGEST_TABLE = `idem_longest_${"x".repeat(PgIdempotencyTable.MAX_NAME_LENGTH - 13)}`
 
 const Live = layerClient().pipe(Layer.provideMerge(layerPrimary))
 
 const exec = (text: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<Record<string, unknown>>(text).withoutTransform)
+
+/** The names of the functions in a schema (the connection's current schema when none is named). */
+const functionsIn = (schema?: string) =>
+  Effect.map(
+    exec(
+      `SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+       WHERE n.nspname = ${schema === undefined ? "current_schema()" : `'${schema}'`}`
+    ),
+    (rows) => rows.map((row) => row.proname as string)
+  )
 
 /** Reserve, complete and replay on a store over `options`. */
 const roundTrip = (options: PgIdempotencyStore.Options) =>
@@ -47,7 +61,7 @@ const runMigrator = Migrator.make({})({
 })
 
 layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyMigration", (it) => {
-  it.effect("the Migrator creates the table and its index in a schema, once", () =>
+  it.effect("the Migrator creates the table, its index and its reservation function in a schema, once", () =>
     Effect.gen(function*() {
       yield* exec(`DROP SCHEMA IF EXISTS ${MIGRATOR_SCHEMA} CASCADE`)
       yield* exec(`DROP TABLE IF EXISTS ${MIGRATIONS_TABLE}`)
@@ -60,22 +74,68 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyM
          ORDER BY indexname`
       )
       assert.deepStrictEqual(indexes.map((row) => row.indexname), ["records_expires_at_idx", "records_pkey"])
+      assert.deepStrictEqual(yield* functionsIn(MIGRATOR_SCHEMA), ["records_reserve"])
+      // the schema is not on the search path: the store calls the function by its qualified name
       yield* roundTrip({ schema: MIGRATOR_SCHEMA, table: "records" })
     }))
 
-  it.scoped("the plain SQL script creates the same table, runs twice, and keeps the name's case", () =>
+  it.scoped("the plain SQL script creates the same table and function, runs twice, and keeps the name's case", () =>
     Effect.gen(function*() {
       const table = Either.getOrThrow(PgIdempotencyTable.make({ table: SCRIPT_TABLE }))
+      const statements = PgIdempotencyMigration.statements(table)
+      assert.strictEqual(statements.length, 4)
+      assert.isTrue(statements[0]!.startsWith(`CREATE TABLE IF NOT EXISTS "${SCRIPT_TABLE}"`))
+      assert.isTrue(statements[1]!.startsWith(`CREATE INDEX IF NOT EXISTS "${SCRIPT_TABLE}_expires_at_idx"`))
+      assert.isTrue(statements[2]!.startsWith(`CREATE OR REPLACE FUNCTION "${SCRIPT_TABLE}_reserve"(`))
+      assert.isTrue(statements[3]!.startsWith(`COMMENT ON FUNCTION "${SCRIPT_TABLE}_reserve"(`))
       const script = PgIdempotencyMigration.toSql(table)
-      assert.include(script, `CREATE TABLE IF NOT EXISTS "${SCRIPT_TABLE}"`)
-      assert.include(script, `CREATE INDEX IF NOT EXISTS "${SCRIPT_TABLE}_expires_at_idx"`)
+      assert.strictEqual(script, statements.map((statement) => `${statement};\n`).join("\n"))
       assert.strictEqual(PgIdempotencyMigration.toSql(), PgIdempotencyMigration.toSql(PgIdempotencyTable.defaultTable))
       const database = yield* TestDatabase
       const client = yield* rawClient(database.url, "idem-migration-script")
       yield* rawQuery(client, `DROP TABLE IF EXISTS "${SCRIPT_TABLE}"`)
+      yield* rawQuery(client, `DROP FUNCTION IF EXISTS "${SCRIPT_TABLE}_reserve"`)
       yield* rawQuery(client, script)
       yield* rawQuery(client, script)
+      assert.include(yield* functionsIn(), `${SCRIPT_TABLE}_reserve`)
       yield* roundTrip({ table: SCRIPT_TABLE })
+    }))
+
+  it.effect("the migration runs again over an existing table, and restores a missing reservation function", () =>
+    Effect.gen(function*() {
+      yield* exec(`DROP TABLE IF EXISTS ${NO_FUNCTION_TABLE}`)
+      yield* PgIdempotencyMigration.migration({ table: NO_FUNCTION_TABLE })
+      const store = yield* PgIdempotencyStore.make({ table: NO_FUNCTION_TABLE })
+      const id = freshId()
+      const kept = expectReserved(yield* store.reserve(reserveRequest(id)))
+      yield* PgIdempotencyMigration.migration({ table: NO_FUNCTION_TABLE })
+      assert.strictEqual(expectExisting(yield* store.reserve(reserveRequest(id))).record.token, kept.token)
+
+      // without the function, reserve fails with StoreError (undefined function); the rest works
+      yield* exec(`DROP FUNCTION ${NO_FUNCTION_TABLE}_reserve`)
+      const error = yield* Effect.flip(store.reserve(reserveRequest(freshId())))
+      assert.strictEqual(error._tag, "StoreError")
+      assert.strictEqual(error.method, "reserve")
+      assert.strictEqual(
+        (error as unknown as { readonly cause: { readonly cause: { readonly code: string } } }).cause.cause.code,
+        "42883"
+      )
+      assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, kept.token)
+      yield* store.release({ id, token: kept.token })
+
+      yield* PgIdempotencyMigration.migration({ table: NO_FUNCTION_TABLE })
+      yield* roundTrip({ table: NO_FUNCTION_TABLE })
+    }))
+
+  it.effect("a table name of the longest length gets its index and function under their full names", () =>
+    Effect.gen(function*() {
+      assert.strictEqual(LONGEST_TABLE.length, PgIdempotencyTable.MAX_NAME_LENGTH)
+      yield* exec(`DROP TABLE IF EXISTS ${LONGEST_TABLE}`)
+      yield* PgIdempotencyMigration.migration({ table: LONGEST_TABLE })
+      assert.include(yield* functionsIn(), `${LONGEST_TABLE}_reserve`)
+      const indexes = yield* exec(`SELECT indexname FROM pg_indexes WHERE tablename = '${LONGEST_TABLE}'`)
+      assert.include(indexes.map((row) => row.indexname), `${LONGEST_TABLE}_expires_at_idx`)
+      yield* roundTrip({ table: LONGEST_TABLE })
     }))
 
   it.effect("table and schema names are validated", () =>
@@ -105,6 +165,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyM
   it.effect("a failure that is not about connectivity is a StoreError naming the method", () =>
     Effect.gen(function*() {
       yield* exec(`DROP TABLE IF EXISTS ${MISSING_TABLE}`)
+      yield* exec(`DROP FUNCTION IF EXISTS ${MISSING_TABLE}_reserve`)
       const store = yield* PgIdempotencyStore.make({ table: MISSING_TABLE })
       const id = freshId()
       const token = "token"
@@ -122,10 +183,11 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyM
         const error = yield* Effect.flip(call)
         assert.strictEqual(error._tag, "StoreError", method)
         assert.strictEqual((error as unknown as { readonly method: string }).method, method)
-        // the SQLSTATE of an undefined table
+        // the SQLSTATE of an undefined function (the reservation) or table (the other statements)
         assert.strictEqual(
           (error as unknown as { readonly cause: { readonly cause: { readonly code: string } } }).cause.cause.code,
-          "42P01"
+          method === "reserve" ? "42883" : "42P01",
+          method
         )
       }
     }))
@@ -158,7 +220,8 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyM
         `SELECT tablename FROM pg_tables WHERE schemaname = '${schema}'`
       )
       assert.deepStrictEqual(tables.map((row) => row.tablename), [PgIdempotencyTable.DEFAULT_NAME])
-      // `layer` resolves the unqualified default name through the search path
+      assert.deepStrictEqual(yield* functionsIn(schema), [`${PgIdempotencyTable.DEFAULT_NAME}_reserve`])
+      // `layer` resolves the unqualified default names (table and function) through the search path
       yield* Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
         const id = freshId()

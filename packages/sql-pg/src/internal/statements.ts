@@ -12,17 +12,15 @@ export const now = "COALESCE($1::bigint, floor(extract(epoch FROM statement_time
 /** @internal */
 export const recordColumns = "status, token, fingerprint, attempt, lease_until, expires_at, outcome_kind, outcome"
 
-/**
- * The takeover rule of `IdempotencyRecord.canTakeOver` over the row alias `r`: the same
- * fingerprint, and a FAILED record or an IN_PROGRESS record whose lease ended (when the request
- * allows takeover). Reserve parameters: `$7` fingerprint, `$10` takeover.
- */
-const takeover = (r: string) =>
-  `(${r}.fingerprint = $7::text AND (${r}.status = 'FAILED' OR ` +
-  `(${r}.status = 'IN_PROGRESS' AND $10::boolean AND ${r}.lease_until <= ${now})))`
-
 /** Token-checked writes: `$2` id, `$3` token; the record must be live and IN_PROGRESS. */
 const owned = `id = $2::text AND token = $3::text AND status = 'IN_PROGRESS' AND expires_at > ${now}`
+
+/**
+ * How many rounds the reservation function runs before it gives up. A round ends without an
+ * answer only when a concurrent write changed the record between the round's read and its write,
+ * or deleted it between the round's insert and its read; the next round sees that write.
+ */
+const RESERVE_ROUNDS = 5
 
 /**
  * The statements of a store over one table. Each is one round trip.
@@ -31,10 +29,9 @@ const owned = `id = $2::text AND token = $3::text AND status = 'IN_PROGRESS' AND
  */
 export interface Statements {
   /**
-   * `$1` now, `$2` id, `$3` operation, `$4` scope, `$5` key, `$6` token, `$7` fingerprint,
-   * `$8` lease ms, `$9` ttl ms, `$10` takeover. Returns one row (`reserved` true or false), or no
-   * row when a concurrent write committed between the statement's snapshot and its row lock: the
-   * caller runs it again.
+   * A call of the reservation function (`reserveFunction`). `$1` now, `$2` id, `$3` operation,
+   * `$4` scope, `$5` key, `$6` token, `$7` fingerprint, `$8` lease ms, `$9` ttl ms, `$10` takeover.
+   * Returns one row: `reserved`, the record's columns after the call, and `now`.
    */
   readonly reserve: string
   /** `$1` now, `$2` id, `$3` token, `$4` outcome kind, `$5` outcome body, `$6` ttl ms. */
@@ -54,66 +51,13 @@ export interface Statements {
 /**
  * Builds the statements for a table.
  *
- * The reservation reads the row first and writes only to reserve:
- *
- * - `existing`: the row as the statement's snapshot sees it.
- * - `taken`: an UPDATE of an expired record (overwritten as if absent, attempt 1) or of a record the
- *   takeover rule allows (attempt + 1). Under READ COMMITTED an UPDATE that waits for a concurrent
- *   writer re-evaluates its WHERE on the newest row version, so two takeovers never both succeed.
- * - `created`: an INSERT when the snapshot holds no row; `ON CONFLICT DO NOTHING` loses quietly to
- *   a concurrent insert.
- * - otherwise the snapshot row is returned as the existing record, unless it is expired or could
- *   be taken over: then the UPDATE lost to a concurrent writer, the snapshot row is stale, and the
- *   statement returns no row (as when the INSERT lost), for the caller to run it again with a new
- *   snapshot.
- *
- * Duplicates (replays, conflicts) take no row lock and write nothing.
- *
  * @internal
  */
 export const make = (table: IdempotencyTable): Statements => {
   const t = table.qualified
-  const reserve = `WITH existing AS (
-  SELECT ${recordColumns} FROM ${t} WHERE id = $2::text
-),
-taken AS (
-  UPDATE ${t} AS r SET
-    status = 'IN_PROGRESS',
-    token = $6::text,
-    fingerprint = $7::text,
-    attempt = CASE WHEN r.expires_at <= ${now} THEN 1 ELSE r.attempt + 1 END,
-    lease_until = ${now} + $8::bigint,
-    expires_at = ${now} + GREATEST($8::bigint, $9::bigint),
-    outcome_kind = NULL,
-    outcome = NULL,
-    created_at = CASE WHEN r.expires_at <= ${now} THEN ${now} ELSE r.created_at END,
-    updated_at = ${now}
-  WHERE r.id = $2::text AND (r.expires_at <= ${now} OR ${takeover("r")})
-  RETURNING r.attempt, r.lease_until, r.expires_at
-),
-created AS (
-  INSERT INTO ${t} (id, operation, scope, key, status, token, fingerprint, attempt, lease_until, expires_at,
-    created_at, updated_at)
-  SELECT $2::text, $3::text, $4::text, $5::text, 'IN_PROGRESS', $6::text, $7::text, 1, ${now} + $8::bigint,
-    ${now} + GREATEST($8::bigint, $9::bigint), ${now}, ${now}
-  WHERE NOT EXISTS (SELECT 1 FROM existing)
-  ON CONFLICT (id) DO NOTHING
-  RETURNING attempt, lease_until, expires_at
-)
-SELECT true AS reserved, NULL::text AS status, NULL::text AS token, NULL::text AS fingerprint, attempt, lease_until,
-  expires_at, NULL::text AS outcome_kind, NULL::text AS outcome, ${now} AS now
-FROM taken
-UNION ALL
-SELECT true, NULL, NULL, NULL, attempt, lease_until, expires_at, NULL, NULL, ${now}
-FROM created
-UNION ALL
-SELECT false, e.status, e.token, e.fingerprint, e.attempt, e.lease_until, e.expires_at, e.outcome_kind, e.outcome,
-  ${now}
-FROM existing AS e
-WHERE NOT EXISTS (SELECT 1 FROM taken) AND e.expires_at > ${now} AND NOT ${takeover("e")}`
-
   return {
-    reserve,
+    reserve: `SELECT * FROM ${table.reserveFunction}($1::bigint, $2::text, $3::text, $4::text, $5::text, $6::text,
+  $7::text, $8::bigint, $9::bigint, $10::boolean)`,
     complete: `UPDATE ${t} SET status = 'COMPLETED', outcome_kind = $4::text, outcome = $5::text,
   expires_at = ${now} + $6::bigint, updated_at = ${now}
 WHERE ${owned}
@@ -140,12 +84,111 @@ SELECT count(*)::integer AS purged FROM purged`
   }
 }
 
+/** The parameter types of the reservation function, in order (its signature). */
+const reserveParameterTypes = "bigint, text, text, text, text, text, text, bigint, bigint, boolean"
+
 /**
- * The migration: the table and its expiry index.
+ * The takeover rule of `IdempotencyRecord.canTakeOver`, over the record's columns with the prefix
+ * `r` (`"t."` for the table's row, `""` for the function's variables): the same fingerprint, and a
+ * FAILED record or an IN_PROGRESS record whose lease ended (when the request allows takeover).
+ */
+const takeover = (r: string, indent: string) =>
+  `(${r}fingerprint = p_fingerprint\n${indent}AND (${r}status = 'FAILED' OR ` +
+  `(${r}status = 'IN_PROGRESS' AND p_takeover AND ${r}lease_until <= now)))`
+
+/** The record's columns of the row `t`, read into the function's output variables of the same names. */
+const intoRecord = `t.${recordColumns.split(", ").join(", t.")}\n      INTO ${recordColumns}`
+
+/**
+ * The reservation function. It runs in the caller's transaction (or its own statement) and
+ * answers with one row: `reserved` true when this call reserved the record, false when it returns
+ * an existing record the caller may not take over; the record's columns after the call; and `now`,
+ * the instant every decision of the call used (`p_now`, or the database's clock when NULL).
+ *
+ * Each round:
+ *
+ * 1. INSERT the record, `ON CONFLICT (id) DO NOTHING`: a new key is reserved at attempt 1. A
+ *    concurrent uncommitted insert of the same id makes it wait for that transaction's end.
+ * 2. SELECT the record. The function is VOLATILE: under READ COMMITTED each statement takes a new
+ *    snapshot, so this read sees whatever committed while step 1 waited. A live record that the
+ *    takeover rule does not give to this request is returned as it is: no row lock, no write.
+ * 3. An expired record (overwritten as if absent, attempt 1) or one the takeover rule allows
+ *    (attempt + 1) is UPDATEd with the same condition in its WHERE. An UPDATE that waits for a
+ *    concurrent writer of the row evaluates its WHERE again on the newest row version, so of
+ *    concurrent takeovers exactly one succeeds.
+ *
+ * A round without an answer (the UPDATE lost to a concurrent write, or the record vanished between
+ * steps 1 and 2) is followed by the next, which sees that write. After `RESERVE_ROUNDS` rounds the
+ * function raises an exception.
+ *
+ * PL/pgSQL prepares the plan of each statement once per session and keeps it, so a reservation
+ * plans only the small `SELECT * FROM fn(...)` that calls it.
+ */
+const createReserveFunction = (table: IdempotencyTable): string => {
+  const t = table.qualified
+  return `CREATE OR REPLACE FUNCTION ${table.reserveFunction}(
+  p_now bigint, p_id text, p_operation text, p_scope text, p_key text, p_token text, p_fingerprint text,
+  p_lease bigint, p_ttl bigint, p_takeover boolean,
+  OUT reserved boolean, OUT status text, OUT token text, OUT fingerprint text, OUT attempt integer,
+  OUT lease_until bigint, OUT expires_at bigint, OUT outcome_kind text, OUT outcome text, OUT now bigint
+)
+LANGUAGE plpgsql VOLATILE
+AS $reserve$
+BEGIN
+  now := COALESCE(p_now, floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint);
+  FOR round IN 1..${RESERVE_ROUNDS} LOOP
+    INSERT INTO ${t} AS t (id, operation, scope, key, status, token, fingerprint, attempt, lease_until,
+      expires_at, created_at, updated_at)
+    VALUES (p_id, p_operation, p_scope, p_key, 'IN_PROGRESS', p_token, p_fingerprint, 1, now + p_lease,
+      now + GREATEST(p_lease, p_ttl), now, now)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING ${intoRecord};
+    IF FOUND THEN
+      reserved := true;
+      RETURN;
+    END IF;
+
+    SELECT ${intoRecord}
+    FROM ${t} AS t
+    WHERE t.id = p_id;
+    IF FOUND THEN
+      IF expires_at > now AND NOT ${takeover("", "        ")} THEN
+        reserved := false;
+        RETURN;
+      END IF;
+
+      UPDATE ${t} AS t SET
+        status = 'IN_PROGRESS',
+        token = p_token,
+        fingerprint = p_fingerprint,
+        attempt = CASE WHEN t.expires_at <= now THEN 1 ELSE t.attempt + 1 END,
+        lease_until = now + p_lease,
+        expires_at = now + GREATEST(p_lease, p_ttl),
+        outcome_kind = NULL,
+        outcome = NULL,
+        created_at = CASE WHEN t.expires_at <= now THEN now ELSE t.created_at END,
+        updated_at = now
+      WHERE t.id = p_id
+        AND (t.expires_at <= now OR ${takeover("t.", "          ")})
+      RETURNING ${intoRecord};
+      IF FOUND THEN
+        reserved := true;
+        RETURN;
+      END IF;
+    END IF;
+    -- a concurrent write changed or deleted the record since this round read it: the next round sees it
+  END LOOP;
+  RAISE EXCEPTION 'the reservation did not settle: the record changed during each of ${RESERVE_ROUNDS} rounds';
+END
+$reserve$`
+}
+
+/**
+ * The migration: the table, its expiry index and the reservation function.
  *
  * @internal
  */
-export const createTable = (table: IdempotencyTable): ReadonlyArray<string> => [
+export const migration = (table: IdempotencyTable): ReadonlyArray<string> => [
   `CREATE TABLE IF NOT EXISTS ${table.qualified} (
   id text PRIMARY KEY,
   operation text NOT NULL,
@@ -162,5 +205,8 @@ export const createTable = (table: IdempotencyTable): ReadonlyArray<string> => [
   created_at bigint NOT NULL,
   updated_at bigint NOT NULL
 )`,
-  `CREATE INDEX IF NOT EXISTS ${table.expiresAtIndex} ON ${table.qualified} (expires_at)`
+  `CREATE INDEX IF NOT EXISTS ${table.expiresAtIndex} ON ${table.qualified} (expires_at)`,
+  createReserveFunction(table),
+  `COMMENT ON FUNCTION ${table.reserveFunction}(${reserveParameterTypes}) IS ` +
+  `'Reserves an idempotency record of ${table.qualified} (@effect-idempotency/sql-pg)'`
 ]

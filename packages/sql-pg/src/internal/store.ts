@@ -7,7 +7,6 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { IdempotencyTable } from "../PgIdempotencyTable.js"
@@ -24,21 +23,6 @@ export interface StoreOptions {
 
 /** @internal */
 export const DEFAULT_PURGE_LIMIT = 1000
-
-/**
- * How many times a reservation runs when a concurrent commit made its snapshot stale. One run is
- * the common case; a second follows a lost race; more need the same key to change again during
- * the second run.
- *
- * @internal
- */
-export const MAX_RESERVE_RUNS = 5
-
-/** @internal */
-export const reserveReruns = Metric.counter("effect_idempotency_pg_reserve_reruns", {
-  description: "Reservations run again because a concurrent write made their snapshot stale",
-  incremental: true
-})
 
 /** bigint columns arrive as strings from `pg` (as numbers or bigints with custom type parsers). */
 const Int = Schema.Union(
@@ -162,7 +146,7 @@ export const make = (
       reserve: (request) => {
         const lease = millis(request.lease)
         const ttl = millis(request.ttl)
-        const run = query("reserve", ReserveRow, statements.reserve, (now) => [
+        const reserve = query("reserve", ReserveRow, statements.reserve, (now) => [
           now,
           request.id.value,
           request.id.operation,
@@ -173,20 +157,14 @@ export const make = (
           lease,
           ttl,
           request.takeover
-        ])
-        const loop = (runs: number): Effect.Effect<ReserveResult, StoreFailure> =>
-          Effect.flatMap(run, (rows) => {
+        ]).pipe(
+          Effect.flatMap((rows) => {
             const row = rows[0]
+            // the function answers with exactly one row
             if (row === undefined) {
-              // a concurrent write committed between this run's snapshot and its row lock
-              return runs >= MAX_RESERVE_RUNS
-                ? Effect.fail(
-                  new StoreError({
-                    method: "reserve",
-                    cause: `the record changed during each of ${runs} runs of the reservation`
-                  })
-                )
-                : Effect.zipRight(Metric.increment(reserveReruns), loop(runs + 1))
+              return Effect.fail(
+                new StoreError({ method: "reserve", cause: "the reservation function returned no row" })
+              )
             }
             return Effect.succeed(
               row.reserved
@@ -199,7 +177,8 @@ export const make = (
                 : ReserveResult.Existing({ record: toRecord(row), now: row.now })
             )
           })
-        return method("reserve", loop(1), request.id)
+        )
+        return method("reserve", reserve, request.id)
       },
 
       complete: (request) => {
