@@ -1,3 +1,4 @@
+import type { AttributeValue } from "@aws-sdk/client-dynamodb"
 import {
   ProvisionedThroughputExceededException,
   PutItemCommand,
@@ -14,6 +15,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
 import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
@@ -262,19 +264,49 @@ for (const backend of backends) {
         yield* startAtWallClock
         const store = yield* IdempotencyStore.IdempotencyStore
         const { client } = yield* DynamoDbClient.DynamoDbClient
-        const id = freshId()
-        yield* Effect.promise(() =>
-          client.send(
-            new PutItemCommand({
-              TableName: malformedTable,
-              Item: { id: { S: id.value }, status: { S: "SOMETHING_ELSE" }, attempt: { N: "1" } }
-            })
+        const now = yield* Clock.currentTimeMillis
+        const live = { N: String(now + 3_600_000) }
+        // each is met by a reservation whose condition fails (no expires_at, or another fingerprint)
+        const items: ReadonlyArray<Record<string, AttributeValue>> = [
+          { status: { S: "SOMETHING_ELSE" }, attempt: { N: "1" } },
+          {
+            status: { S: "COMPLETED" },
+            token: { N: "1" },
+            fingerprint: { S: "sha256:other" },
+            attempt: { N: "1" },
+            lease_until: { N: "0" },
+            expires_at: live
+          },
+          {
+            status: { S: "IN_PROGRESS" },
+            token: { S: "t" },
+            fingerprint: { S: "sha256:other" },
+            attempt: { S: "one" },
+            lease_until: { N: "0" },
+            expires_at: live
+          },
+          {
+            status: { S: "COMPLETED" },
+            token: { S: "t" },
+            fingerprint: { S: "sha256:other" },
+            attempt: { N: "1" },
+            lease_until: { N: "0" },
+            expires_at: live,
+            outcome_kind: { BOOL: true }
+          }
+        ]
+        for (const item of items) {
+          const id = freshId()
+          yield* Effect.promise(() =>
+            client.send(new PutItemCommand({ TableName: malformedTable, Item: { id: { S: id.value }, ...item } }))
           )
-        )
-        const reserve = yield* Effect.flip(store.reserve(reserveRequest(id)))
-        assert.strictEqual(reserve._tag, "StoreError")
-        const get = yield* Effect.flip(store.get(id))
-        assert.strictEqual(get._tag, "StoreError")
+          const reserve = yield* Effect.flip(store.reserve(reserveRequest(id)))
+          assert.strictEqual(reserve._tag, "StoreError", JSON.stringify(item))
+          assert.isTrue(ParseResult.isParseError(reserve.cause), JSON.stringify(item))
+          const get = yield* Effect.flip(store.get(id))
+          assert.strictEqual(get._tag, "StoreError", JSON.stringify(item))
+          assert.isTrue(ParseResult.isParseError(get.cause), JSON.stringify(item))
+        }
       }))
   })
 }

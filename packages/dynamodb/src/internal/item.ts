@@ -50,24 +50,87 @@ const ItemSchema = Schema.Struct({
 
 const decodeItem = Schema.decodeUnknownEither(ItemSchema)
 
+const fromFields = (fields: typeof ItemSchema.Type): IdempotencyRecord.IdempotencyRecord => ({
+  status: fields.status.S,
+  token: fields.token.S,
+  fingerprint: fields.fingerprint.S,
+  attempt: fields.attempt.N,
+  leaseUntil: fields.lease_until.N,
+  expiresAt: fields.expires_at.N,
+  outcome: fields.status.S === "COMPLETED" && fields.outcome_kind !== undefined
+    ? Record_.outcomeFromColumns(fields.outcome_kind.S, fields.outcome_body?.S ?? "")
+    : undefined
+})
+
+const decodeWithSchema = (item: unknown): Either.Either<IdempotencyRecord.IdempotencyRecord, ParseResult.ParseError> =>
+  Either.map(decodeItem(item), fromFields)
+
+// The fast path: the few attributes read by hand. It accepts only items that `ItemSchema` accepts,
+// and reads them as it does; anything else (`undefined`) is left to the schema, which then
+// decides (and explains a malformed item with its `ParseError`).
+
+/** An own property of an object, as the schema reads it; `undefined` when absent. */
+const own = (u: unknown, key: string): unknown =>
+  typeof u === "object" && u !== null && Object.hasOwn(u, key)
+    ? (u as { readonly [key: string]: unknown })[key]
+    : undefined
+
+const stringOf = (attributeValue: unknown): string | undefined => {
+  const text = own(attributeValue, "S")
+  return typeof text === "string" ? text : undefined
+}
+
+/** `Schema.NumberFromString`, without its special value "NaN" (left to the schema). */
+const numberOf = (attributeValue: unknown): number | undefined => {
+  const text = own(attributeValue, "N")
+  if (typeof text !== "string" || text.trim() === "") return undefined
+  const n = Number(text)
+  return Number.isNaN(n) ? undefined : n
+}
+
+const isStatus = (s: string | undefined): s is IdempotencyRecord.Status =>
+  s === "IN_PROGRESS" || s === "COMPLETED" || s === "FAILED"
+
+const decodeFast = (item: unknown): IdempotencyRecord.IdempotencyRecord | undefined => {
+  const status = stringOf(own(item, Attribute.status))
+  const token = stringOf(own(item, Attribute.token))
+  const fingerprint = stringOf(own(item, Attribute.fingerprint))
+  const attempt = numberOf(own(item, Attribute.attempt))
+  const leaseUntil = numberOf(own(item, Attribute.leaseUntil))
+  const expiresAt = numberOf(own(item, Attribute.expiresAt))
+  if (
+    !isStatus(status) || token === undefined || fingerprint === undefined || attempt === undefined ||
+    leaseUntil === undefined || expiresAt === undefined
+  ) return undefined
+  const kindValue = own(item, Attribute.outcomeKind)
+  const bodyValue = own(item, Attribute.outcomeBody)
+  const kind = stringOf(kindValue)
+  const body = stringOf(bodyValue)
+  if ((kindValue !== undefined && kind === undefined) || (bodyValue !== undefined && body === undefined)) {
+    return undefined
+  }
+  return {
+    status,
+    token,
+    fingerprint,
+    attempt,
+    leaseUntil,
+    expiresAt,
+    outcome: status === "COMPLETED" && kind !== undefined ? Record_.outcomeFromColumns(kind, body ?? "") : undefined
+  }
+}
+
 /**
  * Reads a record from an item. An outcome of an unknown kind (written by a newer version) reads
- * as no outcome, which a replay reports as `StoredOutcomeInvalid`.
+ * as no outcome, which a replay reports as `StoredOutcomeInvalid`. A well-formed item is read by
+ * hand; any other is left to the item's schema, which fails with a `ParseError`.
  *
  * @internal
  */
-export const decode = (item: Item): Either.Either<IdempotencyRecord.IdempotencyRecord, ParseResult.ParseError> =>
-  Either.map(decodeItem(item), (fields) => ({
-    status: fields.status.S,
-    token: fields.token.S,
-    fingerprint: fields.fingerprint.S,
-    attempt: fields.attempt.N,
-    leaseUntil: fields.lease_until.N,
-    expiresAt: fields.expires_at.N,
-    outcome: fields.status.S === "COMPLETED" && fields.outcome_kind !== undefined
-      ? Record_.outcomeFromColumns(fields.outcome_kind.S, fields.outcome_body?.S ?? "")
-      : undefined
-  }))
+export const decode = (item: Item): Either.Either<IdempotencyRecord.IdempotencyRecord, ParseResult.ParseError> => {
+  const record = decodeFast(item)
+  return record !== undefined ? Either.right(record) : decodeWithSchema(item)
+}
 
 /**
  * The number of bytes `s` takes in UTF-8, which is how DynamoDB sizes names and string values.

@@ -5,19 +5,19 @@ import * as Data from "effect/Data"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Predicate from "effect/Predicate"
-import * as Ref from "effect/Ref"
-import type * as Schedule from "effect/Schedule"
+import * as Schedule from "effect/Schedule"
 import type { Item } from "./item.js"
 
 /**
  * A conditional write's condition evaluated to false: data for the caller, never an error that
  * leaves the store. `item` is the item as it was, when the service returned it (DynamoDB does
  * for `ReturnValuesOnConditionCheckFailure: ALL_OLD` when the item exists; some emulators never
- * do).
+ * do). A plain tagged value, not an `Error`: it is met on every replay and conflict, and capturing
+ * a stack trace for it would cost more than everything else the store does with it.
  *
  * @internal
  */
-export class ConditionFailed extends Data.TaggedError("ConditionFailed")<{
+export class ConditionFailed extends Data.TaggedClass("ConditionFailed")<{
   readonly item: Item | undefined
   /**
    * An earlier attempt of the same call failed in a way that leaves open whether it was applied
@@ -138,9 +138,17 @@ export const isItemTooLarge = (u: unknown): boolean =>
 export const mayHaveBeenApplied = (u: unknown): boolean =>
   isUnavailable(u) && !NOT_SENT_CODES.has(stringProperty(u, "code") ?? "")
 
-const classify = (method: string, afterUncertainAttempt: boolean) =>
-(
-  error: unknown
+/**
+ * Whether a failure is retried by the sender's schedule: throttling, or a transient failure.
+ *
+ * @internal
+ */
+export const isRetryable = (u: unknown): boolean => isThrottling(u) || isUnavailable(u)
+
+const classify = (
+  method: string,
+  error: unknown,
+  afterUncertainAttempt: boolean
 ): ConditionFailed | IdempotencyError.StoreFailure => {
   if (stringProperty(error, "name") === "ConditionalCheckFailedException") {
     const item = Predicate.hasProperty(error, "Item") && Predicate.isRecord(error.Item)
@@ -148,7 +156,7 @@ const classify = (method: string, afterUncertainAttempt: boolean) =>
       : undefined
     return new ConditionFailed({ item, afterUncertainAttempt })
   }
-  return isThrottling(error) || isUnavailable(error)
+  return isRetryable(error)
     ? new IdempotencyError.StoreUnavailable({ method, cause: error })
     : new IdempotencyError.StoreError({ method, cause: error })
 }
@@ -161,24 +169,47 @@ const classify = (method: string, afterUncertainAttempt: boolean) =>
  * Every failure is typed: `ConditionFailed` for a failed condition, `StoreUnavailable` for
  * throttling and transient failures past the retries, `StoreError` for anything else.
  *
+ * The common case, one attempt that succeeds or fails for good (a failed condition is a failure
+ * for good), costs one `tryPromise`: the schedule is started only after a retryable failure.
+ *
  * @internal
  */
 export const send = <A>(
   sender: Sender,
   method: string,
   request: (client: DynamoDBClient, signal: AbortSignal) => Promise<A>
+): Effect.Effect<A, ConditionFailed | IdempotencyError.StoreFailure> => {
+  const once = Effect.tryPromise({
+    try: (signal) => request(sender.client, signal),
+    catch: (error) => error
+  })
+  const attempt = sender.timeout === undefined ? once : Effect.timeout(once, sender.timeout)
+  return Effect.catchAll(
+    attempt,
+    (error) => isRetryable(error) ? retry(sender, method, attempt, error) : Effect.fail(classify(method, error, false))
+  )
+}
+
+/**
+ * The attempts after a first one that failed with `first`, a retryable failure: as
+ * `Effect.retry({ schedule: sender.retry, while: isRetryable })` would make them. Each failure is
+ * offered to the schedule, which decides whether (and after how long) to send again; the last
+ * failure is classified, knowing whether any attempt may have been applied.
+ */
+const retry = <A>(
+  sender: Sender,
+  method: string,
+  attempt: Effect.Effect<A, unknown>,
+  first: unknown
 ): Effect.Effect<A, ConditionFailed | IdempotencyError.StoreFailure> =>
-  Effect.flatMap(Ref.make(false), (uncertain) => {
-    const once = Effect.tryPromise({
-      try: (signal) => request(sender.client, signal),
-      catch: (error) => error
-    })
-    const bounded = sender.timeout === undefined ? once : Effect.timeout(once, sender.timeout)
-    return bounded.pipe(
-      Effect.tapError((error) => mayHaveBeenApplied(error) ? Ref.set(uncertain, true) : Effect.void),
-      Effect.retry({ schedule: sender.retry, while: (error) => isThrottling(error) || isUnavailable(error) }),
-      Effect.catchAll((error) =>
-        Effect.flatMap(Ref.get(uncertain), (after) => Effect.fail(classify(method, after)(error)))
-      )
-    )
+  Effect.flatMap(Schedule.driver(Schedule.whileInput(sender.retry, isRetryable)), (driver) => {
+    const next = (
+      error: unknown,
+      uncertain: boolean
+    ): Effect.Effect<A, ConditionFailed | IdempotencyError.StoreFailure> =>
+      Effect.matchEffect(driver.next(error), {
+        onFailure: () => Effect.fail(classify(method, error, uncertain)),
+        onSuccess: () => Effect.catchAll(attempt, (failure) => next(failure, uncertain || mayHaveBeenApplied(failure)))
+      })
+    return next(first, mayHaveBeenApplied(first))
   })

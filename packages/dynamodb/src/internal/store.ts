@@ -13,12 +13,13 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import type { Expr } from "./expression.js"
-import { and, compile, expr, name, num, or, projection, str, update } from "./expression.js"
+import type { Fields } from "./expression.js"
 import type { Item, Names } from "./item.js"
 import { Attribute as A, completedItemBytes, decode, toTtlSeconds } from "./item.js"
 import type { ConditionFailed, Sender } from "./send.js"
 import { isItemTooLarge, send } from "./send.js"
+import * as Statements from "./statements.js"
+import { N, S } from "./statements.js"
 
 type Store = IdempotencyStore.IdempotencyStore["Type"]
 type Method = IdempotencyError.LeaseLost["method"]
@@ -43,6 +44,7 @@ const PURGE_CONCURRENCY = 8
 /** @internal */
 export const make = (config: Config): Store => {
   const { maxItemBytes, names, sender, tableName } = config
+  const statements = Statements.make(names)
   const TableName = tableName
   const Key = (id: string): Item => ({ [names.key]: { S: id } })
   const call = <A>(
@@ -66,36 +68,21 @@ export const make = (config: Config): Store => {
 
   const leaseLost = (method: Method, id: string) => new IdempotencyError.LeaseLost({ method, recordId: id })
 
-  const span = (method: string) =>
-    Effect.withSpan(`DynamoDbStore.${method}`, {
-      attributes: { "db.system": "dynamodb", "aws.dynamodb.table_names": [tableName] }
-    })
-
-  // ---------------------------------------------------------------------------------------------
-  // conditions: the one place where the protocol's rules become DynamoDB expressions
-  // ---------------------------------------------------------------------------------------------
-
-  const absent: Expr = expr`attribute_not_exists(${name(names.key)})`
-  const live = (now: number): Expr => expr`${name(A.expiresAt)} > ${num(now)}`
-  const expired = (now: number): Expr => expr`${name(A.expiresAt)} <= ${num(now)}`
-  const status = (value: IdempotencyRecord.Status): Expr => expr`${name(A.status)} = ${str(value)}`
-
-  /** The record is live, IN_PROGRESS and holds `token`: the fencing condition of every write after reserve. */
-  const owned = (token: string, now: number): Expr =>
-    and(status("IN_PROGRESS"), expr`${name(A.token)} = ${str(token)}`, live(now))
-
-  /** `IdempotencyRecord.canTakeOver` on a live record, or no record at all. */
-  const reservable = (request: IdempotencyStore.ReserveRequest, now: number): Expr => {
-    const failed = status("FAILED")
-    const lapsed = and(status("IN_PROGRESS"), expr`${name(A.leaseUntil)} <= ${num(now)}`)
-    return or(
-      absent,
-      and(
-        live(now),
-        expr`${name(A.fingerprint)} = ${str(request.fingerprint)}`,
-        request.takeover ? or(failed, lapsed) : failed
-      )
-    )
+  // One span per method call. Built once: its options are the same for every call, and no stack
+  // trace is captured (it would point into this file, at a cost on every call).
+  const spanOptions = {
+    attributes: { "db.system": "dynamodb", "aws.dynamodb.table_names": [tableName] },
+    captureStackTrace: false
+  }
+  const span = (method: string) => Effect.withSpan(`DynamoDbStore.${method}`, spanOptions)
+  const spans = {
+    reserve: span("reserve"),
+    complete: span("complete"),
+    markFailed: span("markFailed"),
+    release: span("release"),
+    extend: span("extend"),
+    get: span("get"),
+    purgeExpired: span("purgeExpired")
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -142,14 +129,6 @@ export const make = (config: Config): Store => {
       const expiresAt = now + Math.max(lease, Duration.toMillis(request.ttl))
       const reserved = (attempt: number) =>
         IdempotencyRecord.ReserveResult.Reserved({ token: request.token, attempt, leaseUntil, expiresAt })
-      const fields: ReadonlyArray<readonly [string, Expr]> = [
-        [A.status, str("IN_PROGRESS")],
-        [A.token, str(request.token)],
-        [A.fingerprint, str(request.fingerprint)],
-        [A.leaseUntil, num(leaseUntil)],
-        [A.expiresAt, num(expiresAt)],
-        [names.ttl, num(toTtlSeconds(expiresAt))]
-      ]
 
       // Creates the record, or takes over a live one by the takeover rule; the attempt number is
       // computed by DynamoDB from the record it replaces, in the same write.
@@ -158,12 +137,13 @@ export const make = (config: Config): Store => {
           new UpdateItemCommand({
             TableName,
             Key: Key(id),
-            ...compile({
-              condition: reservable(request, now),
-              update: update({
-                set: [...fields, [A.attempt, expr`if_not_exists(${name(A.attempt)}, ${num(0)}) + ${num(1)}`]],
-                remove: [A.outcomeKind, A.outcomeBody]
-              })
+            ...(request.takeover ? statements.claim.takeover : statements.claim.noTakeover)({
+              now: N(now),
+              token: S(request.token),
+              fingerprint: S(request.fingerprint),
+              leaseUntil: N(leaseUntil),
+              expiresAt: N(expiresAt),
+              ttl: N(toTtlSeconds(expiresAt))
             }),
             ReturnValues: "UPDATED_NEW",
             ReturnValuesOnConditionCheckFailure: "ALL_OLD"
@@ -198,7 +178,7 @@ export const make = (config: Config): Store => {
               [A.expiresAt]: { N: String(expiresAt) },
               [names.ttl]: { N: String(toTtlSeconds(expiresAt)) }
             },
-            ...compile({ condition: or(absent, expired(now)) }),
+            ...statements.recreate({ now: N(now) }),
             ReturnValuesOnConditionCheckFailure: "ALL_OLD"
           }),
           { abortSignal }
@@ -253,7 +233,7 @@ export const make = (config: Config): Store => {
       }
 
       return yield* attemptWrite(claim, 1)
-    }).pipe(span("reserve"))
+    }).pipe(spans.reserve)
 
   // ---------------------------------------------------------------------------------------------
   // token-checked writes
@@ -297,8 +277,7 @@ export const make = (config: Config): Store => {
   const updateRecord = (
     method: Method,
     id: string,
-    condition: Expr,
-    set: ReadonlyArray<readonly [string, Expr]>,
+    fields: Fields,
     returnOld?: { readonly onSuccess?: boolean; readonly onConditionFailure?: boolean }
   ) =>
     call(method, (client, abortSignal) =>
@@ -306,7 +285,7 @@ export const make = (config: Config): Store => {
         new UpdateItemCommand({
           TableName,
           Key: Key(id),
-          ...compile({ condition, update: update({ set }) }),
+          ...fields,
           ...(returnOld?.onSuccess === true ? { ReturnValues: "ALL_OLD" } : {}),
           ...(returnOld?.onConditionFailure === true ? { ReturnValuesOnConditionCheckFailure: "ALL_OLD" } : {})
         }),
@@ -320,13 +299,18 @@ export const make = (config: Config): Store => {
       const expiresAt = now + Duration.toMillis(request.ttl)
       const write = (outcome: IdempotencyRecord.StoredOutcome) => {
         const { body, kind } = IdempotencyRecord.outcomeToColumns(outcome)
-        return updateRecord("complete", id, owned(request.token, now), [
-          [A.status, str("COMPLETED")],
-          [A.outcomeKind, str(kind)],
-          [A.outcomeBody, str(body)],
-          [A.expiresAt, num(expiresAt)],
-          [names.ttl, num(toTtlSeconds(expiresAt))]
-        ])
+        return updateRecord(
+          "complete",
+          id,
+          statements.complete({
+            now: N(now),
+            token: S(request.token),
+            kind: S(kind),
+            body: S(body),
+            expiresAt: N(expiresAt),
+            ttl: N(toTtlSeconds(expiresAt))
+          })
+        )
       }
       const { body, kind } = IdempotencyRecord.outcomeToColumns(request.outcome)
       const bytes = completedItemBytes({ names, id, token: request.token, kind, body })
@@ -348,7 +332,7 @@ export const make = (config: Config): Store => {
           () => omitted(`${tooLarge} (refused by DynamoDB)`)
         )
       yield* fenced("complete", id, recorded, { applied: heldBy("COMPLETED", request.token) })
-    }).pipe(span("complete"))
+    }).pipe(spans.complete)
 
   const markFailed: Store["markFailed"] = (request) =>
     Effect.gen(function*() {
@@ -358,14 +342,19 @@ export const make = (config: Config): Store => {
       yield* fenced(
         "markFailed",
         id,
-        updateRecord("markFailed", id, owned(request.token, now), [
-          [A.status, str("FAILED")],
-          [A.expiresAt, num(expiresAt)],
-          [names.ttl, num(toTtlSeconds(expiresAt))]
-        ]),
+        updateRecord(
+          "markFailed",
+          id,
+          statements.markFailed({
+            now: N(now),
+            token: S(request.token),
+            expiresAt: N(expiresAt),
+            ttl: N(toTtlSeconds(expiresAt))
+          })
+        ),
         { applied: heldBy("FAILED", request.token) }
       )
-    }).pipe(span("markFailed"))
+    }).pipe(spans.markFailed)
 
   const release: Store["release"] = (request) =>
     Effect.gen(function*() {
@@ -376,13 +365,17 @@ export const make = (config: Config): Store => {
         id,
         call("release", (client, abortSignal) =>
           client.send(
-            new DeleteItemCommand({ TableName, Key: Key(id), ...compile({ condition: owned(request.token, now) }) }),
+            new DeleteItemCommand({
+              TableName,
+              Key: Key(id),
+              ...statements.release({ now: N(now), token: S(request.token) })
+            }),
             { abortSignal }
           )),
         // a retried delete whose first attempt went through finds no record
         { applied: Option.isNone }
       )
-    }).pipe(span("release"))
+    }).pipe(spans.release)
 
   const extend: Store["extend"] = (request) =>
     Effect.gen(function*() {
@@ -392,7 +385,12 @@ export const make = (config: Config): Store => {
       const written = yield* fenced(
         "extend",
         id,
-        updateRecord("extend", id, owned(request.token, now), [[A.leaseUntil, num(leaseUntil)]], { onSuccess: true })
+        updateRecord(
+          "extend",
+          id,
+          statements.extendLease({ now: N(now), token: S(request.token), leaseUntil: N(leaseUntil) }),
+          { onSuccess: true }
+        )
       )
       const previous = Option.flatMapNullable(written, (output) => output.Attributes)
       const old = Option.isNone(previous) ? undefined : yield* decodeItem("extend", previous.value)
@@ -405,8 +403,12 @@ export const make = (config: Config): Store => {
         updateRecord(
           "extend",
           id,
-          and(owned(request.token, now), expr`${name(A.expiresAt)} < ${num(leaseUntil)}`),
-          [[A.expiresAt, num(leaseUntil)], [names.ttl, num(toTtlSeconds(leaseUntil))]],
+          statements.extendExpiry({
+            now: N(now),
+            token: S(request.token),
+            leaseUntil: N(leaseUntil),
+            ttl: N(toTtlSeconds(leaseUntil))
+          }),
           { onConditionFailure: true }
         ),
         {
@@ -417,7 +419,7 @@ export const make = (config: Config): Store => {
           )
         }
       )
-    }).pipe(span("extend"))
+    }).pipe(spans.extend)
 
   // ---------------------------------------------------------------------------------------------
   // get and purge
@@ -427,7 +429,7 @@ export const make = (config: Config): Store => {
     Effect.flatMap(
       Clock.currentTimeMillis,
       (now) => Effect.map(read("get", id.value), Option.filter((record) => IdempotencyRecord.isLive(record, now)))
-    ).pipe(span("get"))
+    ).pipe(spans.get)
 
   const purgeExpired: Store["purgeExpired"] = (options) =>
     Effect.gen(function*() {
@@ -440,7 +442,7 @@ export const make = (config: Config): Store => {
             client.send(
               new ScanCommand({
                 TableName,
-                ...compile({ filter: expired(now), projection: projection([names.key, A.expiresAt]) }),
+                ...statements.purgeScan({ now: N(now) }),
                 ...(ExclusiveStartKey === undefined ? {} : { ExclusiveStartKey })
               }),
               { abortSignal }
@@ -452,7 +454,7 @@ export const make = (config: Config): Store => {
         if (id === undefined) return Effect.succeed(false)
         return call("purgeExpired", (client, abortSignal) =>
           client.send(
-            new DeleteItemCommand({ TableName, Key: Key(id), ...compile({ condition: expired(now) }) }),
+            new DeleteItemCommand({ TableName, Key: Key(id), ...statements.purgeDelete({ now: N(now) }) }),
             { abortSignal }
           )).pipe(
             Effect.as(true),
@@ -470,7 +472,7 @@ export const make = (config: Config): Store => {
         if (startKey === undefined) break
       }
       return deleted
-    }).pipe(span("purgeExpired"))
+    }).pipe(spans.purgeExpired)
 
   return { reserve, complete, release, markFailed, extend, get, purgeExpired }
 }

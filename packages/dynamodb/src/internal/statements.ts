@@ -1,0 +1,110 @@
+import type { AttributeValue } from "@aws-sdk/client-dynamodb"
+import type { IdempotencyRecord } from "@effect-idempotency/core"
+import type { Compiled } from "./expression.js"
+import { and, compile, expr, name, num, or, param, projection, str, update } from "./expression.js"
+import type { Names } from "./item.js"
+import { Attribute as A } from "./item.js"
+
+/** @internal */
+export const S = (s: string): AttributeValue => ({ S: s })
+
+/** @internal */
+export const N = (n: number): AttributeValue => ({ N: String(n) })
+
+/**
+ * The expressions of every request the store sends, compiled once per table: the one place where
+ * the protocol's rules become DynamoDB expressions. Times are parameters (`:now`): DynamoDB has
+ * no server clock in expressions, so the store reads its own `Clock`.
+ *
+ * @internal
+ */
+export interface Statements {
+  /**
+   * Reserve: creates the record, or takes over a live one by the takeover rule; the attempt
+   * number is computed by DynamoDB from the record it replaces, in the same write. One statement
+   * for reservations that may take over an ended lease, one for those that may not.
+   */
+  readonly claim: {
+    readonly takeover: Compiled<"now" | "token" | "fingerprint" | "leaseUntil" | "expiresAt" | "ttl">
+    readonly noTakeover: Compiled<"now" | "token" | "fingerprint" | "leaseUntil" | "expiresAt" | "ttl">
+  }
+  /** Reserve, on a record that expired but was not deleted yet: put a fresh one if still absent or expired. */
+  readonly recreate: Compiled<"now">
+  readonly complete: Compiled<"now" | "token" | "kind" | "body" | "expiresAt" | "ttl">
+  readonly markFailed: Compiled<"now" | "token" | "expiresAt" | "ttl">
+  readonly release: Compiled<"now" | "token">
+  /** Extend: moves the lease. */
+  readonly extendLease: Compiled<"now" | "token" | "leaseUntil">
+  /** Extend, when the lease outlives the record: moves the expiry to the end of the lease. */
+  readonly extendExpiry: Compiled<"now" | "token" | "leaseUntil" | "ttl">
+  readonly purgeScan: Compiled<"now">
+  /** Deletes an item only if still expired: a record reserved again since the scan is kept. */
+  readonly purgeDelete: Compiled<"now">
+}
+
+/** @internal */
+export const make = (names: Names): Statements => {
+  const absent = expr`attribute_not_exists(${name(names.key)})`
+  const live = expr`${name(A.expiresAt)} > ${param("now")}`
+  const expired = expr`${name(A.expiresAt)} <= ${param("now")}`
+  const status = (value: IdempotencyRecord.Status) => expr`${name(A.status)} = ${str(value)}`
+
+  /** The record is live, IN_PROGRESS and holds `:token`: the fencing condition of every write after reserve. */
+  const owned = and(status("IN_PROGRESS"), expr`${name(A.token)} = ${param("token")}`, live)
+
+  /** `IdempotencyRecord.canTakeOver` on a live record, or no record at all. */
+  const reservable = (takeover: boolean) => {
+    const failed = status("FAILED")
+    const lapsed = and(status("IN_PROGRESS"), expr`${name(A.leaseUntil)} <= ${param("now")}`)
+    return or(
+      absent,
+      and(live, expr`${name(A.fingerprint)} = ${param("fingerprint")}`, takeover ? or(failed, lapsed) : failed)
+    )
+  }
+  const claim = update({
+    set: [
+      [A.status, str("IN_PROGRESS")],
+      [A.token, param("token")],
+      [A.fingerprint, param("fingerprint")],
+      [A.leaseUntil, param("leaseUntil")],
+      [A.expiresAt, param("expiresAt")],
+      [names.ttl, param("ttl")],
+      [A.attempt, expr`if_not_exists(${name(A.attempt)}, ${num(0)}) + ${num(1)}`]
+    ],
+    remove: [A.outcomeKind, A.outcomeBody]
+  })
+
+  return {
+    claim: {
+      takeover: compile({ condition: reservable(true), update: claim }),
+      noTakeover: compile({ condition: reservable(false), update: claim })
+    },
+    recreate: compile({ condition: or(absent, expired) }),
+    complete: compile({
+      condition: owned,
+      update: update({
+        set: [
+          [A.status, str("COMPLETED")],
+          [A.outcomeKind, param("kind")],
+          [A.outcomeBody, param("body")],
+          [A.expiresAt, param("expiresAt")],
+          [names.ttl, param("ttl")]
+        ]
+      })
+    }),
+    markFailed: compile({
+      condition: owned,
+      update: update({
+        set: [[A.status, str("FAILED")], [A.expiresAt, param("expiresAt")], [names.ttl, param("ttl")]]
+      })
+    }),
+    release: compile({ condition: owned }),
+    extendLease: compile({ condition: owned, update: update({ set: [[A.leaseUntil, param("leaseUntil")]] }) }),
+    extendExpiry: compile({
+      condition: and(owned, expr`${name(A.expiresAt)} < ${param("leaseUntil")}`),
+      update: update({ set: [[A.expiresAt, param("leaseUntil")], [names.ttl, param("ttl")]] })
+    }),
+    purgeScan: compile({ filter: expired, projection: projection([names.key, A.expiresAt]) }),
+    purgeDelete: compile({ condition: expired })
+  }
+}

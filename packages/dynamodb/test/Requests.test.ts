@@ -1,0 +1,199 @@
+import { IdempotencyKey, IdempotencyRecord } from "@effect-idempotency/core"
+import type { IdempotencyStore } from "@effect-idempotency/core"
+import { assert, describe, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as TestClock from "effect/TestClock"
+import type { Sent } from "./utils/scripted.js"
+import { conditionFailed, scriptedStore, succeed } from "./utils/scripted.js"
+
+const id = IdempotencyRecord.makeRecordId({ operation: "requests", key: IdempotencyKey.unsafeMake("key-1") })
+const token = "token-1"
+
+const reserveRequest = (overrides?: Partial<IdempotencyStore.ReserveRequest>): IdempotencyStore.ReserveRequest => ({
+  id,
+  token,
+  fingerprint: "sha256:requests",
+  lease: Duration.seconds(30),
+  ttl: Duration.hours(1),
+  takeover: true,
+  ...overrides
+})
+
+/** Replaces placeholders by what they stand for: `#n0` by its name, `:now` by its value's text. */
+const resolve = (sent: Sent, field: string): string => {
+  const names = (sent.input.ExpressionAttributeNames ?? {}) as Record<string, string>
+  const values = (sent.input.ExpressionAttributeValues ?? {}) as Record<string, { S?: string; N?: string }>
+  return String(sent.input[field]).replace(/#\w+/g, (placeholder) => names[placeholder] ?? `?${placeholder}`).replace(
+    /:\w+/g,
+    (placeholder) => {
+      const value = values[placeholder]
+      return value === undefined ? `?${placeholder}` : value.S !== undefined ? `'${value.S}'` : String(value.N)
+    }
+  )
+}
+
+const expressionFields = ["ConditionExpression", "UpdateExpression", "FilterExpression", "ProjectionExpression"]
+
+/** DynamoDB rejects a request with a placeholder its expressions do not use, or use without defining. */
+const assertPlaceholdersExact = (sent: Sent) => {
+  const text = expressionFields.map((field) => sent.input[field] ?? "").join(" ")
+  const used = new Set(text.match(/[#:]\w+/g) ?? [])
+  const defined = [
+    ...Object.keys((sent.input.ExpressionAttributeNames ?? {}) as object),
+    ...Object.keys((sent.input.ExpressionAttributeValues ?? {}) as object)
+  ]
+  assert.deepStrictEqual([...defined].sort(), [...used].sort(), `${sent.command}: ${text}`)
+}
+
+/** Calls every store method once on the scripted client, at the clock time 1000. */
+const everyMethod = (options?: { readonly keyAttribute?: string; readonly ttlAttribute?: string }) =>
+  Effect.gen(function*() {
+    yield* TestClock.setTime(1000)
+    const expiredItem = {
+      id: { S: id.value },
+      status: { S: "FAILED" },
+      token: { S: "old" },
+      fingerprint: { S: "sha256:requests" },
+      attempt: { N: "3" },
+      lease_until: { N: "500" },
+      expires_at: { N: "900" }
+    }
+    const { sent, store } = yield* scriptedStore((request, n) => {
+      // the second reservation meets an expired item (so the store puts a fresh one)
+      if (n === 2) return Promise.reject(conditionFailed(expiredItem))
+      // extend's first write returns the old item: the lease outlives the record
+      if (request.command === "UpdateItem" && request.input.ReturnValues === "ALL_OLD") {
+        return Promise.resolve({
+          Attributes: { ...expiredItem, status: { S: "IN_PROGRESS" }, expires_at: { N: "2000" } }
+        })
+      }
+      if (request.command === "Scan") {
+        return Promise.resolve({ Items: [{ [options?.keyAttribute ?? "id"]: { S: "expired-1" } }] })
+      }
+      return succeed(request)
+    }, options)
+    yield* store.reserve(reserveRequest())
+    yield* store.reserve(reserveRequest({ takeover: false }))
+    yield* store.complete({
+      id,
+      token,
+      outcome: IdempotencyRecord.StoredOutcome.Success({ value: "{\"ok\":true}" }),
+      ttl: Duration.hours(1)
+    })
+    yield* store.markFailed({ id, token, ttl: Duration.hours(1) })
+    yield* store.extend({ id, token, lease: Duration.hours(2) })
+    yield* store.release({ id, token })
+    yield* store.get(id)
+    yield* store.purgeExpired()
+    return sent
+  })
+
+describe("the requests DynamoDbStore sends", () => {
+  it.effect("each request's expressions, with only the parentheses precedence needs", () =>
+    Effect.gen(function*() {
+      const sent = yield* everyMethod()
+      const lease = 1000 + 30_000
+      const expires = 1000 + 3_600_000
+      const ttl = Math.ceil(expires / 1000)
+      const summary = sent.map((request) => ({
+        command: request.command,
+        ...Object.fromEntries(
+          expressionFields.filter((field) => request.input[field] !== undefined).map((field) => [
+            field,
+            resolve(request, field)
+          ])
+        )
+      }))
+      const claimUpdate = `SET status = 'IN_PROGRESS', token = 'token-1', fingerprint = 'sha256:requests', ` +
+        `lease_until = ${lease}, expires_at = ${expires}, ttl = ${ttl}, attempt = if_not_exists(attempt, 0) + 1 ` +
+        `REMOVE outcome_kind, outcome_body`
+      const owned = "status = 'IN_PROGRESS' AND token = 'token-1' AND expires_at > 1000"
+      assert.deepStrictEqual(summary, [
+        {
+          command: "UpdateItem",
+          ConditionExpression:
+            "attribute_not_exists(id) OR expires_at > 1000 AND fingerprint = 'sha256:requests' AND " +
+            "(status = 'FAILED' OR status = 'IN_PROGRESS' AND lease_until <= 1000)",
+          UpdateExpression: claimUpdate
+        },
+        {
+          command: "UpdateItem",
+          ConditionExpression:
+            "attribute_not_exists(id) OR expires_at > 1000 AND fingerprint = 'sha256:requests' AND status = 'FAILED'",
+          UpdateExpression: claimUpdate
+        },
+        { command: "PutItem", ConditionExpression: "attribute_not_exists(id) OR expires_at <= 1000" },
+        {
+          command: "UpdateItem",
+          ConditionExpression: owned,
+          UpdateExpression:
+            `SET status = 'COMPLETED', outcome_kind = 'Success', outcome_body = '{"ok":true}', expires_at = ${expires}, ` +
+            `ttl = ${ttl}`
+        },
+        {
+          command: "UpdateItem",
+          ConditionExpression: owned,
+          UpdateExpression: `SET status = 'FAILED', expires_at = ${expires}, ttl = ${ttl}`
+        },
+        {
+          command: "UpdateItem",
+          ConditionExpression: owned,
+          UpdateExpression: `SET lease_until = ${1000 + 7_200_000}`
+        },
+        {
+          command: "UpdateItem",
+          ConditionExpression: `${owned} AND expires_at < ${1000 + 7_200_000}`,
+          UpdateExpression: `SET expires_at = ${1000 + 7_200_000}, ttl = ${Math.ceil((1000 + 7_200_000) / 1000)}`
+        },
+        { command: "DeleteItem", ConditionExpression: owned },
+        { command: "GetItem" },
+        { command: "Scan", FilterExpression: "expires_at <= 1000", ProjectionExpression: "id, expires_at" },
+        { command: "DeleteItem", ConditionExpression: "expires_at <= 1000" }
+      ])
+    }))
+
+  it.effect("every request defines exactly the placeholders its expressions use", () =>
+    Effect.gen(function*() {
+      for (const options of [undefined, { keyAttribute: "pk", ttlAttribute: "expires_at_s" }]) {
+        const sent = yield* everyMethod(options)
+        assert.strictEqual(sent.length, 11)
+        sent.forEach(assertPlaceholdersExact)
+        if (options !== undefined) {
+          assert.include(resolve(sent[0]!, "ConditionExpression"), "attribute_not_exists(pk)")
+          assert.include(resolve(sent[0]!, "UpdateExpression"), "expires_at_s = ")
+          assert.deepStrictEqual(Object.keys(sent[6]!.input.Key as object), ["pk"])
+        }
+      }
+    }))
+
+  it.effect("the expression text and the names are built once per store; a request only brings its values", () =>
+    Effect.gen(function*() {
+      const { sent, store } = yield* scriptedStore(succeed)
+      yield* TestClock.setTime(1000)
+      yield* store.reserve(reserveRequest())
+      yield* TestClock.setTime(5000)
+      yield* store.reserve(reserveRequest({ token: "token-2", fingerprint: "sha256:other" }))
+      const [first, second] = sent
+      assert.strictEqual(first!.input.ConditionExpression, second!.input.ConditionExpression)
+      assert.strictEqual(first!.input.UpdateExpression, second!.input.UpdateExpression)
+      assert.strictEqual(first!.input.ExpressionAttributeNames, second!.input.ExpressionAttributeNames)
+      const values = (request: Sent) => request.input.ExpressionAttributeValues as Record<string, unknown>
+      assert.deepStrictEqual(values(first!)[":now"], { N: "1000" })
+      assert.deepStrictEqual(values(second!)[":now"], { N: "5000" })
+      assert.deepStrictEqual(values(second!)[":token"], { S: "token-2" })
+      // a fresh map per request: a request never sees another one's values
+      assert.notStrictEqual(values(first!), values(second!))
+    }))
+
+  it.effect("values equal to one another keep their own placeholders", () =>
+    Effect.gen(function*() {
+      const { sent, store } = yield* scriptedStore(succeed)
+      yield* TestClock.setTime(1000)
+      // lease and ttl of the same length: lease_until = expires_at
+      yield* store.reserve(reserveRequest({ lease: Duration.hours(1), ttl: Duration.hours(1) }))
+      assertPlaceholdersExact(sent[0]!)
+      assert.include(String(sent[0]!.input.UpdateExpression), "= :leaseUntil")
+      assert.include(String(sent[0]!.input.UpdateExpression), "= :expiresAt")
+    }))
+})

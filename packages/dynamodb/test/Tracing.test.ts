@@ -1,0 +1,78 @@
+import { IdempotencyKey, IdempotencyRecord } from "@effect-idempotency/core"
+import { assert, describe, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as TestClock from "effect/TestClock"
+import * as Tracer from "effect/Tracer"
+import { conditionFailed, scriptedStore, succeed } from "./utils/scripted.js"
+
+const id = IdempotencyRecord.makeRecordId({ operation: "tracing", key: IdempotencyKey.unsafeMake("key-1") })
+const token = "token-1"
+
+/** The spans started through the current tracer, and their parents' names. */
+const recording = Effect.map(Effect.tracer, (base) => {
+  const spans: Array<{ readonly span: Tracer.Span; readonly parent: string | undefined }> = []
+  const tracer = Tracer.make({
+    span: (name, parent, context, links, startTime, kind, options) => {
+      const span = base.span(name, parent, context, links, startTime, kind, options)
+      spans.push({ span, parent: Option.getOrUndefined(Option.map(parent, (p) => p._tag === "Span" ? p.name : "")) })
+      return span
+    },
+    context: (f, fiber) => base.context(f, fiber)
+  })
+  return { tracer, spans }
+})
+
+describe("tracing", () => {
+  it.effect("every store method is one span, a child of the caller's, named and tagged with the table", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(1000)
+      const { spans, tracer } = yield* recording
+      const { store } = yield* scriptedStore((sent, n) =>
+        // the second reservation meets a live record
+        n === 2
+          ? Promise.reject(conditionFailed({
+            id: { S: id.value },
+            status: { S: "IN_PROGRESS" },
+            token: { S: "other" },
+            fingerprint: { S: "sha256:x" },
+            attempt: { N: "1" },
+            lease_until: { N: "31000" },
+            expires_at: { N: "3601000" }
+          }))
+          : succeed(sent), { tableName: "traced" })
+      const reserve = {
+        id,
+        token,
+        fingerprint: "sha256:x",
+        lease: Duration.seconds(30),
+        ttl: Duration.hours(1),
+        takeover: true
+      }
+      const calls = Effect.gen(function*() {
+        yield* store.reserve(reserve)
+        yield* store.reserve({ ...reserve, token: "token-2" })
+        yield* store.complete({
+          id,
+          token,
+          outcome: IdempotencyRecord.StoredOutcome.Success({ value: "1" }),
+          ttl: Duration.hours(1)
+        })
+        yield* store.markFailed({ id, token, ttl: Duration.hours(1) })
+        yield* store.extend({ id, token, lease: Duration.seconds(30) })
+        yield* store.release({ id, token })
+        yield* store.get(id)
+        yield* store.purgeExpired()
+      })
+      yield* calls.pipe(Effect.withSpan("caller"), Effect.withTracer(tracer))
+      const names = ["reserve", "reserve", "complete", "markFailed", "extend", "release", "get", "purgeExpired"]
+      assert.deepStrictEqual(spans.map(({ span }) => span.name), ["caller", ...names.map((m) => `DynamoDbStore.${m}`)])
+      for (const { parent, span } of spans.slice(1)) {
+        assert.strictEqual(parent, "caller", span.name)
+        assert.strictEqual(span.attributes.get("db.system"), "dynamodb", span.name)
+        assert.deepStrictEqual(span.attributes.get("aws.dynamodb.table_names"), ["traced"], span.name)
+        assert.strictEqual(span.status._tag, "Ended", span.name)
+      }
+    }))
+})

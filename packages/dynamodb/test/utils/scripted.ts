@@ -1,0 +1,101 @@
+/**
+ * A client that answers from a script instead of the network: every request the store sends is
+ * recorded (its command, its input, its abort signal) and answered by `respond`. For what the
+ * endpoints cannot show: the exact text of each request, how many attempts a call made and how
+ * often the retry schedule was consulted, and items no endpoint would return.
+ */
+import type { DynamoDBClient } from "@aws-sdk/client-dynamodb"
+import {
+  ConditionalCheckFailedException,
+  DeleteItemCommand,
+  GetItemCommand,
+  PutItemCommand,
+  ScanCommand,
+  ThrottlingException,
+  UpdateItemCommand
+} from "@aws-sdk/client-dynamodb"
+import type { IdempotencyStore } from "@effect-idempotency/core"
+import { DynamoDbClient, DynamoDbStore } from "@effect-idempotency/dynamodb"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+
+/** A request as the store sent it. */
+export interface Sent {
+  readonly command: "UpdateItem" | "PutItem" | "DeleteItem" | "GetItem" | "Scan" | "other"
+  readonly input: Readonly<Record<string, unknown>>
+  readonly signal: AbortSignal | undefined
+}
+
+const commandName = (command: unknown): Sent["command"] =>
+  command instanceof UpdateItemCommand
+    ? "UpdateItem"
+    : command instanceof PutItemCommand
+    ? "PutItem"
+    : command instanceof DeleteItemCommand
+    ? "DeleteItem"
+    : command instanceof GetItemCommand
+    ? "GetItem"
+    : command instanceof ScanCommand
+    ? "Scan"
+    : "other"
+
+/** Answers every request with an empty success, except a reservation, which gets attempt 1. */
+export const succeed = (sent: Sent): Promise<unknown> =>
+  Promise.resolve(sent.input.ReturnValues === "UPDATED_NEW" ? { Attributes: { attempt: { N: "1" } } } : {})
+
+/** DynamoDB's answer to a failed condition, with the item as it was (`ALL_OLD`) when given. */
+export const conditionFailed = (item?: Record<string, unknown>): Error =>
+  new ConditionalCheckFailedException({
+    message: "The conditional request failed",
+    $metadata: { httpStatusCode: 400 },
+    ...(item === undefined ? {} : { Item: item as never })
+  })
+
+export const throttled = (): Error =>
+  new ThrottlingException({ message: "Throughput exceeds the limit", $metadata: { httpStatusCode: 400 } })
+
+/** The connection dropped after the request was sent: it may have been applied. */
+export const connectionReset = (): Error => Object.assign(new Error("socket hang up"), { code: "ECONNRESET" })
+
+/** The connection was refused: the request was never sent. */
+export const connectionRefused = (): Error =>
+  Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:1"), { code: "ECONNREFUSED" })
+
+/**
+ * A store on a scripted client. `respond` gets each request and its number (from 1). The retry
+ * schedule retries at once, at most `retries` times (default 3), and counts how often it was
+ * consulted (`scheduleSteps`).
+ */
+export const scriptedStore = (
+  respond: (sent: Sent, n: number) => Promise<unknown>,
+  options?: Partial<DynamoDbStore.Options> & { readonly retries?: number | undefined }
+): Effect.Effect<{
+  readonly store: IdempotencyStore.IdempotencyStore["Type"]
+  readonly sent: ReadonlyArray<Sent>
+  readonly scheduleSteps: () => number
+}> => {
+  const sent: Array<Sent> = []
+  const steps = { count: 0 }
+  const client = {
+    send: (command: unknown, sendOptions?: { readonly abortSignal?: AbortSignal }) => {
+      const request: Sent = {
+        command: commandName(command),
+        input: (command as { readonly input: Record<string, unknown> }).input,
+        signal: sendOptions?.abortSignal
+      }
+      sent.push(request)
+      return respond(request, sent.length)
+    }
+  }
+  const { retries, ...storeOptions } = options ?? {}
+  const retrySchedule = Schedule.recurs(retries ?? 3).pipe(
+    Schedule.tapInput(() => Effect.sync(() => steps.count++))
+  )
+  return DynamoDbStore.make({ tableName: "scripted", retrySchedule, ...storeOptions }).pipe(
+    Effect.provideService(
+      DynamoDbClient.DynamoDbClient,
+      DynamoDbClient.DynamoDbClient.of({ client: client as unknown as DynamoDBClient })
+    ),
+    Effect.map((store) => ({ store, sent, scheduleSteps: () => steps.count }))
+  )
+}
