@@ -8,6 +8,7 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type { IdempotencyTable } from "../PgIdempotencyTable.js"
 import { toStoreFailure } from "./errors.js"
@@ -64,6 +65,14 @@ const OwnedRow = Schema.Struct({ owned: Schema.Literal(1) })
 
 const PurgedRow = Schema.Struct({ purged: Int })
 
+/** A decoder of a statement's rows, compiled once: building the array schema per call costs more than the decoding. */
+const rowsDecoder = <A, I>(schema: Schema.Schema<A, I>) => Schema.decodeUnknown(Schema.Array(schema))
+
+const decodeRecordRows = rowsDecoder(RecordRow)
+const decodeReserveRows = rowsDecoder(ReserveRow)
+const decodeOwnedRows = rowsDecoder(OwnedRow)
+const decodePurgedRows = rowsDecoder(PurgedRow)
+
 const toRecord = (row: typeof RecordRow.Type): IdempotencyRecord => ({
   status: row.status,
   token: row.token,
@@ -104,25 +113,30 @@ export const make = (
       ? Clock.currentTimeMillis
       : Effect.succeed(null)
 
-    const query = <A, I>(
+    const query = <A>(
       method: string,
-      schema: Schema.Schema<A, I>,
+      decode: (rows: unknown) => Effect.Effect<ReadonlyArray<A>, ParseResult.ParseError>,
       text: string,
       params: (now: number | null) => ReadonlyArray<unknown>
     ): Effect.Effect<ReadonlyArray<A>, StoreFailure> =>
       now.pipe(
         Effect.flatMap((now) => sql.unsafe(text, params(now)).withoutTransform),
-        Effect.flatMap(Schema.decodeUnknown(Schema.Array(schema))),
+        Effect.flatMap(decode),
         Effect.mapError(toStoreFailure(method))
       )
 
-    /** Every method: failures typed, defects of the driver turned into `StoreError`, one span. */
+    /**
+     * Every method: failures typed, defects of the driver turned into `StoreError`, one span
+     * (without a stack trace: capturing one costs more than the rest of the span).
+     */
     const method = <A, E>(name: string, effect: Effect.Effect<A, E>, id?: RecordId): Effect.Effect<A, E | StoreError> =>
       effect.pipe(
         Effect.catchAllDefect((cause) => Effect.fail(new StoreError({ method: name, cause }))),
         Effect.withSpan(
           `PgIdempotencyStore.${name}`,
-          id === undefined ? undefined : { attributes: { "idempotency.operation": id.operation } }
+          id === undefined
+            ? { captureStackTrace: false }
+            : { attributes: { "idempotency.operation": id.operation }, captureStackTrace: false }
         )
       )
 
@@ -134,7 +148,7 @@ export const make = (
     ): Effect.Effect<void, LeaseLost | StoreFailure> =>
       method(
         name,
-        query(name, OwnedRow, text, (now) => [now, request.id.value, request.token, ...params]).pipe(
+        query(name, decodeOwnedRows, text, (now) => [now, request.id.value, request.token, ...params]).pipe(
           Effect.flatMap((rows) =>
             rows.length === 0 ? Effect.fail(new LeaseLost({ method: name, recordId: request.id.value })) : Effect.void
           )
@@ -146,7 +160,7 @@ export const make = (
       reserve: (request) => {
         const lease = millis(request.lease)
         const ttl = millis(request.ttl)
-        const reserve = query("reserve", ReserveRow, statements.reserve, (now) => [
+        const reserve = query("reserve", decodeReserveRows, statements.reserve, (now) => [
           now,
           request.id.value,
           request.id.operation,
@@ -195,7 +209,7 @@ export const make = (
       get: (id) =>
         method(
           "get",
-          query("get", RecordRow, statements.get, (now) => [now, id.value]).pipe(
+          query("get", decodeRecordRows, statements.get, (now) => [now, id.value]).pipe(
             Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRecord))
           ),
           id
@@ -205,7 +219,7 @@ export const make = (
         const limit = purgeLimit(purgeOptions?.limit)
         return method(
           "purgeExpired",
-          query("purgeExpired", PurgedRow, statements.purgeExpired, (now) => [now, limit]).pipe(
+          query("purgeExpired", decodePurgedRows, statements.purgeExpired, (now) => [now, limit]).pipe(
             Effect.map((rows) => rows[0]?.purged ?? 0)
           )
         )
