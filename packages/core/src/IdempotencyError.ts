@@ -284,6 +284,30 @@ export const isIdempotencyError = (u: unknown): u is IdempotencyError =>
   Predicate.hasProperty(u, "_tag") && typeof u._tag === "string" && tags.has(u._tag) && u instanceof Error
 
 /**
+ * Node.js socket and DNS error codes (an error's `code`) that mean a store's server could not be
+ * reached or the connection to it was lost. A store maps a failure with one of them to
+ * `StoreUnavailable`; for store authors.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const networkErrorCodes: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "ETIMEDOUT",
+  "EPIPE",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "EHOSTDOWN",
+  "ENETUNREACH",
+  "ENETDOWN",
+  "EADDRNOTAVAIL",
+  "ERR_SOCKET_CONNECTION_TIMEOUT"
+])
+
+/**
  * Whether a value is a store failure (`StoreUnavailable` or `StoreError`).
  *
  * @since 0.1.0

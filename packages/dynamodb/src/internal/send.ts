@@ -44,22 +44,8 @@ const THROTTLING = new Set([
   "TooManyRequestsException"
 ])
 
-const NETWORK_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ECONNABORTED",
-  "ETIMEDOUT",
-  "EPIPE",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "EHOSTUNREACH",
-  "EHOSTDOWN",
-  "ENETUNREACH",
-  "ENETDOWN",
-  "EADDRNOTAVAIL",
-  "ERR_SOCKET_CONNECTION_TIMEOUT",
-  "ERR_HTTP2_STREAM_ERROR"
-])
+/** The network error codes of every store, and the HTTP/2 stream error of the SDK's HTTP handler. */
+const NETWORK_CODES: ReadonlySet<string> = new Set([...IdempotencyError.networkErrorCodes, "ERR_HTTP2_STREAM_ERROR"])
 
 /** Connection failures that happen before a request is sent: it cannot have been applied. */
 const NOT_SENT_CODES = new Set([

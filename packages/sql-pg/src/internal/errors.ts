@@ -1,23 +1,7 @@
-import { StoreError, StoreUnavailable } from "@effect-idempotency/core/IdempotencyError"
+import { networkErrorCodes, StoreError, StoreUnavailable } from "@effect-idempotency/core/IdempotencyError"
 import type { StoreFailure } from "@effect-idempotency/core/IdempotencyError"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
-
-/** Node socket and DNS error codes of a server that cannot be reached. */
-const NETWORK_CODES: ReadonlySet<string> = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ECONNABORTED",
-  "ETIMEDOUT",
-  "EPIPE",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "EHOSTUNREACH",
-  "EHOSTDOWN",
-  "ENETUNREACH",
-  "ENETDOWN",
-  "EADDRNOTAVAIL"
-])
 
 /**
  * SQLSTATE codes outside class 08 (connection exception) that mean the server is going away, not
@@ -66,7 +50,7 @@ export const isUnavailable = (u: unknown, depth = 0): boolean => {
   if (depth > MAX_DEPTH || !Predicate.isObject(u)) return false
   const code = codeOf(u)
   if (code !== undefined) {
-    if (NETWORK_CODES.has(code)) return true
+    if (networkErrorCodes.has(code)) return true
     // a server error: its SQLSTATE alone decides (its message may quote data)
     if (SQLSTATE.test(code)) return code.startsWith("08") || UNAVAILABLE_STATES.has(code)
   }
