@@ -398,6 +398,16 @@ interface Played<A, E> {
 
 const HEALTHY: AttemptPlan = { downstream: [], faults: [] }
 
+/** The summary of no cases. */
+const emptySummary: Summary = {
+  cases: 0,
+  guarantee: "exactlyOnce",
+  casesWithDuplicates: 0,
+  casesDeduplicated: 0,
+  casesWithOutcomeLost: 0,
+  casesWithViolations: 0
+}
+
 /**
  * The checks of one case: no request written twice, every attempt returns the recorded outcome or
  * a failure the protocol allows, and no key is blocked past the leases the operation asked for.
@@ -583,14 +593,7 @@ export const make = <P, A, E, R, ROut = never, RS = never>(
     options.deduplicate ? "deduplicates by the forwarded key" : "does not deduplicate"
   }`
 
-  const summaryRef = Ref.unsafeMake<Summary>({
-    cases: 0,
-    guarantee: "exactlyOnce",
-    casesWithDuplicates: 0,
-    casesDeduplicated: 0,
-    casesWithOutcomeLost: 0,
-    casesWithViolations: 0
-  })
+  const summaryRef = Ref.unsafeMake<Summary>(emptySummary)
 
   const storeEffect: Effect.Effect<IdempotencyStore.IdempotencyStore["Type"], never, RS> = options.store ??
     IdempotencyStore.makeMemory({ warn: false })
@@ -831,15 +834,6 @@ export interface Report {
   readonly counterexample: Counterexample | undefined
   /** A readable account: the guarantee, or the counterexample. */
   readonly text: string
-}
-
-const emptySummary: Summary = {
-  cases: 0,
-  guarantee: "exactlyOnce",
-  casesWithDuplicates: 0,
-  casesDeduplicated: 0,
-  casesWithOutcomeLost: 0,
-  casesWithViolations: 0
 }
 
 /** The seed of the `index`-th run: a mix of the base seed and the index, so that runs of nearby seeds differ. */
