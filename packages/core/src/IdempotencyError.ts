@@ -6,8 +6,26 @@
  *
  * @since 0.1.0
  */
+import type * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
+
+/**
+ * The type id every error of this library carries. It is a registered symbol (`Symbol.for`), so
+ * two installed copies of this package recognise each other's errors: the guards below never miss
+ * a `LeaseLost` because it came from another copy, and never match a user's own error that happens
+ * to share a tag.
+ *
+ * @since 0.1.0
+ * @category type ids
+ */
+export const TypeId: unique symbol = Symbol.for("@effect-idempotency/core/IdempotencyError")
+
+/**
+ * @since 0.1.0
+ * @category type ids
+ */
+export type TypeId = typeof TypeId
 
 /**
  * The rule an idempotency key broke.
@@ -49,6 +67,10 @@ export class InvalidIdempotencyKey extends Schema.TaggedError<InvalidIdempotency
   /**
    * @since 0.1.0
    */
+  declare readonly [TypeId]: TypeId
+  /**
+   * @since 0.1.0
+   */
   override get message(): string {
     const at = this.position === undefined ? "" : ` at position ${this.position}`
     switch (this.reason) {
@@ -82,6 +104,10 @@ export class IdempotencyConflict extends Schema.TaggedError<IdempotencyConflict>
   /**
    * @since 0.1.0
    */
+  declare readonly [TypeId]: TypeId
+  /**
+   * @since 0.1.0
+   */
   override get message(): string {
     return `Operation "${this.operation}" is already in progress for this key; retry after ${this.retryAfterMillis} ms`
   }
@@ -97,6 +123,10 @@ export class KeyReused extends Schema.TaggedError<KeyReused>("@effect-idempotenc
   operation: Schema.String,
   key: Schema.String
 }) {
+  /**
+   * @since 0.1.0
+   */
+  declare readonly [TypeId]: TypeId
   /**
    * @since 0.1.0
    */
@@ -125,6 +155,10 @@ export class DownstreamTimeout extends Schema.TaggedError<DownstreamTimeout>(
   /**
    * @since 0.1.0
    */
+  declare readonly [TypeId]: TypeId
+  /**
+   * @since 0.1.0
+   */
   override get message(): string {
     return this.replayed
       ? `Operation "${this.operation}": an earlier attempt's outcome is unknown; the key is blocked until it expires`
@@ -133,21 +167,33 @@ export class DownstreamTimeout extends Schema.TaggedError<DownstreamTimeout>(
 }
 
 /**
- * The attempt no longer holds the reservation: its fencing token was superseded (another attempt
- * took the record over after the lease ended) or the record is gone.
+ * The attempt no longer holds the reservation, or cannot keep it:
+ *
+ * - `superseded` (the default, and what stores report): its fencing token was superseded (another
+ *   attempt took the record over after the lease ended) or the record is gone;
+ * - `expiring`: the heartbeat could not extend the lease before it ran out (the store did not
+ *   answer), so the downstream was interrupted before the lease ended. Nothing was recorded by this
+ *   attempt; once the lease ends, a retry takes over (or, under `markUnknown`, the key is blocked).
  *
  * @since 0.1.0
  * @category errors
  */
 export class LeaseLost extends Schema.TaggedError<LeaseLost>("@effect-idempotency/core/LeaseLost")("LeaseLost", {
   method: Schema.Literal("complete", "release", "markFailed", "extend"),
-  recordId: Schema.String
+  recordId: Schema.String,
+  reason: Schema.optional(Schema.Literal("superseded", "expiring"))
 }) {
   /**
    * @since 0.1.0
    */
+  declare readonly [TypeId]: TypeId
+  /**
+   * @since 0.1.0
+   */
   override get message(): string {
-    return `Lease lost on ${this.method}: the reservation of ${this.recordId} is held by another attempt or gone`
+    return this.reason === "expiring"
+      ? `Lease of ${this.recordId} could not be extended before it ran out; the downstream was interrupted`
+      : `Lease lost on ${this.method}: the reservation of ${this.recordId} is held by another attempt or gone`
   }
 }
 
@@ -167,6 +213,10 @@ export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>(
   /**
    * @since 0.1.0
    */
+  declare readonly [TypeId]: TypeId
+  /**
+   * @since 0.1.0
+   */
   override get message(): string {
     return `Idempotency store unavailable during ${this.method}`
   }
@@ -182,6 +232,10 @@ export class StoreError extends Schema.TaggedError<StoreError>("@effect-idempote
   method: Schema.String,
   cause: Schema.Defect
 }) {
+  /**
+   * @since 0.1.0
+   */
+  declare readonly [TypeId]: TypeId
   /**
    * @since 0.1.0
    */
@@ -218,6 +272,10 @@ export class CleanupFailed extends Schema.TaggedError<CleanupFailed>("@effect-id
   /**
    * @since 0.1.0
    */
+  declare readonly [TypeId]: TypeId
+  /**
+   * @since 0.1.0
+   */
   override get message(): string {
     return `Operation "${this.operation}": policy "${this.policy}" could not be recorded; the lease bounds the block`
   }
@@ -240,8 +298,69 @@ export class StoredOutcomeInvalid extends Schema.TaggedError<StoredOutcomeInvali
   /**
    * @since 0.1.0
    */
+  declare readonly [TypeId]: TypeId
+  /**
+   * @since 0.1.0
+   */
   override get message(): string {
     return `Operation "${this.operation}": the stored outcome does not decode with the current schemas`
+  }
+}
+
+/**
+ * The downstream ran, but its outcome cannot be replayed: it does not encode with the operation's
+ * schemas (a `bigint` in JSON, a filter that fails on encode, a value that does not decode back),
+ * or it is larger than the store can keep. The record is COMPLETED with an omitted outcome, so the
+ * key is never executed again before it expires: the first attempt and every retry get this error
+ * (`replayed` tells which). `reason` is bounded and never holds the value itself.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class OutcomeNotReplayable extends Schema.TaggedError<OutcomeNotReplayable>(
+  "@effect-idempotency/core/OutcomeNotReplayable"
+)("OutcomeNotReplayable", {
+  operation: Schema.String,
+  key: Schema.String,
+  reason: Schema.String,
+  replayed: Schema.Boolean
+}) {
+  /**
+   * @since 0.1.0
+   */
+  declare readonly [TypeId]: TypeId
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Operation "${this.operation}" ran, but its outcome cannot be replayed: ${this.reason}`
+  }
+}
+
+/**
+ * The request's payload does not encode with the operation's payload schema, so no fingerprint
+ * can be computed. No store was touched. `detail` says where the payload broke the schema, bounded
+ * and escaped, without any of the payload's values.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidPayload extends Schema.TaggedError<InvalidPayload>("@effect-idempotency/core/InvalidPayload")(
+  "InvalidPayload",
+  {
+    operation: Schema.String,
+    detail: Schema.String
+  }
+) {
+  /**
+   * @since 0.1.0
+   */
+  declare readonly [TypeId]: TypeId
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid payload for operation "${this.operation}": ${this.detail}`
   }
 }
 
@@ -261,27 +380,45 @@ export type IdempotencyError =
   | StoreUnavailable
   | StoreError
   | StoredOutcomeInvalid
+  | OutcomeNotReplayable
+  | InvalidPayload
 
-const tags: ReadonlySet<string> = new Set([
-  "InvalidIdempotencyKey",
-  "IdempotencyConflict",
-  "KeyReused",
-  "DownstreamTimeout",
-  "LeaseLost",
-  "CleanupFailed",
-  "StoreUnavailable",
-  "StoreError",
-  "StoredOutcomeInvalid"
-])
+for (
+  const error of [
+    InvalidIdempotencyKey,
+    IdempotencyConflict,
+    KeyReused,
+    DownstreamTimeout,
+    LeaseLost,
+    StoreUnavailable,
+    StoreError,
+    CleanupFailed,
+    StoredOutcomeInvalid,
+    OutcomeNotReplayable,
+    InvalidPayload
+  ]
+) {
+  Object.defineProperty(error.prototype, TypeId, { value: TypeId })
+}
 
 /**
- * Whether a value is one of this library's errors (and not a domain failure).
+ * Whether a value is one of this library's errors (and not a domain failure), by type id: a
+ * user's error with the same tag does not match, an error from another installed copy of this
+ * package does.
  *
  * @since 0.1.0
  * @category refinements
  */
 export const isIdempotencyError = (u: unknown): u is IdempotencyError =>
-  Predicate.hasProperty(u, "_tag") && typeof u._tag === "string" && tags.has(u._tag) && u instanceof Error
+  Predicate.hasProperty(u, TypeId) && Predicate.hasProperty(u, "_tag") && typeof u._tag === "string"
+
+/**
+ * Whether a value is a `LeaseLost` of this library (from any installed copy of it).
+ *
+ * @since 0.1.0
+ * @category refinements
+ */
+export const isLeaseLost = (u: unknown): u is LeaseLost => isIdempotencyError(u) && u._tag === "LeaseLost"
 
 /**
  * Node.js socket and DNS error codes (an error's `code`) that mean a store's server could not be
@@ -314,17 +451,17 @@ export const networkErrorCodes: ReadonlySet<string> = new Set([
  * @category refinements
  */
 export const isStoreFailure = (u: unknown): u is StoreFailure =>
-  u instanceof StoreUnavailable || u instanceof StoreError
+  isIdempotencyError(u) && (u._tag === "StoreUnavailable" || u._tag === "StoreError")
 
 /**
  * The HTTP status an error maps to, following the IETF Idempotency-Key draft where it says so.
  *
  * | error | status |
  * | --- | --- |
- * | `InvalidIdempotencyKey` | 400 |
+ * | `InvalidIdempotencyKey`, `InvalidPayload` | 400 |
  * | `IdempotencyConflict`, `LeaseLost` | 409 |
  * | `KeyReused` | 422 |
- * | `StoredOutcomeInvalid` | 500 |
+ * | `StoredOutcomeInvalid`, `OutcomeNotReplayable` | 500 |
  * | `CleanupFailed`, `StoreUnavailable`, `StoreError` | 503 |
  * | `DownstreamTimeout` | 504 |
  *
@@ -334,6 +471,7 @@ export const isStoreFailure = (u: unknown): u is StoreFailure =>
 export const httpStatus = (error: IdempotencyError): number => {
   switch (error._tag) {
     case "InvalidIdempotencyKey":
+    case "InvalidPayload":
       return 400
     case "IdempotencyConflict":
     case "LeaseLost":
@@ -341,6 +479,7 @@ export const httpStatus = (error: IdempotencyError): number => {
     case "KeyReused":
       return 422
     case "StoredOutcomeInvalid":
+    case "OutcomeNotReplayable":
       return 500
     case "CleanupFailed":
     case "StoreUnavailable":
@@ -349,4 +488,98 @@ export const httpStatus = (error: IdempotencyError): number => {
     case "DownstreamTimeout":
       return 504
   }
+}
+
+const escapeText = (text: string, max: number): string => {
+  let out = ""
+  for (const char of text.slice(0, max)) {
+    const code = char.charCodeAt(0)
+    out += code >= 0x20 && code <= 0x7e && char !== "\"" && char !== "\\"
+      ? char
+      : code <= 0xff
+      ? `\\x${code.toString(16).padStart(2, "0")}`
+      : `\\u${code.toString(16).padStart(4, "0")}`
+  }
+  return text.length > max ? `${out}…` : out
+}
+
+/** How deep `describeParseError` follows nested issues, and how many it reports. */
+const MAX_ISSUE_DEPTH = 64
+const MAX_ISSUES = 3
+const MAX_KEY_LENGTH = 24
+const MAX_EXPECTED_LENGTH = 40
+
+const issueKind = (issue: ParseResult.ParseIssue): string | undefined => {
+  switch (issue._tag) {
+    case "Type":
+      return `expected ${escapeText(String(issue.ast), MAX_EXPECTED_LENGTH)}`
+    case "Missing":
+      return "missing"
+    case "Unexpected":
+      return "not allowed"
+    case "Forbidden":
+      return "cannot be checked"
+    default:
+      return undefined
+  }
+}
+
+/**
+ * A short description of where a value broke a schema, safe to log and to send to a client: the
+ * paths of at most three issues and what was expected there, each key shortened and escaped, and
+ * never any of the value's contents (which may hold secrets, and may be megabytes long or
+ * thousands of levels deep). It reads the issue tree iteratively, to a bounded depth.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const describeParseError = (error: ParseResult.ParseError): string => {
+  const found: Array<string> = []
+  const stack: Array<{ readonly issue: ParseResult.ParseIssue; readonly path: string; readonly depth: number }> = [
+    { issue: error.issue, path: "", depth: 0 }
+  ]
+  let truncated = false
+  while (stack.length > 0) {
+    const { depth, issue, path } = stack.pop()!
+    if (found.length >= MAX_ISSUES) {
+      truncated = true
+      break
+    }
+    if (depth > MAX_ISSUE_DEPTH) {
+      found.push(`${path === "" ? "the value" : path}: nested too deeply`)
+      continue
+    }
+    const kind = issueKind(issue)
+    if (kind !== undefined) {
+      found.push(`${path === "" ? "the value" : path}: ${kind}`)
+      continue
+    }
+    switch (issue._tag) {
+      case "Pointer": {
+        const keys: ReadonlyArray<PropertyKey> = Array.isArray(issue.path) ? issue.path : [issue.path as PropertyKey]
+        const suffix = keys.map((key) =>
+          typeof key === "number" ? `[${key}]` : `["${escapeText(String(key), MAX_KEY_LENGTH)}"]`
+        ).join("")
+        stack.push({ issue: issue.issue, path: path + suffix, depth: depth + 1 })
+        break
+      }
+      case "Refinement":
+      case "Transformation":
+        if (issue._tag === "Refinement" && issue.kind === "Predicate") {
+          found.push(
+            `${path === "" ? "the value" : path}: expected ${escapeText(String(issue.ast), MAX_EXPECTED_LENGTH)}`
+          )
+        } else {
+          stack.push({ issue: issue.issue, path, depth: depth + 1 })
+        }
+        break
+      case "Composite": {
+        const issues = Array.isArray(issue.issues) ? issue.issues : [issue.issues]
+        for (let i = issues.length - 1; i >= 0; i--) stack.push({ issue: issues[i]!, path, depth: depth + 1 })
+        break
+      }
+    }
+  }
+  if (found.length === 0) return "does not match the schema"
+  return found.join("; ") + (truncated || stack.length > 0 ? "; …" : "")
 }
