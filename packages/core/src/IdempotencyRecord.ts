@@ -73,9 +73,10 @@ export type Status = typeof Status.Type
 /**
  * A recorded outcome, as the store keeps it. The value and the error are JSON text of the
  * schema-encoded value; `Timeout` records that the outcome is unknown (the `markUnknown` policy);
- * `Omitted` records that the attempt finished but its outcome could not be kept (it exceeded the
- * store's item size limit): the key is still never executed again before it expires, and a replay
- * fails with `StoredOutcomeInvalid` carrying `reason`.
+ * `Omitted` records that the attempt finished but its outcome could not be kept (it does not encode
+ * with the operation's schemas, or it exceeded the store's item size limit): the key is still never
+ * executed again before it expires, and a replay fails with `OutcomeNotReplayable` carrying `reason`
+ * (bounded text that never holds the value).
  *
  * @since 0.1.0
  * @category models

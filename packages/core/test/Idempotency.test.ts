@@ -195,16 +195,22 @@ describe("Idempotency", () => {
         assert.strictEqual(yield* Ref.get(executions), 2)
       }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
 
-    it.effect("a failure chosen for store that the failure schema cannot encode is marked failed instead", () =>
+    it.effect("a failure chosen for store that the failure schema cannot encode is kept omitted, never re-run", () =>
       Effect.gen(function*() {
-        const { operation } = yield* counted<Transient>({
+        const { executions, operation } = yield* counted<Transient>({
           onFailure: () => "store",
           behaviour: () => Effect.fail(new Transient())
         })
-        yield* Effect.flip(operation.run({ key: "k", payload: order }))
+        const first = yield* Effect.flip(operation.run({ key: "k", payload: order }))
+        assert.instanceOf(first, Transient)
         const store = yield* IdempotencyStore.IdempotencyStore
         const id = IdempotencyRecord.makeRecordId({ operation: "place-order", key: IdempotencyKey.unsafeMake("k") })
-        assert.strictEqual(Option.getOrThrow(yield* store.get(id)).status, "FAILED")
+        const record = Option.getOrThrow(yield* store.get(id))
+        assert.deepStrictEqual([record.status, record.outcome?._tag], ["COMPLETED", "Omitted"])
+        const retry = yield* Effect.flip(operation.run({ key: "k", payload: order }))
+        assert.strictEqual(retry._tag, "OutcomeNotReplayable")
+        assert.isTrue((retry as IdempotencyError.OutcomeNotReplayable).replayed)
+        assert.strictEqual(yield* Ref.get(executions), 1)
       }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
 
     it.effect("a policy that cannot be applied fails with CleanupFailed carrying the original failure", () =>
@@ -225,15 +231,41 @@ describe("Idempotency", () => {
         assert.strictEqual(IdempotencyError.httpStatus(cleanup), 503)
       }))
 
-    it.effect("a defect releases the record and is re-raised", () =>
+    it.effect("a defect is an unknown outcome: by default it keeps the lease, as a timeout would", () =>
       Effect.gen(function*() {
         const { operation, executions } = yield* counted({
-          behaviour: (n) => n === 1 ? Effect.die("boom") : Effect.succeed({ orderId: "o", execution: n })
+          timeout: "5 seconds",
+          lease: "20 seconds",
+          behaviour: (n) =>
+            n === 1 ? Effect.die("parser failed after the write") : Effect.succeed({ orderId: "o", execution: n })
         })
         const exit = yield* Effect.exit(operation.run({ key: "k", payload: order }))
         assert.isTrue(exit._tag === "Failure" && exit.cause._tag === "Die")
+        // before this change the record was released here and the retry ran the downstream again
+        assert.strictEqual(
+          (yield* Effect.flip(operation.run({ key: "k", payload: order })))._tag,
+          "IdempotencyConflict"
+        )
+        assert.strictEqual(yield* Ref.get(executions), 1)
+        yield* TestClock.adjust("20 seconds")
         assert.strictEqual((yield* operation.run({ key: "k", payload: order })).execution, 2)
-        assert.strictEqual(yield* Ref.get(executions), 2)
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+    it.effect("a defect under markUnknown blocks the key; onDefect: release lets a retry run at once", () =>
+      Effect.gen(function*() {
+        const defect = (n: number) => n === 1 ? Effect.die("boom") : Effect.succeed({ orderId: "o", execution: n })
+        const blocked = yield* counted({ onTimeout: "markUnknown", behaviour: defect })
+        yield* Effect.exit(blocked.operation.run({ key: "k1", payload: order }))
+        const error = yield* Effect.flip(blocked.operation.run({ key: "k1", payload: order }))
+        assert.deepStrictEqual([error._tag, (error as IdempotencyError.DownstreamTimeout).replayed], [
+          "DownstreamTimeout",
+          true
+        ])
+        assert.strictEqual(yield* Ref.get(blocked.executions), 1)
+
+        const released = yield* counted({ onTimeout: "markUnknown", onDefect: "release", behaviour: defect })
+        yield* Effect.exit(released.operation.run({ key: "k2", payload: order }))
+        assert.strictEqual((yield* released.operation.run({ key: "k2", payload: order })).execution, 2)
       }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
 
     it.effect("an execute function that throws is a defect that releases the record", () =>
@@ -373,7 +405,7 @@ describe("Idempotency", () => {
   })
 
   describe("deadline", () => {
-    it.effect("the downstream gets the time left before the deadline, and the lease follows it", () =>
+    it.effect("the downstream gets the time left before the deadline less the margin; the lease covers it", () =>
       Effect.gen(function*() {
         const { operation } = yield* counted({
           timeout: "30 seconds",
@@ -382,28 +414,72 @@ describe("Idempotency", () => {
         })
         const now = yield* Clock.currentTimeMillis
         const first = yield* Effect.fork(Effect.flip(operation.run({ key: "k", payload: order, deadline: now + 3000 })))
-        yield* TestClock.adjust("3 seconds")
+        yield* TestClock.adjust("2900 millis")
         const timeout = (yield* Fiber.join(first)) as IdempotencyError.DownstreamTimeout
-        assert.deepStrictEqual([timeout._tag, timeout.timeoutMillis], ["DownstreamTimeout", 3000])
+        assert.deepStrictEqual([timeout._tag, timeout.timeoutMillis], ["DownstreamTimeout", 2900])
         const conflict = yield* Effect.flip(operation.run({ key: "k", payload: order }))
         assert.strictEqual((conflict as IdempotencyError.IdempotencyConflict).retryAfterMillis, 100)
       }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
 
-    it.effect("a deadline that passes during the reservation releases it without calling the downstream", () =>
+    it.effect("a deadline that leaves no time fails before any store call", () =>
+      Effect.gen(function*() {
+        const control = yield* controllableStore
+        const { operation, executions } = yield* counted()
+        const now = yield* Clock.currentTimeMillis
+        const error = yield* Effect.flip(
+          operation.run({ key: "k", payload: order, deadline: now + 500 }).pipe(Effect.provide(control.layer))
+        )
+        assert.deepStrictEqual(
+          [error._tag, (error as IdempotencyError.DownstreamTimeout).policy],
+          ["DownstreamTimeout", "release"]
+        )
+        assert.strictEqual(yield* Ref.get(control.calls), 0)
+        assert.strictEqual(yield* Ref.get(executions), 0)
+      }))
+
+    it.effect("a reservation that does not answer before the deadline fails as unavailable and is given back", () =>
       Effect.gen(function*() {
         const base = yield* IdempotencyStore.makeMemory({ warn: false })
+        const released = yield* Ref.make(0)
+        // the write is applied at once, but its answer never comes (a stalled connection)
         const slow = Layer.succeed(IdempotencyStore.IdempotencyStore, {
           ...base,
-          reserve: (request) => Effect.zipRight(Effect.sleep("5 seconds"), base.reserve(request))
+          reserve: (request) => Effect.zipRight(base.reserve(request), Effect.never),
+          release: (request) => Effect.zipRight(Ref.update(released, (n) => n + 1), base.release(request))
         })
         const { operation, executions } = yield* counted({ onTimeout: "markUnknown" })
         const now = yield* Clock.currentTimeMillis
         const first = yield* Effect.fork(
-          Effect.flip(operation.run({ key: "k", payload: order, deadline: now + 2000 }).pipe(Effect.provide(slow)))
+          Effect.flip(operation.run({ key: "k", payload: order, deadline: now + 5000 }).pipe(Effect.provide(slow)))
         )
-        yield* TestClock.adjust("5 seconds")
-        const error = (yield* Fiber.join(first)) as IdempotencyError.DownstreamTimeout
-        assert.deepStrictEqual([error._tag, error.policy, error.timeoutMillis], ["DownstreamTimeout", "release", 0])
+        yield* TestClock.adjust("4 seconds")
+        const error = (yield* Fiber.join(first)) as IdempotencyError.StoreUnavailable
+        assert.deepStrictEqual([error._tag, error.method], ["StoreUnavailable", "reserve"])
+        assert.strictEqual(yield* Ref.get(executions), 0)
+        assert.strictEqual(yield* Ref.get(released), 1)
+        const id = IdempotencyRecord.makeRecordId({ operation: "place-order", key: IdempotencyKey.unsafeMake("k") })
+        assert.isTrue(Option.isNone(yield* base.get(id)))
+      }))
+
+    it.effect("a reservation that takes the downstream's time is given back without calling it", () =>
+      Effect.gen(function*() {
+        const base = yield* IdempotencyStore.makeMemory({ warn: false })
+        const clockReads = yield* Ref.make(0)
+        // the store's answer arrives in time, but the clock read after it shows the time is up
+        const slow = Layer.succeed(IdempotencyStore.IdempotencyStore, {
+          ...base,
+          reserve: (request) =>
+            Effect.tap(
+              base.reserve(request),
+              () => Effect.zipRight(Ref.update(clockReads, (n) => n + 1), TestClock.adjust("10 seconds"))
+            )
+        })
+        const { operation, executions } = yield* counted({ timeout: "2 seconds" })
+        const error = yield* Effect.flip(operation.run({ key: "k", payload: order }).pipe(Effect.provide(slow)))
+        assert.deepStrictEqual(
+          [error._tag, (error as IdempotencyError.DownstreamTimeout).timeoutMillis],
+          ["DownstreamTimeout", 0]
+        )
         assert.strictEqual(yield* Ref.get(executions), 0)
         const id = IdempotencyRecord.makeRecordId({ operation: "place-order", key: IdempotencyKey.unsafeMake("k") })
         assert.isTrue(Option.isNone(yield* base.get(id)))

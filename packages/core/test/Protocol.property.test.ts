@@ -3,15 +3,16 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { attempts, config, NUM_RUNS, play } from "./utils/protocolModel.js"
+import { NUM_RUNS, play, scenario } from "./utils/protocolModel.js"
 
 describe("protocol properties (memory store, TestClock)", () => {
   it.effect.prop(
-    "no double execution, no execution without the reservation, replays return the recorded outcome",
-    [config, attempts],
-    ([cfg, scenario]) =>
+    "no overlap, no execution past its lease or without the reservation, no re-execution no policy chose, " +
+      "replays return the recorded outcome",
+    [scenario],
+    ([[cfg, attempts]]) =>
       Effect.gen(function*() {
-        const { violations } = yield* play(cfg, scenario)
+        const { violations } = yield* play(cfg, attempts)
         assert.deepStrictEqual(violations, [])
       }),
     { timeout: 600_000, fastCheck: { numRuns: NUM_RUNS } }

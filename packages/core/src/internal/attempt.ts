@@ -1,0 +1,702 @@
+/**
+ * The protocol engine behind every entry point of `Idempotency`: one attempt of an operation.
+ *
+ * An attempt validates the key, fingerprints the payload, reserves the record, then either replays
+ * the recorded outcome or executes. An execution runs in two fibers:
+ *
+ * - the worker runs the downstream, then records its outcome (or applies the failure or defect
+ *   policy);
+ * - the watchdog sleeps until the next thing that needs doing: the downstream's deadline, a
+ *   heartbeat, the point where the lease would run out, or the attempt's deadline for recording.
+ *   It interrupts the worker when the downstream outlives its deadline or its lease, and when the
+ *   recording outlives the attempt. While an interrupted downstream winds down, it keeps the lease.
+ *
+ * When the downstream finishes in time, the cost is the two forks and one timer; nothing else is
+ * scheduled. After an interruption, the attempt looks at what the downstream did: an exit that is
+ * known by the time the interruption ends is recorded like any other; only an outcome that is
+ * really unknown gets the timeout policy.
+ */
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Metric from "effect/Metric"
+import * as MetricKey from "effect/MetricKey"
+import * as MetricLabel from "effect/MetricLabel"
+import * as Option from "effect/Option"
+import type * as ParseResult from "effect/ParseResult"
+import * as RuntimeFlags from "effect/RuntimeFlags"
+import * as Schedule from "effect/Schedule"
+import type { Request, Result } from "../Idempotency.js"
+import * as IdempotencyContext from "../IdempotencyContext.js"
+import type { IdempotencyError, StoreFailure } from "../IdempotencyError.js"
+import {
+  CleanupFailed,
+  describeParseError,
+  DownstreamTimeout,
+  IdempotencyConflict,
+  InvalidPayload,
+  isLeaseLost,
+  isStoreFailure,
+  KeyReused,
+  LeaseLost,
+  OutcomeNotReplayable,
+  StoredOutcomeInvalid,
+  StoreUnavailable
+} from "../IdempotencyError.js"
+import * as IdempotencyKey from "../IdempotencyKey.js"
+import type { FailurePolicy, InProgressPolicy, TimeoutPolicy } from "../IdempotencyPolicy.js"
+import type { IdempotencyRecord, RecordId, ReserveResult } from "../IdempotencyRecord.js"
+import { makeRecordId, StoredOutcome } from "../IdempotencyRecord.js"
+import { IdempotencyStore } from "../IdempotencyStore.js"
+
+/**
+ * An operation, resolved: every option decoded once.
+ *
+ * @internal
+ */
+export interface Definition<P, A, E, R> {
+  readonly name: string
+  readonly fingerprint: (payload: P) => Effect.Effect<string, ParseResult.ParseError>
+  readonly encodeSuccess: (value: A) => Effect.Effect<unknown, ParseResult.ParseError>
+  readonly decodeSuccess: (input: unknown) => Effect.Effect<A, ParseResult.ParseError>
+  readonly encodeFailure: ((error: E) => Effect.Effect<unknown, ParseResult.ParseError>) | undefined
+  readonly decodeFailure: ((input: unknown) => Effect.Effect<unknown, ParseResult.ParseError>) | undefined
+  readonly failurePolicy: (error: E) => FailurePolicy
+  readonly ttl: Duration.Duration
+  readonly timeout: Duration.Duration
+  /** The configured lease, if any. */
+  readonly lease: Duration.Duration | undefined
+  readonly leaseMargin: Duration.Duration
+  readonly heartbeat: Duration.Duration | undefined
+  readonly onTimeout: TimeoutPolicy
+  readonly onDefect: TimeoutPolicy
+  readonly inProgress: InProgressPolicy | undefined
+  readonly key: IdempotencyKey.Options | undefined
+  readonly completeRetry: Schedule.Schedule<unknown>
+  readonly execute: (payload: P) => Effect.Effect<A, E, R>
+}
+
+/**
+ * The counter of attempts of one operation with one outcome. Its tags are part of its key, so an
+ * increment finds its hook without building a key (tagging a counter per call would build one).
+ */
+const attemptCounter = (operation: string, outcome: string) =>
+  Metric.fromMetricKey(
+    MetricKey.taggedWithLabels(
+      MetricKey.counter("effect_idempotency_attempts", {
+        description: "Attempts of idempotent operations, by operation and outcome",
+        incremental: true
+      }),
+      [MetricLabel.make("operation", operation), MetricLabel.make("outcome", outcome)]
+    )
+  )
+
+type Reservation =
+  | { readonly _tag: "Execute"; readonly attempt: number; readonly sentAt: number }
+  | { readonly _tag: "Replay"; readonly record: IdempotencyRecord }
+
+/** Why the watchdog interrupted the worker. */
+type Reason = "timeout" | "leaseLost" | "leaseExpiring" | "recordDeadline"
+
+/** What the worker and the watchdog of one execution share. Local to the execution. */
+interface ExecutionState<A, E> {
+  phase: "downstream" | "record"
+  /** Why the watchdog stops (or stopped) the worker; `undefined` while it need not. */
+  reason: Reason | undefined
+  /** Whether the interruption was sent to the worker. */
+  interrupted: boolean
+  /** When the lease ends at the latest, on this instance's clock (measured from before the write). */
+  leaseEnd: number
+  /** The downstream's exit, once it ended. */
+  exit: Exit.Exit<A, E> | undefined
+}
+
+/**
+ * How often a watchdog that must stop a downstream checks whether it may: a downstream inside an
+ * uninterruptible region is left to finish it, so that its outcome is not thrown away. The checks
+ * start 10 ms apart and double up to one second.
+ */
+const INTERRUPTIBLE_POLL_FIRST_MILLIS = 10
+const INTERRUPTIBLE_POLL_MAX_MILLIS = 1000
+
+/** A store call bounded by a point in time; past it the call is interrupted and fails as unavailable. */
+type Guard = <X, Y>(method: string, effect: Effect.Effect<X, Y>) => Effect.Effect<X, Y | StoreUnavailable>
+
+const unbounded: Guard = (_, effect) => effect
+
+/** The cause of a store call cut off by the attempt's deadline. */
+const DEADLINE_PASSED = "no answer before the attempt's deadline"
+
+const deadlinePassed = (method: string) => new StoreUnavailable({ method, cause: DEADLINE_PASSED })
+
+/** The store method a policy writes with. */
+const methodOf = (policy: CleanupFailed["policy"]): string =>
+  policy === "release" || policy === "markFailed" ? policy : "complete"
+
+const boundedBy = (until: number): Guard => (method, effect) =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    now >= until
+      ? Effect.fail(deadlinePassed(method))
+      : Effect.timeoutFail(effect, { duration: Duration.millis(until - now), onTimeout: () => deadlinePassed(method) }))
+
+const parseJson = (text: string): Effect.Effect<unknown, Cause.UnknownException> =>
+  Effect.try(() => JSON.parse(text) as unknown)
+
+const toJson = (value: unknown): Effect.Effect<string, Cause.UnknownException> =>
+  Effect.try(() => JSON.stringify(value) ?? "null")
+
+/** What went wrong when an outcome was encoded, bounded, without the value itself. */
+const encodeFailureReason = (error: ParseResult.ParseError | Cause.UnknownException): string =>
+  error._tag === "ParseError"
+    ? `it does not encode with the schema (${describeParseError(error)})`
+    : `its encoding is not JSON (${String((error.error as { readonly name?: unknown } | undefined)?.name ?? "error")})`
+
+const millis = (duration: Duration.Duration): number => Duration.toMillis(duration)
+
+/**
+ * Builds the attempt runner of an operation.
+ *
+ * @internal
+ */
+export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
+  const name = def.name
+  const ttl = def.ttl
+  const defaultTimeoutMs = millis(def.timeout)
+  const marginMs = millis(def.leaseMargin)
+  const heartbeatMs = def.heartbeat === undefined ? undefined : Math.max(1, millis(def.heartbeat))
+  const configuredLeaseMs = def.lease === undefined ? undefined : millis(def.lease)
+  const takeover = def.onTimeout !== "markUnknown"
+
+  const leaseFor = (timeoutMs: number): number => {
+    const floor = timeoutMs + marginMs
+    if (configuredLeaseMs === undefined) return floor
+    return heartbeatMs === undefined ? Math.max(configuredLeaseMs, floor) : configuredLeaseMs
+  }
+
+  // built once per operation: a run only looks them up
+  const spanOptions = { attributes: { "idempotency.operation": name }, captureStackTrace: false } as const
+  const counters = {
+    replayed: attemptCounter(name, "replayed"),
+    executed: attemptCounter(name, "executed"),
+    unrecorded: attemptCounter(name, "unrecorded")
+  }
+  const annotate = (outcome: keyof typeof counters) =>
+    Effect.zipRight(Effect.annotateCurrentSpan("idempotency.outcome", outcome), Metric.increment(counters[outcome]))
+
+  const invalidPayload = (detail: string) => new InvalidPayload({ operation: name, detail })
+
+  const fingerprintOf = (payload: P): Effect.Effect<string, InvalidPayload> =>
+    def.fingerprint(payload).pipe(
+      Effect.mapError((error) => invalidPayload(describeParseError(error))),
+      // a payload too deep for the canonical form overflows the stack: still the payload's fault
+      Effect.catchAllDefect(() => Effect.fail(invalidPayload("the payload cannot be fingerprinted")))
+    )
+
+  const runDetailed = (request: Request<P>): Effect.Effect<Result<A>, E | IdempotencyError, R | IdempotencyStore> =>
+    Effect.gen(function*() {
+      const store = yield* IdempotencyStore
+      const key = yield* IdempotencyKey.decode(request.key, def.key)
+      const id = makeRecordId({ operation: name, key, scope: request.scope })
+      const fingerprint = yield* fingerprintOf(request.payload)
+      const start = yield* Clock.currentTimeMillis
+      let timeoutMs = request.timeout === undefined
+        ? defaultTimeoutMs
+        : Math.min(defaultTimeoutMs, millis(Duration.decode(request.timeout)))
+      // the downstream must end a margin before the attempt's deadline, to record its outcome
+      const downstreamDeadline = request.deadline === undefined ? Infinity : request.deadline - marginMs
+      if (request.deadline !== undefined) timeoutMs = Math.min(timeoutMs, downstreamDeadline - start)
+      if (timeoutMs <= 0) {
+        // nothing can run in the time left: no store is touched
+        return yield* new DownstreamTimeout({
+          operation: name,
+          key,
+          timeoutMillis: 0,
+          policy: "release",
+          replayed: false
+        })
+      }
+      const leaseMs = leaseFor(timeoutMs)
+      const lease = Duration.millis(leaseMs)
+      const token = crypto.randomUUID()
+
+      const classify = (
+        result: ReserveResult,
+        sentAt: number
+      ): Effect.Effect<Reservation, KeyReused | DownstreamTimeout | IdempotencyConflict> => {
+        if (result._tag === "Reserved") {
+          return Effect.succeed<Reservation>({ _tag: "Execute", attempt: result.attempt, sentAt })
+        }
+        const { now, record } = result
+        if (record.fingerprint !== fingerprint) return Effect.fail(new KeyReused({ operation: name, key }))
+        if (record.status === "COMPLETED") return Effect.succeed<Reservation>({ _tag: "Replay", record })
+        if (record.status === "IN_PROGRESS" && record.leaseUntil <= now) {
+          // the store refused to take over an expired lease: an at-most-once operation whose
+          // earlier attempt crashed; its outcome is unknown
+          return Effect.fail(
+            new DownstreamTimeout({
+              operation: name,
+              key,
+              timeoutMillis: timeoutMs,
+              policy: def.onTimeout,
+              replayed: true
+            })
+          )
+        }
+        return Effect.fail(
+          new IdempotencyConflict({ operation: name, key, retryAfterMillis: Math.max(0, record.leaseUntil - now) })
+        )
+      }
+
+      // with a deadline, each reservation is bounded by the point after which the downstream would
+      // get no time at all
+      const reserveGuard = request.deadline === undefined ? unbounded : boundedBy(downstreamDeadline)
+      const reserveOnce = Effect.flatMap(
+        Clock.currentTimeMillis,
+        (sentAt) =>
+          reserveGuard("reserve", store.reserve({ id, token, fingerprint, lease, ttl, takeover })).pipe(
+            Effect.flatMap((result) => classify(result, sentAt))
+          )
+      )
+      const inProgress = def.inProgress
+      const reservation = yield* (inProgress === undefined || inProgress._tag === "Fail"
+        ? reserveOnce
+        : waitOnConflict(reserveOnce, inProgress.schedule, downstreamDeadline)).pipe(
+          Effect.tapError((error) =>
+            // a reservation cut off by the deadline may have been applied: give it back, within the
+            // attempt's deadline, so the key is not blocked by an attempt that never ran
+            error._tag === "StoreUnavailable" && error.cause === DEADLINE_PASSED && request.deadline !== undefined
+              ? boundedBy(request.deadline)("release", store.release({ id, token })).pipe(Effect.ignore)
+              : Effect.void
+          )
+        )
+
+      if (reservation._tag === "Replay") {
+        const value = yield* replay(id, reservation.record, timeoutMs)
+        yield* annotate("replayed")
+        yield* Effect.logDebug(
+          `idempotency: ${name} replayed the outcome recorded by attempt ${reservation.record.attempt}`
+        )
+        return { value, replayed: true, attempt: reservation.record.attempt, recorded: true } satisfies Result<A>
+      }
+
+      const result = yield* execute(request, id, token, reservation, timeoutMs, leaseMs)
+      yield* annotate(result.recorded ? "executed" : "unrecorded")
+      return result
+    }).pipe(
+      Effect.withSpan("Idempotency.run", spanOptions)
+    )
+
+  const waitOnConflict = <X, Y>(
+    reserveOnce: Effect.Effect<X, Y | IdempotencyConflict>,
+    schedule: Schedule.Schedule<unknown, IdempotencyConflict>,
+    until: number
+  ): Effect.Effect<X, Y | IdempotencyConflict> =>
+    Effect.flatMap(Schedule.driver(schedule), (driver) => {
+      const loop: Effect.Effect<X, Y | IdempotencyConflict> = Effect.catchIf(
+        reserveOnce,
+        (error): error is IdempotencyConflict => (error as { readonly _tag?: unknown })._tag === "IdempotencyConflict",
+        (conflict) =>
+          Effect.matchEffect(driver.next(conflict), {
+            onFailure: () => Effect.fail(conflict),
+            onSuccess: () =>
+              Effect.flatMap(Clock.currentTimeMillis, (now) => now >= until ? Effect.fail(conflict) : loop)
+          })
+      )
+      return loop
+    })
+
+  const replay = (id: RecordId, record: IdempotencyRecord, timeoutMs: number) => {
+    const invalid = (cause: unknown) => new StoredOutcomeInvalid({ operation: name, key: id.key, cause })
+    const outcome = record.outcome
+    if (outcome === undefined) return Effect.fail(invalid("a COMPLETED record without an outcome"))
+    switch (outcome._tag) {
+      case "Success":
+        return parseJson(outcome.value).pipe(Effect.flatMap(def.decodeSuccess), Effect.mapError(invalid))
+      case "Failure": {
+        const decodeFailure = def.decodeFailure
+        if (decodeFailure === undefined) return Effect.fail(invalid("a stored failure, but no failure schema"))
+        return parseJson(outcome.error).pipe(
+          Effect.flatMap(decodeFailure),
+          Effect.mapError(invalid),
+          Effect.flatMap((error) => Effect.fail(error as E))
+        )
+      }
+      case "Timeout":
+        return Effect.zipRight(
+          Effect.logDebug(`idempotency: ${name} replayed an unknown outcome (an earlier attempt timed out or crashed)`),
+          Effect.fail(
+            new DownstreamTimeout({
+              operation: name,
+              key: id.key,
+              timeoutMillis: timeoutMs,
+              policy: "markUnknown",
+              replayed: true
+            })
+          )
+        )
+      case "Omitted":
+        return Effect.fail(
+          new OutcomeNotReplayable({ operation: name, key: id.key, reason: outcome.reason, replayed: true })
+        )
+    }
+  }
+
+  const execute = (
+    request: Request<P>,
+    id: RecordId,
+    token: string,
+    reservation: Extract<Reservation, { readonly _tag: "Execute" }>,
+    timeoutMs: number,
+    leaseMs: number
+  ): Effect.Effect<Result<A>, E | IdempotencyError, R | IdempotencyStore> =>
+    Effect.gen(function*() {
+      const store = yield* IdempotencyStore
+      const attempt = reservation.attempt
+      const lease = Duration.millis(leaseMs)
+      const downstreamDeadline = Math.min(
+        reservation.sentAt + timeoutMs,
+        request.deadline === undefined ? Infinity : request.deadline - marginMs
+      )
+      const attemptDeadline = request.deadline ?? Infinity
+      const state: ExecutionState<A, E> = {
+        phase: "downstream",
+        reason: undefined,
+        interrupted: false,
+        leaseEnd: reservation.sentAt + leaseMs,
+        exit: undefined
+      }
+      /** The latest point at which recording still helps: the lease, and the attempt's deadline. */
+      const recordEnd = () => Math.min(state.leaseEnd, attemptDeadline)
+
+      const cleanupFailed = (policy: CleanupFailed["policy"], original: unknown) => (cause: StoreFailure) =>
+        new CleanupFailed({ operation: name, key: id.key, policy, original, cause })
+      // a lost lease during cleanup means another attempt owns the record now: nothing left to clean
+      const ignoreLeaseLost = <X, Y>(effect: Effect.Effect<X, LeaseLost | Y>) =>
+        Effect.catchIf(effect, (error): error is LeaseLost => isLeaseLost(error), () => Effect.void)
+
+      /** Applies a policy's write, bounded; a store failure becomes `CleanupFailed`. */
+      const apply = (
+        guard: Guard,
+        policy: CleanupFailed["policy"],
+        original: unknown,
+        write: Effect.Effect<void, LeaseLost | StoreFailure>
+      ): Effect.Effect<void, CleanupFailed> =>
+        policy === "keepLease"
+          ? Effect.void
+          : guard(methodOf(policy), write).pipe(ignoreLeaseLost, Effect.mapError(cleanupFailed(policy, original)))
+
+      /** The write of a policy for an outcome that is unknown (a timeout, a defect). */
+      const unknownOutcome = (policy: TimeoutPolicy): Effect.Effect<void, LeaseLost | StoreFailure> =>
+        policy === "release"
+          ? store.release({ id, token })
+          : policy === "markUnknown"
+          ? store.complete({ id, token, outcome: StoredOutcome.Timeout(), ttl })
+          : Effect.void
+
+      /** Completes with `outcome`, retrying unavailability; a retry that finds its own record counts. */
+      const complete = (outcome: StoredOutcome): Effect.Effect<void, LeaseLost | StoreFailure> =>
+        store.complete({ id, token, outcome, ttl }).pipe(
+          // the retry's schedule is only built when a completion fails
+          Effect.catchIf(
+            (error): error is StoreUnavailable => error._tag === "StoreUnavailable",
+            () =>
+              Effect.retry(store.complete({ id, token, outcome, ttl }), {
+                schedule: def.completeRetry,
+                while: (error) => error._tag === "StoreUnavailable"
+              })
+          ),
+          // a retried completion whose first try was applied but whose answer was lost sees its own
+          // COMPLETED record: that is this attempt's outcome, recorded, not a lost lease
+          Effect.catchIf(
+            (error): error is LeaseLost => error._tag === "LeaseLost",
+            (error) =>
+              Effect.flatMap(store.get(id), (record) =>
+                Option.isSome(record) && record.value.status === "COMPLETED" && record.value.token === token
+                  ? Effect.void
+                  : Effect.fail(error))
+          )
+        )
+
+      const recordSuccess = (value: A, guard: Guard): Effect.Effect<Result<A>, IdempotencyError> =>
+        def.encodeSuccess(value).pipe(
+          Effect.flatMap(toJson),
+          // the caller gets the value a replay would get: the recorded text, decoded
+          Effect.flatMap((json) =>
+            parseJson(json).pipe(
+              Effect.flatMap(def.decodeSuccess),
+              Effect.map((decoded) => ({ json, decoded }))
+            )
+          ),
+          Effect.either,
+          Effect.flatMap((encoded): Effect.Effect<Result<A>, IdempotencyError> => {
+            if (encoded._tag === "Left") {
+              // the downstream ran: its outcome is kept as omitted, so no retry runs it again
+              const reason = encodeFailureReason(encoded.left)
+              return guard("complete", complete(StoredOutcome.Omitted({ reason }))).pipe(
+                Effect.catchAll((error) =>
+                  Effect.logError("idempotency: the omitted outcome could not be recorded", error)
+                ),
+                Effect.zipRight(
+                  Effect.fail(new OutcomeNotReplayable({ operation: name, key: id.key, reason, replayed: false }))
+                )
+              )
+            }
+            return guard("complete", complete(StoredOutcome.Success({ value: encoded.right.json }))).pipe(
+              Effect.as(true),
+              Effect.catchIf(
+                (error): error is StoreFailure =>
+                  isStoreFailure(error),
+                (error) =>
+                  Effect.as(
+                    Effect.logError("idempotency: the outcome could not be recorded; returning it unrecorded", error),
+                    false
+                  )
+              ),
+              Effect.map((recorded): Result<A> => ({
+                value: encoded.right.decoded,
+                replayed: false,
+                attempt,
+                recorded
+              }))
+            )
+          })
+        )
+
+      const recordFailure = (error: E, cause: Cause.Cause<E>, guard: Guard): Effect.Effect<never, E | CleanupFailed> =>
+        Effect.gen(function*() {
+          let policy = def.failurePolicy(error)
+          let outcome: StoredOutcome | undefined
+          if (policy === "store") {
+            const encoded = def.encodeFailure === undefined
+              ? Option.none<string>()
+              : yield* def.encodeFailure(error).pipe(Effect.flatMap(toJson), Effect.option)
+            if (Option.isSome(encoded)) {
+              outcome = StoredOutcome.Failure({ error: encoded.value })
+            } else {
+              // kept as omitted, never released: `store` did not choose to let a retry run again
+              outcome = StoredOutcome.Omitted({ reason: "a failure chosen for `store` does not encode" })
+              yield* Effect.logWarning(
+                "idempotency: a failure chosen for `store` does not encode; its record is kept without it"
+              )
+            }
+          }
+          const write: Effect.Effect<void, LeaseLost | StoreFailure> = outcome !== undefined
+            ? complete(outcome)
+            : policy === "markFailed"
+            ? store.markFailed({ id, token, ttl })
+            : store.release({ id, token })
+          if (outcome !== undefined) {
+            policy = "store"
+          }
+          yield* apply(guard, policy, error, write)
+          return yield* Effect.failCause(cause)
+        })
+
+      /** Records (or applies the policy of) an exit of the downstream that is known. */
+      const settle = (exit: Exit.Exit<A, E>, guard: Guard): Effect.Effect<Result<A>, E | IdempotencyError> => {
+        if (Exit.isSuccess(exit)) {
+          return recordSuccess(exit.value, guard)
+        }
+        const cause = exit.cause
+        if (Cause.isInterruptedOnly(cause)) {
+          // the downstream interrupted itself, like a crash: the lease bounds the block
+          return Effect.failCause(cause)
+        }
+        const failure = Cause.failureOption(cause)
+        if (Option.isSome(failure)) {
+          return recordFailure(failure.value, cause, guard)
+        }
+        // a defect may come after the downstream's write: its outcome is unknown
+        return apply(guard, def.onDefect, Cause.squash(cause), unknownOutcome(def.onDefect)).pipe(
+          Effect.zipRight(Effect.failCause(cause))
+        )
+      }
+
+      // building the downstream may throw: nothing has run then, so the reservation is given back
+      const built = yield* Effect.either(Effect.try({
+        try: () =>
+          def.execute(request.payload),
+        catch: (thrown) => thrown
+      }))
+      // giving back a reservation that nothing used is bounded by the attempt's deadline only
+      const giveBack = (request.deadline === undefined ? unbounded : boundedBy(request.deadline))(
+        "release",
+        store.release({ id, token })
+      ).pipe(Effect.ignore)
+      if (built._tag === "Left") {
+        yield* giveBack
+        return yield* Effect.die(built.left)
+      }
+
+      if ((yield* Clock.currentTimeMillis) >= downstreamDeadline) {
+        // the reservation took the downstream's time: nothing ran, so it is given back
+        yield* giveBack
+        return yield* new DownstreamTimeout({
+          operation: name,
+          key: id.key,
+          timeoutMillis: 0,
+          policy: "release",
+          replayed: false
+        })
+      }
+
+      const context = IdempotencyContext.make({ id, token, attempt })
+      const worker = built.right.pipe(
+        Effect.provideService(IdempotencyContext.IdempotencyContext, context),
+        Effect.onExit((exit) =>
+          Effect.sync(() => {
+            state.exit = exit
+            state.phase = "record"
+          })
+        ),
+        Effect.exit,
+        Effect.flatMap((exit) => settle(exit, unbounded)),
+        Effect.interruptible
+      )
+      const workerFiber = yield* Effect.fork(worker)
+      // a daemon: interrupting this fiber from outside interrupts the worker, a child, at once, but
+      // the watchdog must outlive that to keep the lease until the downstream has stopped
+      const watchdogFiber = yield* Effect.forkDaemon(watchdog(store, id, token, lease, workerFiber, state, {
+        downstreamDeadline,
+        recordEnd
+      }))
+      const workerExit = yield* Fiber.await(workerFiber).pipe(
+        // interrupted from outside: the downstream is stopped, and its lease kept until it is
+        Effect.onInterrupt(() => Effect.zipRight(Fiber.interrupt(workerFiber), Fiber.interrupt(watchdogFiber)))
+      )
+
+      if (Exit.isSuccess(workerExit) || !Cause.isInterruptedOnly(workerExit.cause) || !state.interrupted) {
+        yield* Fiber.interrupt(watchdogFiber)
+        return yield* workerExit
+      }
+
+      // the watchdog interrupted the worker: see what the downstream did
+      const exit = state.exit
+      if (exit !== undefined && !(Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause))) {
+        // its exit became known while it was being interrupted (or it was recording): record it
+        yield* Fiber.interrupt(watchdogFiber)
+        return yield* settle(exit, boundedBy(recordEnd()))
+      }
+      // the downstream was stopped before it ended: its outcome is unknown
+      yield* Fiber.interrupt(watchdogFiber)
+      const guard = boundedBy(recordEnd())
+      switch (state.reason) {
+        case "leaseLost":
+          return yield* new LeaseLost({ method: "extend", recordId: id.value })
+        case "leaseExpiring": {
+          yield* apply(guard, def.onTimeout, "lease expiring", unknownOutcome(def.onTimeout)).pipe(
+            Effect.catchAll((error) => Effect.logWarning("idempotency: the timeout policy could not be applied", error))
+          )
+          return yield* new LeaseLost({ method: "extend", recordId: id.value, reason: "expiring" })
+        }
+        default: {
+          const original = new DownstreamTimeout({
+            operation: name,
+            key: id.key,
+            timeoutMillis: timeoutMs,
+            policy: def.onTimeout,
+            replayed: false
+          })
+          yield* apply(guard, def.onTimeout, original, unknownOutcome(def.onTimeout))
+          return yield* original
+        }
+      }
+    })
+
+  /**
+   * The watchdog of one execution (see the module's documentation). It never fails: a failed
+   * extension is retried while the lease lasts, and a lost lease stops the downstream.
+   *
+   * Stopping a downstream: a lost lease interrupts it at once (another attempt may run: nothing it
+   * does can be recorded). A timeout or a lease that cannot be kept interrupts it as soon as it is
+   * interruptible: a downstream inside an uninterruptible region finishes that region first, and if
+   * it ends there, its outcome is known and recorded. Until it stops, the lease is kept.
+   */
+  const watchdog = (
+    store: IdempotencyStore["Type"],
+    id: RecordId,
+    token: string,
+    lease: Duration.Duration,
+    worker: Fiber.RuntimeFiber<unknown, unknown>,
+    state: ExecutionState<A, E>,
+    times: { readonly downstreamDeadline: number; readonly recordEnd: () => number }
+  ): Effect.Effect<void> =>
+    Effect.gen(function*() {
+      const leaseMs = millis(lease)
+      // an extension retried after a failure waits this long, so a short outage costs little lease
+      const retryMs = Math.min(1000, Math.max(50, Math.floor((heartbeatMs ?? leaseMs) / 4)))
+      let nextBeat = heartbeatMs === undefined ? Infinity : (yield* Clock.currentTimeMillis) + heartbeatMs
+      let retryAt = 0
+      let pollMs = INTERRUPTIBLE_POLL_FIRST_MILLIS
+      /**
+       * When a downstream that still runs is stopped because its lease could not be kept: half the
+       * margin before the lease ends, which leaves the other half for the interruption.
+       */
+      const guardAt = (): number => state.leaseEnd - marginMs / 2
+      /** When the lease must be extended next: on the heartbeat, and while a stopped downstream winds down. */
+      const extendAt = (): number => {
+        if (state.phase !== "downstream" || state.reason === "leaseLost") return Infinity
+        const due = state.reason === undefined ? nextBeat : Math.min(nextBeat, guardAt())
+        return Math.max(retryAt, due)
+      }
+      const interrupt = Effect.suspend(() => {
+        state.interrupted = true
+        return Fiber.interruptFork(worker)
+      })
+      while (true) {
+        const now = yield* Clock.currentTimeMillis
+        if (state.phase === "record") {
+          // the downstream ended on its own: the worker records its outcome, bounded by the attempt
+          if (state.interrupted) return yield* Effect.never
+          state.reason = undefined
+          if (now >= times.recordEnd()) {
+            state.reason = "recordDeadline"
+            yield* interrupt
+            return yield* Effect.never
+          }
+          yield* Effect.sleep(Duration.millis(Math.max(1, times.recordEnd() - now)))
+          continue
+        }
+        if (state.reason === undefined && now >= times.downstreamDeadline) state.reason = "timeout"
+        if (now >= extendAt()) {
+          // bounded, so that the watchdog itself is never held past what it guards
+          const until = state.reason === undefined
+            ? Math.min(times.downstreamDeadline, guardAt())
+            : Math.max(state.leaseEnd, now + retryMs)
+          const extended = yield* boundedBy(until)("extend", store.extend({ id, token, lease })).pipe(Effect.either)
+          if (extended._tag === "Right") {
+            state.leaseEnd = now + leaseMs
+            nextBeat = heartbeatMs === undefined ? Infinity : now + heartbeatMs
+          } else if (isLeaseLost(extended.left)) {
+            yield* Effect.logWarning("idempotency: the lease was lost; interrupting the downstream", extended.left)
+            state.reason = "leaseLost"
+          } else {
+            yield* Effect.logWarning("idempotency: the lease could not be extended; retrying", extended.left)
+            retryAt = (yield* Clock.currentTimeMillis) + retryMs
+          }
+          continue
+        }
+        if (state.reason === undefined && now >= guardAt()) state.reason = "leaseExpiring"
+        let wake = extendAt()
+        if (state.reason === undefined) {
+          wake = Math.min(wake, times.downstreamDeadline, guardAt())
+        } else if (!state.interrupted) {
+          const flags = state.reason === "leaseLost" ? undefined : yield* worker.runtimeFlags
+          if (state.phase !== "downstream") continue
+          if (flags === undefined || RuntimeFlags.interruptible(flags)) {
+            yield* interrupt
+          } else {
+            wake = Math.min(wake, now + pollMs)
+            pollMs = Math.min(INTERRUPTIBLE_POLL_MAX_MILLIS, pollMs * 2)
+          }
+        }
+        if (wake === Infinity) return yield* Effect.never
+        yield* Effect.sleep(Duration.millis(Math.max(1, wake - (yield* Clock.currentTimeMillis))))
+      }
+    })
+
+  return { runDetailed, fingerprintOf }
+}
