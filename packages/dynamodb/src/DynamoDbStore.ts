@@ -68,7 +68,7 @@ export interface Options {
   /**
    * Outcomes whose item would be larger than this are recorded as `StoredOutcome.Omitted`: the
    * record is COMPLETED (never executed again before it expires) and a replay fails with
-   * `StoredOutcomeInvalid`. Default 400 KiB, DynamoDB's item size limit. An outcome DynamoDB
+   * `OutcomeNotReplayable`. Default 400 KiB, DynamoDB's item size limit. An outcome DynamoDB
    * refuses as too large is recorded the same way.
    */
   readonly maxItemBytes?: number | undefined

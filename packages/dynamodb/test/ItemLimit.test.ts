@@ -46,7 +46,7 @@ const tooLarge = (size: number, expectedRequests: ReadonlyArray<string>) =>
     assert.include(outcome.reason, "item size limit")
     for (let retry = 0; retry < 3; retry++) {
       const replay = yield* Effect.flip(op.run({ key, payload: { report: "q3" } }))
-      assert.strictEqual(replay._tag, "StoredOutcomeInvalid")
+      assert.strictEqual(replay._tag, "OutcomeNotReplayable")
     }
     assert.strictEqual(yield* Ref.get(executions), 1)
   })

@@ -38,6 +38,7 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
 import * as format from "./internal/format.js"
+import { stepwise } from "./internal/stepwise.js"
 import * as trace from "./internal/trace.js"
 
 /**
@@ -357,24 +358,6 @@ const describeOutcome = <A, E>(outcome: AttemptOutcome<A, E>, timeLimitMs: numbe
 }
 
 /** The most clock steps of one stepwise play (each is one scheduled wake-up). */
-const MAX_STEPS = 100_000
-
-/** Moves `TestClock` to `end` one scheduled wake-up at a time, settling before each. */
-const stepwise = (end: number, settle: Effect.Effect<void>, done: Effect.Effect<boolean>): Effect.Effect<void> =>
-  Effect.gen(function*() {
-    for (let step = 0; step < MAX_STEPS; step++) {
-      yield* settle
-      if (yield* done) return
-      const now = yield* Clock.currentTimeMillis
-      if (now >= end) return
-      let next = end
-      for (const at of yield* TestClock.sleeps()) {
-        if (at > now && at < next) next = at
-      }
-      yield* TestClock.adjust(Duration.millis(next - now))
-    }
-  })
-
 /**
  * Plays a plan under `TestClock`: starts each delivery at its time, runs `invoke` for each attempt,
  * stops an attempt at the time limit, and retries a failed one after its wait (unless the event is

@@ -384,6 +384,7 @@ export interface Property<R> {
 
 const UNEXPECTED: ReadonlySet<string> = new Set([
   "InvalidIdempotencyKey",
+  "InvalidPayload",
   "KeyReused",
   "StoreError",
   "StoredOutcomeInvalid"
@@ -493,6 +494,11 @@ const findViolations = <A, E>(input: {
     if (Cause.isInterruptedOnly(exit.cause)) continue
     const failure = Cause.failureOption(exit.cause)
     if (Option.isNone(failure)) {
+      // a defect the simulated downstream was scripted to die with is the downstream's exit
+      const scripted = Cause.defects(exit.cause)
+      if (scripted.length > 0 && Array.from(scripted).every((d) => d instanceof SimulatedDownstream.SimulatedDefect)) {
+        continue
+      }
       violations.push(Violation.UnexpectedFailure({
         attempt: attempt.label,
         detail: `died: ${Cause.pretty(exit.cause).split("\n")[0]}`

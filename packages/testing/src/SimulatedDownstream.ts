@@ -2,7 +2,8 @@
  * A simulated downstream service to swap in for a real API in tests: it records every write it
  * applies, can deduplicate by a forwarded `Idempotency-Key`, and behaves per call as scripted:
  * succeed, fail with a given error, answer late (after the write was applied, so the caller times
- * out), never answer, or apply the write and then fail.
+ * out), never answer, apply the write and then fail, die before or after the write (a defect in
+ * the client, such as a response parser that throws), or ignore interruption.
  *
  * ```ts
  * import { SimulatedDownstream } from "@effect-idempotency/testing"
@@ -42,6 +43,10 @@ import * as trace from "./internal/trace.js"
  *   whose timeout is shorter sees a timeout although the write happened.
  * - `NeverAnswer`: never answers; applies the write after `applyAfterMs` when `applied`.
  * - `ApplyThenFail`: applies the write after `latencyMs`, then answers with an error (`code`).
+ * - `Die`: dies (a defect, `SimulatedDefect`) after `latencyMs`; nothing is applied.
+ * - `ApplyThenDie`: applies the write after `latencyMs`, then dies: the outcome of a defect is unknown.
+ * - `IgnoreInterruption`: like `AnswerLate`, inside an uninterruptible region: a caller that gives
+ *   up must wait for it, and then knows its outcome.
  *
  * @since 0.1.0
  * @category models
@@ -52,6 +57,9 @@ export type Behaviour = Data.TaggedEnum<{
   AnswerLate: { readonly applyAfterMs: number; readonly answerAfterMs: number }
   NeverAnswer: { readonly applied: boolean; readonly applyAfterMs: number }
   ApplyThenFail: { readonly code: string; readonly latencyMs: number }
+  Die: { readonly latencyMs: number }
+  ApplyThenDie: { readonly latencyMs: number }
+  IgnoreInterruption: { readonly applyAfterMs: number; readonly answerAfterMs: number }
 }>
 
 /**
@@ -119,6 +127,56 @@ export const applyThenFail = (code: string, latency?: Duration.DurationInput): B
   Behaviour.ApplyThenFail({ code, latencyMs: toMillis(latency) })
 
 /**
+ * Dies after `latency` (default 0) without applying the write.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const die = (latency?: Duration.DurationInput): Behaviour => Behaviour.Die({ latencyMs: toMillis(latency) })
+
+/**
+ * Applies the write after `latency` (default 0), then dies.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const applyThenDie = (latency?: Duration.DurationInput): Behaviour =>
+  Behaviour.ApplyThenDie({ latencyMs: toMillis(latency) })
+
+/**
+ * Applies the write after `applyAfter` (default 0) and answers after `answerAfter`, ignoring
+ * interruption all along.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const ignoreInterruption = (options: {
+  readonly applyAfter?: Duration.DurationInput | undefined
+  readonly answerAfter: Duration.DurationInput
+}): Behaviour => {
+  const applyAfterMs = toMillis(options.applyAfter)
+  return Behaviour.IgnoreInterruption({
+    applyAfterMs,
+    answerAfterMs: Math.max(applyAfterMs, toMillis(options.answerAfter))
+  })
+}
+
+/**
+ * The defect a `Die` or `ApplyThenDie` behaviour dies with.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SimulatedDefect extends Data.TaggedError("SimulatedDefect")<{ readonly call: number }> {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Simulated downstream call ${this.call} died`
+  }
+}
+
+/**
  * A one-line description of a behaviour, for timelines and counterexamples.
  *
  * @since 0.1.0
@@ -139,6 +197,12 @@ export const describe = (behaviour: Behaviour): string => {
         : "never answers, writes nothing"
     case "ApplyThenFail":
       return `writes at ${at(behaviour.latencyMs)}, then fails with ${behaviour.code}`
+    case "Die":
+      return `dies at ${at(behaviour.latencyMs)}, writes nothing`
+    case "ApplyThenDie":
+      return `writes at ${at(behaviour.latencyMs)}, then dies`
+    case "IgnoreInterruption":
+      return `writes at ${at(behaviour.applyAfterMs)}, answers at ${at(behaviour.answerAfterMs)}, ignoring interruption`
   }
 }
 
@@ -149,7 +213,7 @@ export const describe = (behaviour: Behaviour): string => {
  * @category predicates
  */
 export const appliesWrite = (behaviour: Behaviour): boolean =>
-  behaviour._tag !== "Fail" && !(behaviour._tag === "NeverAnswer" && !behaviour.applied)
+  behaviour._tag !== "Fail" && behaviour._tag !== "Die" && !(behaviour._tag === "NeverAnswer" && !behaviour.applied)
 
 /**
  * A call to the downstream.
@@ -376,6 +440,12 @@ export const make = (options: Options): Effect.Effect<SimulatedDownstream["Type"
         Effect.fail(new SimulatedDownstreamError({ code, call: index }))
       )
 
+    const dieWith = (index: number) =>
+      Effect.zipRight(
+        Effect.zipRight(update(index, { answer: "failed" }), trace.record("downstream", `call ${index}: died`)),
+        Effect.die(new SimulatedDefect({ call: index }))
+      )
+
     const call = (request: Request): Effect.Effect<Receipt, SimulatedDownstreamError> =>
       Effect.gen(function*() {
         const behaviour = yield* next
@@ -418,10 +488,26 @@ export const make = (options: Options): Effect.Effect<SimulatedDownstream["Type"
               ? sleep(applyAfterMs).pipe(Effect.zipRight(apply(index)), Effect.zipRight(Effect.never))
               : Effect.zipRight(update(index, { effect: "none" }), Effect.never),
           ApplyThenFail: ({ code, latencyMs }) =>
-            sleep(latencyMs).pipe(Effect.zipRight(apply(index)), Effect.zipRight(failWith(index, code)))
+            sleep(latencyMs).pipe(Effect.zipRight(apply(index)), Effect.zipRight(failWith(index, code))),
+          Die: ({ latencyMs }) =>
+            sleep(latencyMs).pipe(
+              Effect.zipRight(update(index, { effect: "none" })),
+              Effect.zipRight(dieWith(index))
+            ),
+          ApplyThenDie: ({ latencyMs }) =>
+            sleep(latencyMs).pipe(Effect.zipRight(apply(index)), Effect.zipRight(dieWith(index))),
+          IgnoreInterruption: ({ answerAfterMs, applyAfterMs }) =>
+            Effect.uninterruptible(
+              sleep(applyAfterMs).pipe(
+                Effect.zipRight(apply(index)),
+                Effect.tap(() => sleep(answerAfterMs - applyAfterMs)),
+                Effect.flatMap((receipt) => answer(index, receipt))
+              )
+            )
         })
         return yield* Effect.onInterrupt(body, () =>
-          Effect.zipRight(
+          // a call that answered inside an uninterruptible region was not abandoned
+          calls[index - 1]!.answer !== "pending" ? Effect.void : Effect.zipRight(
             update(index, { answer: "abandoned" }),
             trace.record("downstream", `call ${index}: abandoned by the caller before it answered`)
           ))
@@ -543,7 +629,8 @@ export const arbitrary = (options: ArbitraryOptions): FastCheck.Arbitrary<Behavi
   const codes = options.failures ?? ["Unavailable"]
   const code = FastCheck.constantFrom(...(codes.length === 0 ? ["Unavailable"] : codes))
   const kinds = new Set<Behaviour["_tag"]>(
-    options.kinds ?? ["Succeed", "Fail", "AnswerLate", "NeverAnswer", "ApplyThenFail"]
+    options.kinds ??
+      ["Succeed", "Fail", "AnswerLate", "NeverAnswer", "ApplyThenFail", "Die", "ApplyThenDie", "IgnoreInterruption"]
   )
   const all: ReadonlyArray<
     readonly [Behaviour["_tag"], { readonly weight: number; readonly arbitrary: FastCheck.Arbitrary<Behaviour> }]
@@ -568,6 +655,14 @@ export const arbitrary = (options: ArbitraryOptions): FastCheck.Arbitrary<Behavi
     ["ApplyThenFail", {
       weight: 1,
       arbitrary: FastCheck.tuple(code, latency).map(([code, latencyMs]) => Behaviour.ApplyThenFail({ code, latencyMs }))
+    }],
+    ["Die", { weight: 1, arbitrary: latency.map((latencyMs) => Behaviour.Die({ latencyMs })) }],
+    ["ApplyThenDie", { weight: 1, arbitrary: latency.map((latencyMs) => Behaviour.ApplyThenDie({ latencyMs })) }],
+    ["IgnoreInterruption", {
+      weight: 1,
+      arbitrary: FastCheck.tuple(latency, FastCheck.integer({ min: 0, max })).map(([applyAfterMs, extra]) =>
+        Behaviour.IgnoreInterruption({ applyAfterMs, answerAfterMs: applyAfterMs + extra })
+      )
     }]
   ]
   const chosen = all.filter(([tag]) => kinds.has(tag)).map(([, entry]) => entry)

@@ -1,6 +1,11 @@
 /**
  * @since 0.1.0
  */
+export * as ExitPaths from "./ExitPaths.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as FaultyStore from "./FaultyStore.js"
 
 /**

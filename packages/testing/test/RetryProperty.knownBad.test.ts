@@ -52,6 +52,22 @@ const brokenStore = (
 
 describe("RetryProperty catches known-bad configurations", () => {
   it.effect(
+    "defect policy `release` with a downstream that does not deduplicate: a write before the defect is repeated",
+    () =>
+      Effect.gen(function*() {
+        const { found, tags } = yield* counterexample(
+          property({ timeout: "2 seconds", onTimeout: "markUnknown", onDefect: "release" }, {
+            downstream: { kinds: ["Succeed", "ApplyThenDie"] },
+            faults: false
+          })
+        )
+        assert.include(tags, "DuplicateWrite")
+        assert.include(found.report.timeline, "then dies")
+      }),
+    TIMEOUT
+  )
+
+  it.effect(
     "timeout policy `release` with a downstream that does not deduplicate: the late answer's write is repeated",
     () =>
       Effect.gen(function*() {

@@ -187,6 +187,40 @@ describe("SimulatedDownstream", () => {
         behaviour
       ) => behaviour._tag)
     )
-    assert.deepStrictEqual([...kinds].sort(), ["AnswerLate", "ApplyThenFail", "Fail", "NeverAnswer", "Succeed"])
+    assert.deepStrictEqual([...kinds].sort(), [
+      "AnswerLate",
+      "ApplyThenDie",
+      "ApplyThenFail",
+      "Die",
+      "Fail",
+      "IgnoreInterruption",
+      "NeverAnswer",
+      "Succeed"
+    ])
   })
+
+  it.effect("dies before or after the write, and ignores interruption when told to", () =>
+    Effect.gen(function*() {
+      const downstream = yield* SimulatedDownstream.make({
+        deduplicate: false,
+        script: [
+          SimulatedDownstream.die(),
+          SimulatedDownstream.applyThenDie(),
+          SimulatedDownstream.ignoreInterruption({ applyAfter: "1 second", answerAfter: "2 seconds" })
+        ]
+      })
+      const before = yield* Effect.exit(downstream.call({ body: 1 }))
+      const after = yield* Effect.exit(downstream.call({ body: 2 }))
+      assert.isTrue(before._tag === "Failure" && before.cause._tag === "Die")
+      assert.isTrue(after._tag === "Failure" && after.cause._tag === "Die")
+      assert.deepStrictEqual((yield* downstream.writes).map((write) => write.body), [2])
+      const stubborn = yield* Effect.fork(downstream.call({ body: 3 }))
+      yield* TestClock.adjust("500 millis")
+      const interrupting = yield* Effect.fork(Fiber.interrupt(stubborn))
+      yield* TestClock.adjust("2 seconds")
+      yield* Fiber.join(interrupting)
+      // the interruption waited for the call: its write was applied and it answered
+      assert.deepStrictEqual((yield* downstream.writes).map((write) => write.body), [2, 3])
+      assert.strictEqual((yield* downstream.calls)[2]!.answer, "succeeded")
+    }))
 })

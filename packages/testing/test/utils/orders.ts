@@ -57,6 +57,8 @@ export interface Config {
   readonly inProgress?: IdempotencyPolicy.InProgressPolicy
   /** Forward the step key to the orders API (default true). */
   readonly forwardKey?: boolean
+  /** The defect policy (default: the timeout policy). */
+  readonly onDefect?: IdempotencyPolicy.TimeoutPolicy
 }
 
 export const createOrder = (config: Config) =>
@@ -73,6 +75,7 @@ export const createOrder = (config: Config) =>
     ...(config.lease === undefined ? {} : { lease: config.lease }),
     ...(config.heartbeat === undefined ? {} : { heartbeat: config.heartbeat }),
     ...(config.inProgress === undefined ? {} : { inProgress: config.inProgress }),
+    ...(config.onDefect === undefined ? {} : { onDefect: config.onDefect }),
     execute: (order: Order) =>
       Effect.gen(function*() {
         const api = yield* OrdersApi

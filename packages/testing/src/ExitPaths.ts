@@ -1,0 +1,464 @@
+/**
+ * The exit-path suite: every way a downstream can end after its reservation, played through
+ * `Idempotency` on a real store, with what must be recorded, what the caller gets, and what a retry
+ * gets. A store package calls `suite` once with its Layer, as it calls `StoreConformance.suite`:
+ *
+ * ```ts
+ * import { ExitPaths } from "@effect-idempotency/testing"
+ * import { IdempotencyStore } from "@effect-idempotency/core"
+ *
+ * ExitPaths.suite("memory store", IdempotencyStore.layerMemoryWith({ warn: false }))
+ * ```
+ *
+ * The exits: a heartbeat whose extension fails once, or for good, or finds the lease lost; a
+ * success that does not encode; a defect (before or after the write); a downstream that ends while
+ * it is being interrupted, or that ignores interruption past its lease margin; a store that hangs
+ * after the reservation, on the completion, on a policy's write, or on the reservation itself.
+ * Faults are injected in front of the store; time is `TestClock`, started at the wall clock and
+ * moved one scheduled wake-up at a time, only while no store request is in flight.
+ *
+ * @since 0.1.0
+ */
+import {
+  Idempotency,
+  IdempotencyError,
+  IdempotencyKey,
+  IdempotencyRecord,
+  IdempotencyStore
+} from "@effect-idempotency/core"
+import { assert, layer } from "@effect/vitest"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import type * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as TestClock from "effect/TestClock"
+import * as TestServices from "effect/TestServices"
+import { trackInFlight } from "./internal/observedStore.js"
+import { stepwise } from "./internal/stepwise.js"
+
+/**
+ * Options of the suite.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** The time the layer may take to build. Default 60 seconds. */
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+type Method = "reserve" | "complete" | "release" | "markFailed" | "extend" | "get"
+type Fault = "unavailable" | "hang" | "leaseLost"
+
+interface Run {
+  readonly start: number
+  end?: number
+}
+
+/** What a test body gets: the store (with fault injection), a clock to move, and a log of executions. */
+interface Env {
+  readonly store: IdempotencyStore.IdempotencyStore["Type"]
+  readonly provide: <A, E, R>(
+    effect: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E, Exclude<R, IdempotencyStore.IdempotencyStore>>
+  readonly fail: (method: Method, fault: Fault, times?: number) => Effect.Effect<void>
+  readonly heal: Effect.Effect<void>
+  readonly calls: ReadonlyArray<{ readonly method: Method; readonly at: number }>
+  /** Moves `TestClock` by `duration`, one wake-up at a time, each after the store went quiet. */
+  readonly advance: (duration: Duration.DurationInput) => Effect.Effect<void>
+  /** Now, on the test's clock, relative to the test's start. */
+  readonly elapsed: Effect.Effect<number>
+  readonly runs: ReadonlyArray<Run>
+  /** Logs an execution of a downstream: when it started and ended, relative to the test's start. */
+  readonly track: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /** A fresh operation name (records never collide, even on a shared store). */
+  readonly name: string
+  readonly recordOf: (key: string) => Effect.Effect<Option.Option<IdempotencyRecord.IdempotencyRecord>, unknown>
+}
+
+const makeEnv = Effect.gen(function*() {
+  yield* TestClock.setTime(yield* TestServices.provideLive(Clock.currentTimeMillis))
+  const start = yield* Clock.currentTimeMillis
+  const tracked = trackInFlight(yield* IdempotencyStore.IdempotencyStore)
+  const base = tracked.store
+  const faults = new Map<Method, { times: number; fault: Fault }>()
+  const calls: Array<{ readonly method: Method; readonly at: number }> = []
+  const guard = <A, E>(
+    method: Method,
+    effect: Effect.Effect<A, E>
+  ): Effect.Effect<A, E | IdempotencyError.StoreUnavailable | IdempotencyError.LeaseLost> =>
+    Effect.flatMap(
+      Clock.currentTimeMillis,
+      (at): Effect.Effect<A, E | IdempotencyError.StoreUnavailable | IdempotencyError.LeaseLost> => {
+        calls.push({ method, at: at - start })
+        const fault = faults.get(method)
+        if (fault === undefined || fault.times <= 0) return effect
+        fault.times--
+        switch (fault.fault) {
+          case "unavailable":
+            return Effect.fail(new IdempotencyError.StoreUnavailable({ method, cause: "injected: connection refused" }))
+          case "hang":
+            return Effect.never
+          case "leaseLost":
+            return Effect.fail(new IdempotencyError.LeaseLost({ method: "extend", recordId: "injected" }))
+        }
+      }
+    )
+  // `leaseLost` is only ever injected on the token-checked methods
+  const store: IdempotencyStore.IdempotencyStore["Type"] = {
+    reserve: (request) =>
+      guard("reserve", base.reserve(request)) as Effect.Effect<
+        IdempotencyRecord.ReserveResult,
+        IdempotencyError.StoreFailure
+      >,
+    complete: (request) => guard("complete", base.complete(request)),
+    release: (request) => guard("release", base.release(request)),
+    markFailed: (request) => guard("markFailed", base.markFailed(request)),
+    extend: (request) => guard("extend", base.extend(request)),
+    get: (id) =>
+      guard("get", base.get(id)) as Effect.Effect<
+        Option.Option<IdempotencyRecord.IdempotencyRecord>,
+        IdempotencyError.StoreFailure
+      >,
+    purgeExpired: base.purgeExpired
+  }
+  const runs: Array<Run> = []
+  const name = `exit-paths-${crypto.randomUUID()}`
+  const env: Env = {
+    store,
+    provide: (effect) => Effect.provideService(effect, IdempotencyStore.IdempotencyStore, store),
+    fail: (method, fault, times = Infinity) => Effect.sync(() => void faults.set(method, { times, fault })),
+    heal: Effect.sync(() => faults.clear()),
+    calls,
+    advance: (duration) =>
+      Effect.flatMap(
+        Clock.currentTimeMillis,
+        (now) => stepwise(now + Duration.toMillis(Duration.decode(duration)), tracked.settle)
+      ),
+    elapsed: Effect.map(Clock.currentTimeMillis, (now) => now - start),
+    runs,
+    track: (effect) =>
+      Effect.flatMap(Clock.currentTimeMillis, (at) => {
+        const run: Run = { start: at - start }
+        runs.push(run)
+        return Effect.onExit(effect, () => Effect.map(Clock.currentTimeMillis, (end) => void (run.end = end - start)))
+      }),
+    name,
+    recordOf: (key) =>
+      base.get(IdempotencyRecord.makeRecordId({ operation: name, key: IdempotencyKey.unsafeMake(key) }))
+  }
+  return env
+})
+
+const keyOf = () => crypto.randomUUID()
+
+/**
+ * Registers the exit-path tests for a store layer.
+ *
+ * @since 0.1.0
+ * @category suites
+ */
+export const suite = <E>(
+  name: string,
+  storeLayer: Layer.Layer<IdempotencyStore.IdempotencyStore, E>,
+  options?: Options
+) =>
+  layer(storeLayer, { timeout: options?.timeout ?? Duration.seconds(60) })(name, (it) => {
+    const test = (title: string, body: (env: Env) => Effect.Effect<void, unknown, IdempotencyStore.IdempotencyStore>) =>
+      it.effect(title, () => Effect.flatMap(makeEnv, body), 60_000)
+
+    const longCall = (env: Env) =>
+      Idempotency.make({
+        name: env.name,
+        payload: Schema.Null,
+        success: Schema.String,
+        lease: "10 seconds",
+        heartbeat: "3 seconds",
+        timeout: "1 minute",
+        execute: () => env.track(Effect.as(Effect.sleep("30 seconds"), "done"))
+      })
+
+    test("the heartbeat survives a failed extension: the lease is kept, the key runs once", (env) =>
+      Effect.gen(function*() {
+        const key = keyOf()
+        const operation = longCall(env)
+        yield* env.fail("extend", "unavailable", 1)
+        const first = yield* Effect.fork(env.provide(operation.run({ key, payload: null })))
+        yield* env.advance("12 seconds")
+        const retry = yield* Effect.flip(env.provide(operation.run({ key, payload: null })))
+        assert.strictEqual(retry._tag, "IdempotencyConflict")
+        yield* env.advance("20 seconds")
+        assert.strictEqual(yield* Fiber.join(first), "done")
+        assert.strictEqual(env.runs.length, 1)
+        assert.isAbove(env.calls.filter((call) => call.method === "extend").length, 3)
+      }))
+
+    test("a lease that cannot be kept stops the downstream before it ends; a retry takes over after", (env) =>
+      Effect.gen(function*() {
+        const key = keyOf()
+        yield* env.fail("extend", "unavailable")
+        const first = yield* Effect.fork(Effect.flip(env.provide(longCall(env).run({ key, payload: null }))))
+        yield* env.advance("10 seconds")
+        const error = yield* Fiber.join(first)
+        assert.deepStrictEqual([error._tag, (error as IdempotencyError.LeaseLost).reason], ["LeaseLost", "expiring"])
+        assert.isBelow(env.runs[0]!.end!, 10_000, "the lease ended at 10 s: the downstream stopped before")
+        yield* env.heal
+        yield* env.advance("1 second")
+        const retry = yield* env.provide(
+          Idempotency.make({
+            name: env.name,
+            payload: Schema.Null,
+            success: Schema.String,
+            execute: () => env.track(Effect.succeed("again"))
+          }).runDetailed({ key, payload: null })
+        )
+        assert.deepStrictEqual([retry.value, retry.attempt], ["again", 2])
+        assert.isAtMost(env.runs[0]!.end!, env.runs[1]!.start)
+      }))
+
+    test("a lease lost to another attempt stops the downstream at once", (env) =>
+      Effect.gen(function*() {
+        yield* env.fail("extend", "leaseLost")
+        const first = yield* Effect.fork(Effect.flip(env.provide(longCall(env).run({ key: keyOf(), payload: null }))))
+        yield* env.advance("3 seconds")
+        const error = yield* Fiber.join(first)
+        assert.deepStrictEqual([error._tag, (error as IdempotencyError.LeaseLost).reason], ["LeaseLost", undefined])
+        assert.strictEqual(env.runs[0]!.end, 3000)
+      }))
+
+    const unencodable = <A, I>(env: Env, success: Schema.Schema<A, I>, value: A) =>
+      Effect.gen(function*() {
+        const key = keyOf()
+        const operation = Idempotency.make({
+          name: env.name,
+          payload: Schema.Null,
+          success,
+          onTimeout: "release",
+          onDefect: "release",
+          execute: () => env.track(Effect.succeed(value))
+        })
+        const first = yield* Effect.flip(env.provide(operation.run({ key, payload: null })))
+        const retry = yield* Effect.flip(env.provide(operation.run({ key, payload: null })))
+        const record = Option.getOrThrow(yield* env.recordOf(key))
+        assert.deepStrictEqual([record.status, record.outcome?._tag], ["COMPLETED", "Omitted"])
+        assert.deepStrictEqual(
+          [first._tag, (first as IdempotencyError.OutcomeNotReplayable).replayed],
+          ["OutcomeNotReplayable", false]
+        )
+        assert.deepStrictEqual(
+          [retry._tag, (retry as IdempotencyError.OutcomeNotReplayable).replayed],
+          ["OutcomeNotReplayable", true]
+        )
+        assert.strictEqual(env.runs.length, 1)
+        return first as IdempotencyError.OutcomeNotReplayable
+      })
+
+    test("a success that is not JSON (a bigint) is kept omitted: never run again, the caller learns it", (env) =>
+      Effect.asVoid(unencodable(env, Schema.BigIntFromSelf, 10n)))
+
+    test("a success that fails its schema on encode is kept omitted; the reason does not hold the value", (env) =>
+      Effect.gen(function*() {
+        const error = yield* unencodable(env, Schema.String.pipe(Schema.maxLength(4)), "secret-value")
+        assert.notInclude(error.message, "secret")
+      }))
+
+    test("a fresh value is the value a replay gets", (env) =>
+      Effect.gen(function*() {
+        class Receipt extends Schema.Class<Receipt>("Receipt")({ id: Schema.String, at: Schema.DateFromString }) {}
+        const key = keyOf()
+        const operation = Idempotency.make({
+          name: env.name,
+          payload: Schema.Null,
+          success: Receipt,
+          execute: () => Effect.succeed({ id: "r-1", at: new Date(0) } as Receipt)
+        })
+        const first = yield* env.provide(operation.run({ key, payload: null }))
+        const replay = yield* env.provide(operation.run({ key, payload: null }))
+        assert.instanceOf(first, Receipt)
+        assert.deepStrictEqual(first, replay)
+      }))
+
+    test("a failure chosen for `store` that does not encode is kept omitted, never re-run", (env) =>
+      Effect.gen(function*() {
+        const key = keyOf()
+        const operation = Idempotency.make({
+          name: env.name,
+          payload: Schema.Null,
+          success: Schema.String,
+          onFailure: () => "store",
+          execute: () => env.track(Effect.fail("not a schema value"))
+        })
+        assert.strictEqual(yield* Effect.flip(env.provide(operation.run({ key, payload: null }))), "not a schema value")
+        const retry = yield* Effect.flip(env.provide(operation.run({ key, payload: null })))
+        assert.strictEqual((retry as IdempotencyError.OutcomeNotReplayable)._tag, "OutcomeNotReplayable")
+        assert.strictEqual(env.runs.length, 1)
+      }))
+
+    const defective = (
+      env: Env,
+      options: Partial<
+        Pick<Idempotency.Options<null, null, string, string, never, never, never, never>, "onTimeout" | "onDefect">
+      >
+    ) =>
+      Idempotency.make({
+        name: env.name,
+        payload: Schema.Null,
+        success: Schema.String,
+        timeout: "5 seconds",
+        lease: "20 seconds",
+        ...options,
+        execute: () =>
+          env.track(Effect.suspend(() =>
+            env.runs.length === 1 ? Effect.die("parser failed after the write") : Effect.succeed("ok")
+          ))
+      })
+
+    test("a defect is an unknown outcome: by default it keeps the lease, as a timeout would", (env) =>
+      Effect.gen(function*() {
+        const key = keyOf()
+        const operation = defective(env, {})
+        const exit = yield* Effect.exit(env.provide(operation.run({ key, payload: null })))
+        assert.isTrue(exit._tag === "Failure" && exit.cause._tag === "Die")
+        const retry = yield* Effect.flip(env.provide(operation.run({ key, payload: null })))
+        assert.strictEqual(retry._tag, "IdempotencyConflict")
+        assert.strictEqual(env.runs.length, 1)
+        yield* env.advance("21 seconds")
+        assert.strictEqual(yield* env.provide(operation.run({ key, payload: null })), "ok")
+      }))
+
+    test("a defect under markUnknown blocks the key", (env) =>
+      Effect.gen(function*() {
+        const key = keyOf()
+        const operation = defective(env, { onTimeout: "markUnknown" })
+        yield* Effect.exit(env.provide(operation.run({ key, payload: null })))
+        const retry = yield* Effect.flip(env.provide(operation.run({ key, payload: null })))
+        assert.deepStrictEqual([retry._tag, (retry as IdempotencyError.DownstreamTimeout).replayed], [
+          "DownstreamTimeout",
+          true
+        ])
+        assert.strictEqual(env.runs.length, 1)
+      }))
+
+    test("onDefect: release lets a retry run at once", (env) =>
+      Effect.gen(function*() {
+        const key = keyOf()
+        const operation = defective(env, { onTimeout: "markUnknown", onDefect: "release" })
+        yield* Effect.exit(env.provide(operation.run({ key, payload: null })))
+        assert.strictEqual(yield* env.provide(operation.run({ key, payload: null })), "ok")
+        assert.strictEqual(env.runs.length, 2)
+      }))
+
+    const stubborn = (env: Env, millis: number) =>
+      Idempotency.make({
+        name: env.name,
+        payload: Schema.Null,
+        success: Schema.String,
+        timeout: "1 second",
+        onTimeout: "release",
+        execute: () =>
+          env.track(Effect.uninterruptible(Effect.as(Effect.sleep(Duration.millis(millis)), "written")))
+      })
+
+    test("a downstream that ends while being interrupted has a known outcome: recorded, replayed", (env) =>
+      Effect.gen(function*() {
+        const key = keyOf()
+        const operation = stubborn(env, 1500)
+        const first = yield* Effect.fork(env.provide(operation.runDetailed({ key, payload: null })))
+        yield* env.advance("1500 millis")
+        const result = yield* Fiber.join(first)
+        assert.deepStrictEqual([result.value, result.recorded, result.replayed], ["written", true, false])
+        const retry = yield* env.provide(operation.runDetailed({ key, payload: null }))
+        assert.deepStrictEqual([retry.value, retry.replayed], ["written", true])
+        assert.strictEqual(env.runs.length, 1)
+      }))
+
+    test("a downstream that ignores interruption past the margin keeps its lease: no retry overlaps it", (env) =>
+      Effect.gen(function*() {
+        const key = keyOf()
+        const operation = stubborn(env, 10_000)
+        const first = yield* Effect.fork(env.provide(operation.runDetailed({ key, payload: null })))
+        yield* env.advance("5 seconds")
+        // the lease (timeout + 1 s margin) would have ended at 2 s
+        assert.strictEqual(
+          (yield* Effect.flip(env.provide(operation.run({ key, payload: null }))))._tag,
+          "IdempotencyConflict"
+        )
+        yield* env.advance("5 seconds")
+        const result = yield* Fiber.join(first)
+        assert.deepStrictEqual([result.value, result.recorded], ["written", true])
+        assert.strictEqual(env.runs.length, 1)
+      }))
+
+    const quick = (env: Env, options?: { readonly onTimeout?: "markUnknown" }) =>
+      Idempotency.make({
+        name: env.name,
+        payload: Schema.Null,
+        success: Schema.String,
+        timeout: "4 seconds",
+        completeRetry: Schedule.spaced("100 millis"),
+        ...options,
+        execute: () => options?.onTimeout === undefined ? env.track(Effect.succeed("written")) : Effect.never
+      })
+
+    test("a completion that hangs returns the value unrecorded at the attempt's deadline", (env) =>
+      Effect.gen(function*() {
+        yield* env.fail("complete", "hang")
+        const deadline = (yield* Clock.currentTimeMillis) + 3000
+        const first = yield* Effect.fork(env.provide(quick(env).runDetailed({ key: keyOf(), payload: null, deadline })))
+        yield* env.advance("3 seconds")
+        const result = yield* Fiber.join(first)
+        assert.deepStrictEqual([result.value, result.recorded], ["written", false])
+      }))
+
+    test("a completion that hangs without a deadline is bounded by the lease", (env) =>
+      Effect.gen(function*() {
+        yield* env.fail("complete", "hang")
+        const first = yield* Effect.fork(env.provide(quick(env).runDetailed({ key: keyOf(), payload: null })))
+        yield* env.advance("5 seconds")
+        const result = yield* Fiber.join(first)
+        assert.deepStrictEqual([result.value, result.recorded], ["written", false])
+      }))
+
+    test("completion retries stop at the deadline", (env) =>
+      Effect.gen(function*() {
+        yield* env.fail("complete", "unavailable")
+        const deadline = (yield* Clock.currentTimeMillis) + 2000
+        const first = yield* Effect.fork(env.provide(quick(env).runDetailed({ key: keyOf(), payload: null, deadline })))
+        yield* env.advance("2 seconds")
+        assert.isFalse((yield* Fiber.join(first)).recorded)
+        assert.isTrue(env.calls.every((call) => call.at <= 2000))
+        assert.isAbove(env.calls.filter((call) => call.method === "complete").length, 5)
+      }))
+
+    test("a timeout policy whose write hangs fails with CleanupFailed by the deadline", (env) =>
+      Effect.gen(function*() {
+        yield* env.fail("complete", "hang")
+        const deadline = (yield* Clock.currentTimeMillis) + 3000
+        const first = yield* Effect.fork(
+          Effect.flip(
+            env.provide(quick(env, { onTimeout: "markUnknown" }).run({ key: keyOf(), payload: null, deadline }))
+          )
+        )
+        yield* env.advance("3 seconds")
+        const error = (yield* Fiber.join(first)) as IdempotencyError.CleanupFailed
+        assert.deepStrictEqual([error._tag, error.policy], ["CleanupFailed", "markUnknown"])
+      }))
+
+    test("a reservation that does not answer before the deadline fails as unavailable, the downstream not run", (env) =>
+      Effect.gen(function*() {
+        yield* env.fail("reserve", "hang")
+        const deadline = (yield* Clock.currentTimeMillis) + 5000
+        const first = yield* Effect.fork(
+          Effect.flip(env.provide(quick(env).run({ key: keyOf(), payload: null, deadline })))
+        )
+        yield* env.advance("4 seconds")
+        const error = (yield* Fiber.join(first)) as IdempotencyError.StoreUnavailable
+        assert.deepStrictEqual([error._tag, error.method], ["StoreUnavailable", "reserve"])
+        assert.strictEqual(env.runs.length, 0)
+        assert.isTrue(env.calls.some((call) => call.method === "release"))
+      }))
+  })
