@@ -144,6 +144,7 @@ export const isReplayed = (response: FunctionResponse): boolean =>
 const titles: Record<number, string> = {
   400: "Bad Request",
   409: "Conflict",
+  413: "Content Too Large",
   422: "Unprocessable Content",
   500: "Internal Server Error",
   503: "Service Unavailable",

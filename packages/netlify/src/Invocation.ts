@@ -8,7 +8,42 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import { InvalidRequestBody } from "./NetlifyError.js"
+import { InvalidRequestBody, RequestBodyTooLarge } from "./NetlifyError.js"
+
+/**
+ * The largest request body a function accepts unless told otherwise: 1 MiB.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+
+/** Reads a body as UTF-8 text, never more than `limit` bytes of it. */
+const readBounded = async (request: Request, limit: number): Promise<string | RequestBodyTooLarge> => {
+  const declared = Number(request.headers.get("content-length") ?? Number.NaN)
+  if (Number.isFinite(declared) && declared > limit) return new RequestBodyTooLarge({ limitBytes: limit })
+  if (request.body === null) return ""
+  const reader = request.body.getReader()
+  const chunks: Array<Uint8Array> = []
+  let size = 0
+  while (true) {
+    const { done, value } = await reader.read()
+    if (done) break
+    size += value.byteLength
+    if (size > limit) {
+      await reader.cancel()
+      return new RequestBodyTooLarge({ limitBytes: limit })
+    }
+    chunks.push(value)
+  }
+  const bytes = new Uint8Array(size)
+  let offset = 0
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset)
+    offset += chunk.byteLength
+  }
+  return new TextDecoder().decode(bytes)
+}
 
 /**
  * The part of Netlify's `Context` (the handler's second argument) the adapter reads. Netlify's own
@@ -45,8 +80,8 @@ export class Invocation extends Context.Tag("@effect-idempotency/netlify/Invocat
     readonly startedAt: number
     /** When the platform cuts the function off (epoch milliseconds, `Clock`). */
     readonly deadline: number
-    /** The request body as text, read once. */
-    readonly text: Effect.Effect<string, InvalidRequestBody>
+    /** The request body as text, read once, at most the function's `maxBodyBytes`. */
+    readonly text: Effect.Effect<string, InvalidRequestBody | RequestBodyTooLarge>
   }
 >() {}
 
@@ -61,13 +96,15 @@ export const make = (options: {
   readonly context: NetlifyContext
   readonly startedAt: number
   readonly timeLimit: Duration.Duration
+  /** The largest body read. Default `DEFAULT_MAX_BODY_BYTES`. */
+  readonly maxBodyBytes?: number | undefined
 }): Effect.Effect<Invocation["Type"]> =>
   Effect.map(
     Effect.cached(
       Effect.tryPromise({
-        try: () => options.request.text(),
-        catch: (cause) => new InvalidRequestBody({ reason: "Unreadable", detail: String(cause) })
-      })
+        try: () => readBounded(options.request, options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
+        catch: () => new InvalidRequestBody({ reason: "Unreadable", detail: "the body could not be read" })
+      }).pipe(Effect.flatMap((text) => typeof text === "string" ? Effect.succeed(text) : Effect.fail(text)))
     ),
     (text) => ({
       request: options.request,
@@ -92,7 +129,7 @@ export const request: Effect.Effect<Request, never, Invocation> = Effect.map(Inv
  * @since 0.1.0
  * @category accessors
  */
-export const text: Effect.Effect<string, InvalidRequestBody, Invocation> = Effect.flatMap(
+export const text: Effect.Effect<string, InvalidRequestBody | RequestBodyTooLarge, Invocation> = Effect.flatMap(
   Invocation,
   (self) => self.text
 )

@@ -29,7 +29,8 @@ export class MissingIdempotencyKey extends Schema.TaggedError<MissingIdempotency
 
 /**
  * The request body is not the function's payload (not JSON, or rejected by the payload schema).
- * No store was touched.
+ * No store was touched. `detail` says where the body broke the schema, bounded and escaped, and
+ * never holds any of the body's values.
  *
  * @since 0.1.0
  * @category errors
@@ -45,6 +46,26 @@ export class InvalidRequestBody extends Schema.TaggedError<InvalidRequestBody>(
    */
   override get message(): string {
     return `Invalid request body: ${this.detail}`
+  }
+}
+
+/**
+ * The request body is larger than the function accepts (`maxBodyBytes`). It was not read past the
+ * limit; no store was touched.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class RequestBodyTooLarge extends Schema.TaggedError<RequestBodyTooLarge>(
+  "@effect-idempotency/netlify/RequestBodyTooLarge"
+)("RequestBodyTooLarge", {
+  limitBytes: Schema.Number
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `The request body is larger than the ${this.limitBytes} bytes this function accepts`
   }
 }
 
@@ -95,7 +116,12 @@ export class LayerUnavailable extends Schema.TaggedError<LayerUnavailable>(
  * @since 0.1.0
  * @category models
  */
-export type NetlifyError = MissingIdempotencyKey | InvalidRequestBody | InsufficientTime | LayerUnavailable
+export type NetlifyError =
+  | MissingIdempotencyKey
+  | InvalidRequestBody
+  | RequestBodyTooLarge
+  | InsufficientTime
+  | LayerUnavailable
 
 /**
  * Whether a value is one of the adapter's failures.
@@ -104,18 +130,19 @@ export type NetlifyError = MissingIdempotencyKey | InvalidRequestBody | Insuffic
  * @category refinements
  */
 export const isNetlifyError = (u: unknown): u is NetlifyError =>
-  u instanceof MissingIdempotencyKey || u instanceof InvalidRequestBody || u instanceof InsufficientTime ||
-  u instanceof LayerUnavailable
+  u instanceof MissingIdempotencyKey || u instanceof InvalidRequestBody || u instanceof RequestBodyTooLarge ||
+  u instanceof InsufficientTime || u instanceof LayerUnavailable
 
 /**
  * The HTTP status of an adapter or library failure.
  *
  * | failure | status |
  * | --- | --- |
- * | `MissingIdempotencyKey`, `InvalidRequestBody`, `InvalidIdempotencyKey` | 400 |
+ * | `MissingIdempotencyKey`, `InvalidRequestBody`, `InvalidIdempotencyKey`, `InvalidPayload` | 400 |
  * | `IdempotencyConflict` (with `Retry-After`), `LeaseLost` | 409 |
+ * | `RequestBodyTooLarge` | 413 |
  * | `KeyReused` | 422 |
- * | `StoredOutcomeInvalid` | 500 |
+ * | `StoredOutcomeInvalid`, `OutcomeNotReplayable` | 500 |
  * | `InsufficientTime`, `LayerUnavailable`, `CleanupFailed`, `StoreUnavailable`, `StoreError` | 503 |
  * | `DownstreamTimeout` | 504 |
  *
@@ -127,6 +154,8 @@ export const httpStatus = (error: NetlifyError | IdempotencyError.IdempotencyErr
     case "MissingIdempotencyKey":
     case "InvalidRequestBody":
       return 400
+    case "RequestBodyTooLarge":
+      return 413
     case "InsufficientTime":
     case "LayerUnavailable":
       return 503

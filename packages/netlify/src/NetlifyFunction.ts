@@ -34,7 +34,6 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Ref from "effect/Ref"
 import type * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
@@ -81,6 +80,11 @@ export interface CommonOptions<E> {
    * emulator, tests).
    */
   readonly interruptOnAbort?: boolean | undefined
+  /**
+   * The largest request body read, in bytes: a larger one gets 413 and is not read past the limit.
+   * Default `Invocation.DEFAULT_MAX_BODY_BYTES` (1 MiB).
+   */
+  readonly maxBodyBytes?: number | undefined
 }
 
 /**
@@ -167,6 +171,29 @@ export interface IdempotentOptions<P, IP, E, ROut, LE> extends CommonOptions<E> 
   readonly completeRetry?: Schedule.Schedule<unknown> | undefined
   /** The response headers kept in the record and replayed. Default `DEFAULT_STORED_HEADERS`. */
   readonly storedHeaders?: ReadonlyArray<string> | undefined
+  /**
+   * Which responses of the handler are recorded and replayed to retries. A response that is not
+   * recorded releases the record: it is returned to this request, and a retry runs the handler
+   * again. Default `recordUnlessServerError`: every status below 500 is recorded (a rejection
+   * replays), a 5xx is not (a failed request can be retried).
+   */
+  readonly record?: ((response: FunctionResponse.FunctionResponse) => boolean) | undefined
+}
+
+/**
+ * The default response policy: record every response below 500; a 5xx releases the record so a
+ * retry runs the handler again. (The adapter's own answers, such as 504 for a timeout, are not
+ * responses of the handler: the timeout policy decides for them.)
+ *
+ * @since 0.1.0
+ * @category response policies
+ */
+export const recordUnlessServerError = (response: FunctionResponse.FunctionResponse): boolean => response.status < 500
+
+/** A response the policy chose not to record: carried as a failure, so the record is released. */
+class UnrecordedResponse {
+  readonly _tag = "UnrecordedResponse"
+  constructor(readonly response: FunctionResponse.FunctionResponse) {}
 }
 
 /** The full response of a fresh execution (the record keeps selected headers only). */
@@ -224,6 +251,7 @@ const serve = <R>(
     readonly name: string
     readonly timeLimit: Duration.Duration
     readonly interruptOnAbort: boolean
+    readonly maxBodyBytes: number | undefined
   },
   instance: internalInstance.Instance<R>,
   handle: (
@@ -234,7 +262,13 @@ const serve = <R>(
     Effect.gen(function*() {
       const startedAt = yield* Clock.currentTimeMillis
       const runtime = yield* instance.runtime
-      const invocation = yield* Invocation.make({ request, context, startedAt, timeLimit: options.timeLimit })
+      const invocation = yield* Invocation.make({
+        request,
+        context,
+        startedAt,
+        timeLimit: options.timeLimit,
+        maxBodyBytes: options.maxBodyBytes
+      })
       // the span runs on the function's runtime, so a tracer from the layer records it
       return yield* handle(invocation).pipe(
         Effect.withSpan("NetlifyFunction.invoke", { attributes: { "netlify.function": options.name } }),
@@ -280,7 +314,8 @@ export const make = <E, ROut, LE>(options: Options<E, ROut, LE>): Handler => {
     {
       name,
       timeLimit: Duration.decode(options.timeLimit ?? TimeLimit.synchronous),
-      interruptOnAbort: options.interruptOnAbort ?? false
+      interruptOnAbort: options.interruptOnAbort ?? false,
+      maxBodyBytes: options.maxBodyBytes
     },
     instance,
     (invocation) =>
@@ -331,6 +366,8 @@ export const idempotent = <P, IP, E, ROut, LE>(options: IdempotentOptions<P, IP,
     : options.key
   const decodePayload = Schema.decodeUnknown(options.payload)
 
+  const recordable = options.record ?? recordUnlessServerError
+
   const operation = Idempotency.make({
     name,
     payload: options.payload,
@@ -343,13 +380,24 @@ export const idempotent = <P, IP, E, ROut, LE>(options: IdempotentOptions<P, IP,
             Option.match({ onNone: () => Effect.void, onSome: (ref) => Ref.set(ref, Option.some(response)) })
           )
         ),
-        Effect.map((response) => FunctionResponse.selectHeaders(response, storedHeaders))
+        Effect.flatMap((response) =>
+          recordable(response)
+            ? Effect.succeed(FunctionResponse.selectHeaders(response, storedHeaders))
+            : Effect.fail(new UnrecordedResponse(response))
+        )
       ),
     timeout: timeLimit,
+    // the margin is kept between the handler's end and the platform's cut-off, to record
+    leaseMargin: margin,
     lease,
     heartbeat,
     ttl: options.ttl,
-    onFailure: options.onFailure,
+    onFailure: (error: E | UnrecordedResponse) =>
+      error instanceof UnrecordedResponse
+        ? "release"
+        : options.onFailure === undefined
+        ? "release"
+        : options.onFailure(error),
     onTimeout: options.onTimeout,
     inProgress: options.inProgress,
     key: options.keyOptions,
@@ -372,9 +420,22 @@ export const idempotent = <P, IP, E, ROut, LE>(options: IdempotentOptions<P, IP,
         key,
         payload,
         scope: options.scope?.(payload, invocation),
-        // the reservation's latency counts against the platform's cut-off, not against the margin
-        deadline: invocation.deadline - Duration.toMillis(margin)
-      }).pipe(Effect.provideService(FreshResponse, fresh))
+        // every store call ends by the platform's cut-off; the handler ends the margin before it
+        deadline: invocation.deadline
+      }).pipe(
+        Effect.provideService(FreshResponse, fresh),
+        Effect.catchIf(
+          (error): error is UnrecordedResponse => error instanceof UnrecordedResponse,
+          (unrecorded) =>
+            Effect.as(
+              Effect.logInfo(
+                `executed; the response ${unrecorded.response.status} is not recorded: a retry runs the handler again`
+              ),
+              { value: unrecorded.response, replayed: false, attempt: 0, recorded: false, unrecorded: true }
+            )
+        )
+      )
+      if ("unrecorded" in result) return result.value
       if (result.replayed) {
         yield* Effect.logInfo(`replayed the stored response ${result.value.status}; the handler did not run`).pipe(
           Effect.annotateLogs({ attempt: result.attempt })
@@ -395,8 +456,9 @@ export const idempotent = <P, IP, E, ROut, LE>(options: IdempotentOptions<P, IP,
     Effect.gen(function*() {
       const json = yield* Effect.flatMap(invocation.text, parseJson)
       const payload = yield* decodePayload(json).pipe(
+        // where the body broke the schema, bounded, and never any of its values
         Effect.mapError((error) =>
-          new InvalidRequestBody({ reason: "Schema", detail: ParseResult.TreeFormatter.formatErrorSync(error) })
+          new InvalidRequestBody({ reason: "Schema", detail: IdempotencyError.describeParseError(error) })
         )
       )
       const key = keySource.read(payload, invocation)
@@ -411,5 +473,9 @@ export const idempotent = <P, IP, E, ROut, LE>(options: IdempotentOptions<P, IP,
     )
 
   const instance = Effect.runSync(internalInstance.make(options.layer))
-  return serve({ name, timeLimit, interruptOnAbort: options.interruptOnAbort ?? false }, instance, handle)
+  return serve(
+    { name, timeLimit, interruptOnAbort: options.interruptOnAbort ?? false, maxBodyBytes: options.maxBodyBytes },
+    instance,
+    handle
+  )
 }

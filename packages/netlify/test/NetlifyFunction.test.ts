@@ -216,6 +216,70 @@ describe("NetlifyFunction.idempotent", () => {
       assert.strictEqual(yield* Ref.get(executions), 0)
     }))
 
+  it.scopedLive("payload errors are bounded and never echo the body: 413 past the size limit, 400 below it", () =>
+    Effect.gen(function*() {
+      const { calls, layer } = yield* controllableStore
+      const secret = "sk_live_" + "x".repeat(64)
+      // 6 MB of the wrong shape, with a secret in it
+      const big = JSON.stringify({ sku: 1, quantity: "two", token: secret, padding: "p".repeat(6 * 1024 * 1024) })
+      const { executions, handler } = yield* orderFunction(layer)
+      const tooLarge = yield* invoke(handler, { key: "key-big", body: big })
+      assert.strictEqual(tooLarge.status, 413)
+      assert.isBelow(tooLarge.body.length, 300)
+      assert.notInclude(tooLarge.body, "sk_live")
+
+      const generous = yield* orderFunction(layer, { maxBodyBytes: 8 * 1024 * 1024 })
+      const wrongShape = yield* invoke(generous.handler, { key: "key-big", body: big })
+      assert.strictEqual(wrongShape.status, 400)
+      assert.isBelow(wrongShape.body.length, 500)
+      assert.notInclude(wrongShape.body, "sk_live")
+      assert.notInclude(wrongShape.body, "ppp")
+      assert.include(problemOf(wrongShape).detail, "[\"sku\"]")
+
+      // 5,000 levels deep in 10 kB: a 400, not a stack overflow in error formatting
+      const deep = "{\"sku\":" + "[".repeat(5000) + "]".repeat(5000) + ",\"quantity\":1}"
+      const deepReply = yield* invoke(handler, { key: "key-deep", body: deep })
+      assert.strictEqual(deepReply.status, 400)
+      assert.isBelow(deepReply.body.length, 500)
+
+      assert.strictEqual(yield* Ref.get(calls), 0)
+      assert.strictEqual((yield* Ref.get(executions)) + (yield* Ref.get(generous.executions)), 0)
+    }))
+
+  it.scopedLive("a 5xx of the handler is not recorded: the record is released and a retry runs again", () =>
+    Effect.gen(function*() {
+      const { layer } = yield* controllableStore
+      const { executions, handler } = yield* orderFunction(layer, {
+        behaviour: (n) =>
+          Effect.succeed(
+            n === 1 ? FunctionResponse.problem(503, "the payments API is down") : FunctionResponse.json({ n }, {
+              status: 201
+            })
+          )
+      })
+      const first = yield* invoke(handler, { key: "key-503" })
+      assert.strictEqual(first.status, 503)
+      const retry = yield* invoke(handler, { key: "key-503" })
+      assert.strictEqual(retry.status, 201)
+      assert.isNull(retry.headers.get("Idempotent-Replayed"))
+      const replay = yield* invoke(handler, { key: "key-503" })
+      assert.deepStrictEqual([replay.status, replay.headers.get("Idempotent-Replayed")], [201, "true"])
+      assert.strictEqual(yield* Ref.get(executions), 2)
+    }))
+
+  it.scopedLive("a response policy may record a 5xx, which then replays", () =>
+    Effect.gen(function*() {
+      const { layer } = yield* controllableStore
+      const { executions, handler } = yield* orderFunction(layer, {
+        record: () => true,
+        behaviour: () => Effect.succeed(FunctionResponse.problem(503, "down"))
+      })
+      yield* invoke(handler, { key: "key-503-kept" })
+      const replay = yield* invoke(handler, { key: "key-503-kept" })
+      assert.deepStrictEqual([replay.status, replay.headers.get("Idempotent-Replayed")], [503, "true"])
+      assert.strictEqual(yield* Ref.get(executions), 1)
+    }))
+
   it.scopedLive("409 with Retry-After while another attempt holds the key", () =>
     Effect.gen(function*() {
       const { layer } = yield* controllableStore
