@@ -11,6 +11,7 @@ import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type { IdempotencyTable } from "../PgIdempotencyTable.js"
+import { detach } from "./detach.js"
 import { toStoreFailure } from "./errors.js"
 import * as Statements from "./statements.js"
 
@@ -120,7 +121,7 @@ export const make = (
       params: (now: number | null) => ReadonlyArray<unknown>
     ): Effect.Effect<ReadonlyArray<A>, StoreFailure> =>
       now.pipe(
-        Effect.flatMap((now) => sql.unsafe(text, params(now)).withoutTransform),
+        Effect.flatMap((now) => detach(sql.unsafe(text, params(now)).withoutTransform)),
         Effect.flatMap(decode),
         Effect.mapError(toStoreFailure(method))
       )
