@@ -14,7 +14,9 @@
  *
  * The client makes one attempt per request unless told otherwise (`maxAttempts`): the store
  * retries throttled requests itself, with an Effect `Schedule`, so that retries are bounded,
- * visible and interruptible.
+ * visible and interruptible. A connection that is not established within `defaultConnectTimeout`
+ * (1 second) is abandoned, unless told otherwise (`connectTimeout`, or the SDK's
+ * `requestHandler.connectionTimeout`).
  *
  * @since 0.1.0
  */
@@ -23,8 +25,10 @@ import { DynamoDBClient } from "@aws-sdk/client-dynamodb"
 import * as Config from "effect/Config"
 import * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Predicate from "effect/Predicate"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 
@@ -43,15 +47,44 @@ export class DynamoDbClient extends Context.Tag("@effect-idempotency/dynamodb/Dy
 >() {}
 
 /**
+ * How long establishing a connection may take unless told otherwise: 1 second. Past it the
+ * attempt fails (`TimeoutError`, retried by the store) instead of waiting for the operating
+ * system's TCP timeout, which is minutes.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultConnectTimeout: Duration.Duration = Duration.seconds(1)
+
+/**
+ * The SDK's handler options (or the handler itself) with `connectionTimeout` set to
+ * `defaultConnectTimeout` when the configuration leaves it out. A handler instance is left as it
+ * is: it was configured by whoever built it.
+ */
+const withConnectTimeout = (
+  requestHandler: DynamoDBClientConfig["requestHandler"]
+): NonNullable<DynamoDBClientConfig["requestHandler"]> => {
+  const connectionTimeout = Duration.toMillis(defaultConnectTimeout)
+  if (requestHandler === undefined) return { connectionTimeout }
+  const configured = Predicate.hasProperty(requestHandler, "handle") ||
+    (Predicate.hasProperty(requestHandler, "connectionTimeout") && requestHandler.connectionTimeout !== undefined)
+  return configured ? requestHandler : { ...requestHandler, connectionTimeout }
+}
+
+/**
  * Builds a client in the current scope and destroys it when the scope closes. `maxAttempts`
- * defaults to 1 (the store owns retries).
+ * defaults to 1 (the store owns retries), and the connection timeout of the SDK's handler
+ * (`requestHandler.connectionTimeout`, in milliseconds) to `defaultConnectTimeout`, unless
+ * `requestHandler` is a handler instance.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const make = (config?: DynamoDBClientConfig): Effect.Effect<DynamoDbClient["Type"], never, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.sync(() => new DynamoDBClient({ maxAttempts: 1, ...config })),
+    Effect.sync(() =>
+      new DynamoDBClient({ maxAttempts: 1, ...config, requestHandler: withConnectTimeout(config?.requestHandler) })
+    ),
     (client) => Effect.sync(() => client.destroy())
   ).pipe(Effect.map((client) => DynamoDbClient.of({ client })))
 
@@ -81,6 +114,8 @@ export interface ClientOptions {
   readonly sessionToken?: Redacted.Redacted | undefined
   /** Attempts per request made by the SDK itself (default 1). */
   readonly maxAttempts?: number | undefined
+  /** How long establishing a connection may take (default `defaultConnectTimeout`, 1 second). */
+  readonly connectTimeout?: Duration.DurationInput | undefined
 }
 
 /**
@@ -104,6 +139,9 @@ export const toSdkConfig = (options: ClientOptions): Effect.Effect<DynamoDBClien
     ...(options.region === undefined ? {} : { region: options.region }),
     ...(options.endpoint === undefined ? {} : { endpoint: options.endpoint }),
     ...(options.maxAttempts === undefined ? {} : { maxAttempts: options.maxAttempts }),
+    ...(options.connectTimeout === undefined
+      ? {}
+      : { requestHandler: { connectionTimeout: Duration.toMillis(options.connectTimeout) } }),
     ...(accessKeyId === undefined || secretAccessKey === undefined ? {} : {
       credentials: {
         accessKeyId: Redacted.value(accessKeyId),

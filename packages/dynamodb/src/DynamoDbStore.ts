@@ -26,18 +26,23 @@
  *   conditions); every item also carries the native TTL attribute in epoch seconds, and an
  *   expired item reads as absent everywhere.
  * - Throttling and transient failures are retried with a bounded `Schedule`, then fail with
- *   `StoreUnavailable`; any other failure is a `StoreError`. A failed condition is never an
+ *   `StoreUnavailable`; any other failure is a `StoreError`.
+ * - Each attempt is aborted at `requestTimeout` (2 seconds by default) and each call fails with
+ *   `StoreUnavailable` at `callTimeout` (5 seconds by default), retries and their waits included,
+ *   even when DynamoDB or the network stopped answering without closing the connection.
+ *   Interrupting the calling fiber aborts the request in flight at once. A failed condition is never an
  *   error of its own: it is a reservation's `Existing` result, or `LeaseLost`.
  *
  * @since 0.1.0
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { DynamoDbClient } from "./DynamoDbClient.js"
 import { defaultKeyAttribute, defaultTableName, defaultTtlAttribute } from "./DynamoDbTable.js"
+import * as Deadlines from "./internal/deadlines.js"
 import * as internal from "./internal/store.js"
 
 /**
@@ -61,10 +66,20 @@ export interface Options {
    */
   readonly retrySchedule?: Schedule.Schedule<unknown, unknown> | undefined
   /**
-   * The most one attempt of a request may take; past it the request is aborted and retried (see
-   * `retrySchedule`). Default: no limit (interrupting the calling fiber aborts the request too).
+   * The most one attempt of a request may take; past it the request is aborted (its connection
+   * closed) and retried (see `retrySchedule`). Default `defaultRequestTimeout` (2 seconds);
+   * `Duration.infinity` for no limit.
    */
   readonly requestTimeout?: Duration.DurationInput | undefined
+  /**
+   * The most a store call may take, its retries and their waits included: past it the request in
+   * flight is aborted and the call fails with `StoreUnavailable`, even when DynamoDB or the
+   * network stopped answering without closing the connection. Default `defaultCallTimeout`
+   * (5 seconds); `Duration.infinity` for no limit. `purgeExpired` applies it to each of its
+   * requests. Interrupting the calling fiber aborts the request in flight at once, whatever the
+   * limits.
+   */
+  readonly callTimeout?: Duration.DurationInput | undefined
   /**
    * Outcomes whose item would be larger than this are recorded as `StoredOutcome.Omitted`: the
    * record is COMPLETED (never executed again before it expires) and a replay fails with
@@ -99,6 +114,23 @@ export const defaultRetrySchedule: Schedule.Schedule<unknown, unknown> = Schedul
 )
 
 /**
+ * The most one attempt of a request may take unless told otherwise (`requestTimeout`): 2 seconds.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultRequestTimeout: Duration.Duration = Duration.seconds(2)
+
+/**
+ * The most a store call may take, retries included, unless told otherwise (`callTimeout`):
+ * 5 seconds.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaultCallTimeout: Duration.Duration = Duration.seconds(5)
+
+/**
  * Builds a store on the table, with the client of the context.
  *
  * @since 0.1.0
@@ -107,8 +139,10 @@ export const defaultRetrySchedule: Schedule.Schedule<unknown, unknown> = Schedul
 export const make = (
   options: Options
 ): Effect.Effect<IdempotencyStore.IdempotencyStore["Type"], never, DynamoDbClient> =>
-  Effect.map(DynamoDbClient, ({ client }) =>
-    internal.make({
+  Effect.map(DynamoDbClient, ({ client }) => {
+    const requestTimeout = Duration.decode(options.requestTimeout ?? defaultRequestTimeout)
+    const callTimeout = Duration.decode(options.callTimeout ?? defaultCallTimeout)
+    return internal.make({
       tableName: options.tableName,
       names: {
         key: options.keyAttribute ?? defaultKeyAttribute,
@@ -117,11 +151,14 @@ export const make = (
       sender: {
         client,
         retry: options.retrySchedule ?? defaultRetrySchedule,
-        timeout: options.requestTimeout
+        requestTimeout,
+        deadlines: Deadlines.make(Deadlines.tickFor(Duration.min(requestTimeout, callTimeout)))
       },
+      callTimeout,
       maxItemBytes: options.maxItemBytes ?? itemSizeLimit,
       purgeMaxPages: options.purgeMaxPages ?? 100
-    }))
+    })
+  })
 
 /**
  * A store layer with options.

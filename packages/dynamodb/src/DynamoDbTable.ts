@@ -19,9 +19,11 @@ import {
 } from "@aws-sdk/client-dynamodb"
 import { IdempotencyError } from "@effect-idempotency/core"
 import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import { DynamoDbClient } from "./DynamoDbClient.js"
+import * as Deadlines from "./internal/deadlines.js"
 import type { ConditionFailed, Sender } from "./internal/send.js"
 import { send } from "./internal/send.js"
 
@@ -119,7 +121,13 @@ export const create = (
 ): Effect.Effect<CreateResult, IdempotencyError.StoreFailure, DynamoDbClient> =>
   Effect.gen(function*() {
     const { client } = yield* DynamoDbClient
-    const sender: Sender = { client, retry: defaultRetry, timeout: undefined }
+    // set-up requests, without time limits
+    const sender: Sender = {
+      client,
+      retry: defaultRetry,
+      requestTimeout: Duration.infinity,
+      deadlines: Deadlines.make(Duration.seconds(1))
+    }
     const TableName = options.tableName
     const key = options.keyAttribute ?? defaultKeyAttribute
     const ttl = options.ttlAttribute ?? defaultTtlAttribute
@@ -133,7 +141,7 @@ export const create = (
       typeof error.cause === "object" && error.cause !== null && "name" in error.cause && error.cause.name === name
 
     const created = yield* request(
-      send(sender, "createTable", (c, abortSignal) =>
+      send(sender, "createTable", Infinity, (c, abortSignal) =>
         c.send(new CreateTableCommand(definition(options)), { abortSignal }))
     ).pipe(
       Effect.as(true),
@@ -142,7 +150,7 @@ export const create = (
     )
 
     const describe = request(
-      send(sender, "createTable", (c, abortSignal) =>
+      send(sender, "createTable", Infinity, (c, abortSignal) =>
         c.send(new DescribeTableCommand({ TableName }), { abortSignal }))
     ).pipe(
       Effect.flatMap((output) =>
@@ -161,13 +169,16 @@ export const create = (
         while: (error) =>
           error._tag === "Pending"
       }),
-      Effect.catchTag("Pending", (pending) => Effect.succeed(pending.table))
+      Effect.catchTag("Pending", (pending) =>
+        Effect.succeed(pending.table))
     )
     if (table.TableStatus !== "ACTIVE") {
       return yield* fail(`table ${TableName} is ${table.TableStatus ?? "in an unknown state"}, not ACTIVE`)
     }
     const schema = table.KeySchema ?? []
-    const keyType = table.AttributeDefinitions?.find((attribute) => attribute.AttributeName === key)?.AttributeType
+    const keyType = table.AttributeDefinitions?.find((attribute) =>
+      attribute.AttributeName === key
+    )?.AttributeType
     if (schema.length !== 1 || schema[0]?.AttributeName !== key || schema[0]?.KeyType !== "HASH" || keyType !== "S") {
       return yield* fail(
         `table ${TableName} must have exactly one key, the string partition key "${key}"; it has ${
@@ -180,7 +191,7 @@ export const create = (
     const alreadyEnabled = (error: IdempotencyError.StoreFailure) =>
       named("ValidationException")(error) && /already enabled/i.test(String(error.cause))
     const timeToLive = yield* request(
-      send(sender, "createTable", (c, abortSignal) =>
+      send(sender, "createTable", Infinity, (c, abortSignal) =>
         c.send(new DescribeTimeToLiveCommand({ TableName }), { abortSignal }))
     ).pipe(
       Effect.flatMap((output): Effect.Effect<CreateResult["timeToLive"], IdempotencyError.StoreFailure> => {
@@ -192,7 +203,7 @@ export const create = (
             : Effect.fail(fail(`table ${TableName} has native TTL on "${attribute}", not on "${ttl}"`))
         }
         return request(
-          send(sender, "createTable", (c, abortSignal) =>
+          send(sender, "createTable", Infinity, (c, abortSignal) =>
             c.send(
               new UpdateTimeToLiveCommand({
                 TableName,

@@ -1,11 +1,14 @@
 import { IdempotencyKey, IdempotencyRecord } from "@effect-idempotency/core"
 import type { IdempotencyStore } from "@effect-idempotency/core"
 import { assert, describe, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
 import * as TestClock from "effect/TestClock"
+import type { Sent } from "./utils/scripted.js"
 import {
   conditionFailed,
   connectionRefused,
@@ -184,5 +187,103 @@ describe("sending a request", () => {
       yield* TestClock.adjust("10 seconds")
       yield* settle
       assert.strictEqual(sent.length, 1)
+    }))
+})
+
+/** A request that never answers, and fails as the SDK does when its signal aborts it. */
+const hang = (sent: Sent): Promise<never> =>
+  new Promise<never>((_, reject) => {
+    sent.signal?.addEventListener("abort", () => reject(Object.assign(new Error("aborted"), { name: "AbortError" })))
+  })
+
+/** Moves the test clock by `step` at a time, up to `total`, letting promises and fibers run after each step. */
+const advance = (total: Duration.DurationInput, step: Duration.DurationInput = "100 millis") =>
+  Effect.gen(function*() {
+    const steps = Math.ceil(Duration.toMillis(total) / Duration.toMillis(step))
+    for (let i = 0; i < steps; i++) {
+      yield* TestClock.adjust(step)
+      yield* settle
+    }
+  })
+
+describe("time limits", () => {
+  it.effect("an attempt past requestTimeout is aborted and retried; the call fails at callTimeout", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(0)
+      const { sent, store } = yield* scriptedStore(hang, {
+        requestTimeout: "2 seconds",
+        callTimeout: "5 seconds",
+        retrySchedule: Schedule.spaced("1 second")
+      })
+      const fiber = yield* Effect.fork(Effect.zip(Effect.flip(store.get(id)), Clock.currentTimeMillis))
+      yield* advance("6 seconds")
+      const [error, failedAt] = yield* Fiber.join(fiber)
+      assert.strictEqual(errorTag(error), "StoreUnavailable")
+      assert.isTrue(Cause.isTimeoutException((error as { readonly cause?: unknown }).cause))
+      // attempts at 0 (aborted at 2 s) and at 3 s (aborted at 5 s, the end of the call)
+      assert.strictEqual(sent.length, 2)
+      assert.isTrue(sent.every((request) => request.signal?.aborted === true))
+      assert.isAtLeast(failedAt, 5000)
+      assert.isAtMost(failedAt, 5100)
+    }))
+
+  it.effect("the retry schedule's waits count: throttled every time, the call fails at callTimeout", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(0)
+      const { sent, store } = yield* scriptedStore(() => Promise.reject(throttled()), {
+        callTimeout: "5 seconds",
+        retrySchedule: Schedule.spaced("2 seconds")
+      })
+      const fiber = yield* Effect.fork(Effect.zip(Effect.flip(store.get(id)), Clock.currentTimeMillis))
+      yield* advance("6 seconds")
+      const [error, failedAt] = yield* Fiber.join(fiber)
+      assert.strictEqual(errorTag(error), "StoreUnavailable")
+      assert.isTrue(Cause.isTimeoutException((error as { readonly cause?: unknown }).cause))
+      // attempts at 0, 2 s and 4 s; the wait for the one at 6 s is cut at 5 s
+      assert.strictEqual(sent.length, 3)
+      assert.strictEqual(failedAt, 5000)
+    }))
+
+  it.effect("callTimeout bounds all the requests of a call together, not each one", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(1000)
+      // the reservation's write fails its condition 2 s in, without the item (as dynalite answers),
+      // so the store reads the record: that read hangs
+      const conditionAnswer: { fail?: () => void } = {}
+      const { sent, store } = yield* scriptedStore(
+        (request, n) =>
+          n === 1
+            ? new Promise((_, reject) => {
+              conditionAnswer.fail = () => reject(conditionFailed())
+            })
+            : hang(request),
+        { requestTimeout: "10 seconds", callTimeout: "3 seconds" }
+      )
+      const fiber = yield* Effect.fork(Effect.zip(Effect.flip(store.reserve(reserveRequest)), Clock.currentTimeMillis))
+      yield* advance("2 seconds")
+      conditionAnswer.fail?.()
+      yield* advance("2 seconds")
+      const [error, failedAt] = yield* Fiber.join(fiber)
+      assert.strictEqual(errorTag(error), "StoreUnavailable")
+      assert.deepStrictEqual(sent.map((request) => request.command), ["UpdateItem", "GetItem"])
+      // the call's end: 3 s after it started, not 3 s after the read started
+      assert.isAtLeast(failedAt, 4000)
+      assert.isAtMost(failedAt, 4100)
+    }))
+
+  it.effect("Duration.infinity: no limit, and nothing is watched", () =>
+    Effect.gen(function*() {
+      const { sent, store } = yield* scriptedStore(hang, {
+        requestTimeout: Duration.infinity,
+        callTimeout: Duration.infinity
+      })
+      const fiber = yield* Effect.fork(store.get(id))
+      yield* settle
+      yield* TestClock.adjust("1 hour")
+      yield* settle
+      assert.isNull(fiber.unsafePoll())
+      assert.isFalse(sent[0]!.signal?.aborted)
+      yield* Fiber.interrupt(fiber)
+      assert.isTrue(sent[0]!.signal?.aborted)
     }))
 })

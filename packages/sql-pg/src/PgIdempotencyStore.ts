@@ -21,13 +21,19 @@
  * instance, whatever their own clocks say. `clock: "effect"` uses Effect's `Clock` instead (the
  * time is sent with each statement), which lets `TestClock` drive expiry in tests.
  *
+ * Every call fails with `StoreUnavailable` once `callTimeout` (5 seconds by default) has passed
+ * without an answer, even from a server that stopped answering without closing the connection, and
+ * an interrupted call returns at once. Neither cuts the statement off: it finishes in the
+ * background, and its connection goes back to the pool only once answered, so no statement is
+ * ever cancelled under another caller's feet.
+ *
  * The table and the function come from `PgIdempotencyMigration`.
  *
  * @since 0.1.0
  */
 import { IdempotencyStore, purgeLoop } from "@effect-idempotency/core/IdempotencyStore"
 import type * as SqlClient from "@effect/sql/SqlClient"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as internal from "./internal/store.js"
@@ -61,6 +67,18 @@ export interface Options extends PgIdempotencyTable.TableOptions {
   readonly purgeInterval?: Duration.DurationInput | undefined
   /** How many expired records each background purge deletes at most. Default 1000. */
   readonly purgeLimit?: number | undefined
+  /**
+   * The most a store call may take: past it the call fails with `StoreUnavailable`, even when the
+   * server or the network stopped answering without closing the connection. Default
+   * `DEFAULT_CALL_TIMEOUT` (5 seconds); `Duration.infinity` for no limit.
+   *
+   * The statement itself is never cut off, by this timeout or by interrupting the calling fiber:
+   * the call returns at once, the statement finishes in the background, and its connection goes
+   * back to the pool only once the server has answered (or is discarded when it fails). A
+   * statement that times out may therefore still be applied: a reservation that timed out may
+   * leave an IN_PROGRESS record that its lease bounds, as a crashed attempt does.
+   */
+  readonly callTimeout?: Duration.DurationInput | undefined
 }
 
 /**
@@ -70,6 +88,14 @@ export interface Options extends PgIdempotencyTable.TableOptions {
  * @category constants
  */
 export const DEFAULT_PURGE_LIMIT: number = internal.DEFAULT_PURGE_LIMIT
+
+/**
+ * The most a store call may take unless told otherwise (`callTimeout`): 5 seconds.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const DEFAULT_CALL_TIMEOUT: Duration.Duration = internal.DEFAULT_CALL_TIMEOUT
 
 /**
  * Builds a store. The `SqlClient` is resolved here, once: the store's methods have no
@@ -84,7 +110,11 @@ export const make = (
 ): Effect.Effect<IdempotencyStore["Type"], PgIdempotencyTable.InvalidTableName, SqlClient.SqlClient> =>
   Effect.flatMap(
     PgIdempotencyTable.make(options),
-    (table) => internal.make(table, { clock: options?.clock ?? "database" })
+    (table) =>
+      internal.make(table, {
+        clock: options?.clock ?? "database",
+        callTimeout: options?.callTimeout === undefined ? DEFAULT_CALL_TIMEOUT : Duration.decode(options.callTimeout)
+      })
   )
 
 /**
@@ -125,5 +155,5 @@ export const layerWith = (
  */
 export const layer: Layer.Layer<IdempotencyStore, never, SqlClient.SqlClient> = Layer.effect(
   IdempotencyStore,
-  internal.make(PgIdempotencyTable.defaultTable, { clock: "database" })
+  internal.make(PgIdempotencyTable.defaultTable, { clock: "database", callTimeout: DEFAULT_CALL_TIMEOUT })
 )

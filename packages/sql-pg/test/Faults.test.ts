@@ -1,12 +1,11 @@
 /**
- * Connection faults: a store pointed at a closed port, connections cut while a statement is in
+ * Connection faults: a server that resets every connection, connections cut while a statement is in
  * flight, and (on the PostgreSQL server) backends terminated with `pg_terminate_backend`. Each
  * surfaces as a typed `StoreUnavailable`, never a defect; the downstream is not called without a
  * reservation; the next attempt after recovery proceeds normally.
  */
 import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
-import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
-import * as PgClient from "@effect/sql-pg/PgClient"
+import { TcpProxy } from "@effect-idempotency/testing"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, layer } from "@effect/vitest"
 import * as Cause from "effect/Cause"
@@ -18,10 +17,9 @@ import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
-import * as Pg from "pg"
+import type * as Pg from "pg"
 import { Payload, payload, rawClient, rawQuery } from "./utils/fixtures.js"
-import * as TcpProxy from "./utils/TcpProxy.js"
-import { layerClient, layerPrimary, resetTable, serverUrl, TestDatabase } from "./utils/TestDatabase.js"
+import { layerClient, layerPrimary, poolStore, resetTable, serverUrl, TestDatabase } from "./utils/TestDatabase.js"
 
 const TABLE = "idem_faults"
 
@@ -51,32 +49,7 @@ const counting = Effect.map(Ref.make(0), (executions) => ({
 }))
 
 /** A store (on the test table) over a `pg` pool that connects lazily to `port` on loopback. */
-const storeAt = (port: number, applicationName: string) =>
-  Effect.gen(function*() {
-    const url = new URL((yield* TestDatabase).url)
-    const pool = yield* Effect.acquireRelease(
-      Effect.sync(() => {
-        const pool = new Pg.Pool({
-          host: "127.0.0.1",
-          port,
-          user: decodeURIComponent(url.username),
-          database: decodeURIComponent(url.pathname.slice(1)),
-          max: 10,
-          connectionTimeoutMillis: 5_000,
-          application_name: applicationName
-        })
-        pool.on("error", () => {})
-        return pool
-      }),
-      (pool) => Effect.promise(() => pool.end())
-    )
-    const context = yield* Layer.build(
-      PgIdempotencyStore.layerWith({ table: TABLE }).pipe(
-        Layer.provide(PgClient.layerFromPool({ acquire: Effect.succeed(pool) }))
-      )
-    )
-    return { context, pool }
-  })
+const storeAt = (port: number, applicationName: string) => poolStore({ applicationName, port, store: { table: TABLE } })
 
 const Live = Layer.effectDiscard(resetTable({ table: TABLE })).pipe(
   Layer.provideMerge(layerClient()),
@@ -84,11 +57,12 @@ const Live = Layer.effectDiscard(resetTable({ table: TABLE })).pipe(
 )
 
 layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyStore faults", (it) => {
-  it.scoped("a store pointed at a closed port fails with StoreUnavailable; the downstream is not called", () =>
+  it.scoped("a server that resets every connection: StoreUnavailable; the downstream is not called", () =>
     Effect.gen(function*() {
       const database = yield* TestDatabase
-      const port = yield* TcpProxy.closedPort
-      const { context } = yield* storeAt(port, "idem-faults-closed")
+      const proxy = yield* TcpProxy.make(database)
+      yield* proxy.refuse
+      const { context } = yield* storeAt(proxy.port, "idem-faults-refused")
       const { executions, operation } = yield* counting
       const key = randomUUID()
       const run = operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
@@ -104,8 +78,8 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
         "release"
       )
 
-      // the server appears on that port: the next attempt proceeds normally
-      yield* TcpProxy.make(database, port)
+      // the server accepts connections again: the next attempt proceeds normally
+      yield* proxy.resume
       const fresh = yield* run
       assert.isFalse(fresh.replayed)
       assert.strictEqual(fresh.value, 1)
@@ -125,11 +99,11 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
       yield* run(randomUUID())
 
       const key = randomUUID()
-      proxy.stall()
+      yield* proxy.stall()
       const attempt = yield* Effect.fork(Effect.exit(run(key)))
-      for (let i = 0; i < 1000 && proxy.stalledBytes() === 0; i++) yield* Effect.sleep("5 millis")
-      assert.isAbove(proxy.stalledBytes(), 0)
-      proxy.cutAll()
+      for (let i = 0; i < 1000 && (yield* proxy.held).requests === 0; i++) yield* Effect.sleep("5 millis")
+      assert.isAbove((yield* proxy.held).requests, 0)
+      yield* proxy.cut
       expectUnavailable(yield* Fiber.join(attempt))
       assert.strictEqual(yield* Ref.get(executions), 1)
 
@@ -149,7 +123,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
         name: `faults-${randomUUID()}`,
         payload: Payload,
         success: Schema.Number,
-        execute: () => Effect.zipLeft(Ref.updateAndGet(executions, (n) => n + 1), Effect.sync(() => proxy.cutAll()))
+        execute: () => Effect.zipLeft(Ref.updateAndGet(executions, (n) => n + 1), proxy.cut)
       })
       const key = randomUUID()
       const first = yield* operation.runDetailed({ key, payload }).pipe(Effect.provide(context))

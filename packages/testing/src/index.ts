@@ -27,3 +27,8 @@ export * as SimulatedDownstream from "./SimulatedDownstream.js"
  * @since 0.1.0
  */
 export * as StoreConformance from "./StoreConformance.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as TcpProxy from "./TcpProxy.js"

@@ -1,11 +1,13 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb"
 import { IdempotencyError } from "@effect-idempotency/core"
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Predicate from "effect/Predicate"
 import * as Schedule from "effect/Schedule"
+import type * as Deadlines from "./deadlines.js"
 import type { Item } from "./item.js"
 
 /**
@@ -31,8 +33,10 @@ export interface Sender {
   readonly client: DynamoDBClient
   /** Retries of throttled requests and of transient failures (network errors, timeouts, 5xx). */
   readonly retry: Schedule.Schedule<unknown, unknown>
-  /** The most one request may take; `undefined` for no limit. */
-  readonly timeout: Duration.DurationInput | undefined
+  /** The most one attempt of a request may take (infinite: no limit). */
+  readonly requestTimeout: Duration.Duration
+  /** Where the deadlines of attempts are watched. */
+  readonly deadlines: Deadlines.Deadlines
 }
 
 const THROTTLING = new Set([
@@ -148,54 +152,112 @@ const classify = (
 }
 
 /**
- * Sends one request. Interruption aborts it (the SDK cancels the HTTP request through the
- * `AbortSignal`). Throttling and transient failures (network errors, timeouts, 5xx) are retried
- * with the sender's schedule, so every request must be safe to send again: a later attempt whose
- * condition fails says so (`afterUncertainAttempt`) when an earlier one may have been applied.
- * Every failure is typed: `ConditionFailed` for a failed condition, `StoreUnavailable` for
- * throttling and transient failures past the retries, `StoreError` for anything else.
+ * Sends one request, and fails with a `TimeoutException` when it has not answered by `deadline`
+ * (the end of the store call, epoch milliseconds of the fiber's `Clock`; `Infinity` for none).
+ * Interruption aborts it (the SDK destroys its connection through the `AbortSignal`), and so does
+ * the end of the attempt (`requestTimeout`) or of the call.
+ *
+ * Throttling and transient failures (network errors, timeouts, 5xx) are retried with the sender's
+ * schedule while the deadline allows, so every request must be safe to send again: a later
+ * attempt whose condition fails says so (`afterUncertainAttempt`) when an earlier one may have
+ * been applied. Every failure is typed: `ConditionFailed` for a failed condition,
+ * `StoreUnavailable` for throttling and transient failures past the retries or the deadline,
+ * `StoreError` for anything else.
  *
  * The common case, one attempt that succeeds or fails for good (a failed condition is a failure
- * for good), costs one `tryPromise`: the schedule is started only after a retryable failure.
+ * for good), costs no timer and no fiber: the attempt's deadline is watched by `Deadlines`, and
+ * the schedule, and the bound of the retries, are started only after a retryable failure.
  *
  * @internal
  */
 export const send = <A>(
   sender: Sender,
   method: string,
+  deadline: number,
   request: (client: DynamoDBClient, signal: AbortSignal) => Promise<A>
 ): Effect.Effect<A, ConditionFailed | IdempotencyError.StoreFailure> => {
-  const once = Effect.tryPromise({
-    try: (signal) => request(sender.client, signal),
-    catch: (error) => error
-  })
-  const attempt = sender.timeout === undefined ? once : Effect.timeout(once, sender.timeout)
+  const attempt = attemptUntil(sender, deadline, request)
   return Effect.catchAll(
     attempt,
-    (error) => isRetryable(error) ? retry(sender, method, attempt, error) : Effect.fail(classify(method, error, false))
+    (error) =>
+      isRetryable(error) ? retry(sender, method, deadline, attempt, error) : Effect.fail(classify(method, error, false))
   )
 }
 
+const requestTimedOut = (timeout: Duration.Duration) =>
+  new Cause.TimeoutException(`DynamoDB did not answer within ${Duration.format(timeout)}`)
+
+const callTimedOut = () => new Cause.TimeoutException("the store call did not finish before its deadline")
+
+/**
+ * One attempt, aborted when it outlives `requestTimeout` or the call's deadline: then it fails
+ * with a `TimeoutException`.
+ */
+const attemptUntil = <A>(
+  sender: Sender,
+  deadline: number,
+  request: (client: DynamoDBClient, signal: AbortSignal) => Promise<A>
+): Effect.Effect<A, unknown> =>
+  Effect.clockWith((clock) =>
+    Effect.async<A, unknown>((resume) => {
+      const now = clock.unsafeCurrentTimeMillis()
+      const ends = Math.min(now + Duration.toMillis(sender.requestTimeout), deadline)
+      if (ends <= now) return resume(Effect.fail(callTimedOut()))
+      const controller = new AbortController()
+      let cause: Cause.TimeoutException | undefined = undefined
+      const unregister = ends === Infinity ? () => {} : sender.deadlines.register(clock, ends, () => {
+        cause = ends < deadline ? requestTimedOut(sender.requestTimeout) : callTimedOut()
+        controller.abort(cause)
+      })
+      // the Promise constructor turns a synchronous throw of the request into a rejection
+      new Promise<A>((resolve) => resolve(request(sender.client, controller.signal))).then(
+        (value) => {
+          unregister()
+          resume(Effect.succeed(value))
+        },
+        (error) => {
+          unregister()
+          resume(Effect.fail(cause ?? error))
+        }
+      )
+      return Effect.sync(() => {
+        unregister()
+        controller.abort()
+      })
+    })
+  )
+
 /**
  * The attempts after a first one that failed with `first`, a retryable failure: as
- * `Effect.retry({ schedule: sender.retry, while: isRetryable })` would make them. Each failure is
- * offered to the schedule, which decides whether (and after how long) to send again; the last
- * failure is classified, knowing whether any attempt may have been applied.
+ * `Effect.retry({ schedule: sender.retry, while: isRetryable })` would make them, and no later than
+ * the deadline. Each failure is offered to the schedule, which decides whether (and after how
+ * long) to send again; the last failure is classified, knowing whether any attempt may have been
+ * applied. The call's deadline bounds the schedule's waits too.
  */
 const retry = <A>(
   sender: Sender,
   method: string,
+  deadline: number,
   attempt: Effect.Effect<A, unknown>,
   first: unknown
 ): Effect.Effect<A, ConditionFailed | IdempotencyError.StoreFailure> =>
-  Effect.flatMap(Schedule.driver(Schedule.whileInput(sender.retry, isRetryable)), (driver) => {
-    const next = (
-      error: unknown,
-      uncertain: boolean
-    ): Effect.Effect<A, ConditionFailed | IdempotencyError.StoreFailure> =>
-      Effect.matchEffect(driver.next(error), {
-        onFailure: () => Effect.fail(classify(method, error, uncertain)),
-        onSuccess: () => Effect.catchAll(attempt, (failure) => next(failure, uncertain || mayHaveBeenApplied(failure)))
-      })
-    return next(first, mayHaveBeenApplied(first))
+  Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    const uncertain = mayHaveBeenApplied(first)
+    if (deadline <= now) return Effect.fail(classify(method, callTimedOut(), uncertain))
+    const retries = Effect.flatMap(Schedule.driver(Schedule.whileInput(sender.retry, isRetryable)), (driver) => {
+      const next = (
+        error: unknown,
+        uncertain: boolean
+      ): Effect.Effect<A, ConditionFailed | IdempotencyError.StoreFailure> =>
+        Effect.matchEffect(driver.next(error), {
+          onFailure: () => Effect.fail(classify(method, error, uncertain)),
+          onSuccess: () =>
+            Effect.catchAll(attempt, (failure) => next(failure, uncertain || mayHaveBeenApplied(failure)))
+        })
+      return next(first, uncertain)
+    })
+    return deadline === Infinity ? retries : Effect.timeoutFail(retries, {
+      duration: Duration.millis(deadline - now),
+      onTimeout: () => new IdempotencyError.StoreUnavailable({ method, cause: callTimedOut() })
+    })
   })

@@ -30,6 +30,8 @@ export interface Config {
   readonly tableName: string
   readonly names: Names
   readonly sender: Sender
+  /** The most one store call may take, its retries included (infinite: no limit). */
+  readonly callTimeout: Duration.Duration
   /** Outcomes whose item would exceed this many bytes are recorded as omitted. */
   readonly maxItemBytes: number
   /** How many scan pages one `purgeExpired` call reads at most. */
@@ -47,10 +49,14 @@ export const make = (config: Config): Store => {
   const statements = Statements.make(names)
   const TableName = tableName
   const Key = (id: string): Item => ({ [names.key]: { S: id } })
+  const callTimeout = Duration.toMillis(config.callTimeout)
+  /** The deadline of a call that starts at `now`: `Infinity` without `callTimeout`. */
+  const deadlineFrom = (now: number): number => now + callTimeout
   const call = <A>(
     method: string,
-    request: Parameters<typeof send<A>>[2]
-  ): Effect.Effect<A, ConditionFailed | StoreFailure> => send(sender, method, request)
+    deadline: number,
+    request: Parameters<typeof send<A>>[3]
+  ): Effect.Effect<A, ConditionFailed | StoreFailure> => send(sender, method, deadline, request)
 
   /** A request that has no condition: a `ConditionFailed` cannot happen, and is a store error if it does. */
   const unconditional = <A>(
@@ -91,11 +97,12 @@ export const make = (config: Config): Store => {
 
   const read = (
     method: string,
+    deadline: number,
     id: string
   ): Effect.Effect<Option.Option<IdempotencyRecord.IdempotencyRecord>, StoreFailure> =>
     unconditional(
       method,
-      call(method, (client, abortSignal) =>
+      call(method, deadline, (client, abortSignal) =>
         client.send(new GetItemCommand({ TableName, Key: Key(id), ConsistentRead: true }), { abortSignal }))
     ).pipe(
       Effect.flatMap((output) =>
@@ -111,10 +118,13 @@ export const make = (config: Config): Store => {
    */
   const observed = (
     method: string,
+    deadline: number,
     id: string,
     failure: ConditionFailed
   ): Effect.Effect<Option.Option<IdempotencyRecord.IdempotencyRecord>, StoreFailure> =>
-    failure.item === undefined ? read(method, id) : Effect.map(decodeItem(method, failure.item), Option.some)
+    failure.item === undefined
+      ? read(method, deadline, id)
+      : Effect.map(decodeItem(method, failure.item), Option.some)
 
   // ---------------------------------------------------------------------------------------------
   // reserve
@@ -123,6 +133,7 @@ export const make = (config: Config): Store => {
   const reserve: Store["reserve"] = (request) =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
+      const deadline = deadlineFrom(now)
       const id = request.id.value
       const lease = Duration.toMillis(request.lease)
       const leaseUntil = now + lease
@@ -132,7 +143,7 @@ export const make = (config: Config): Store => {
 
       // Creates the record, or takes over a live one by the takeover rule; the attempt number is
       // computed by DynamoDB from the record it replaces, in the same write.
-      const claim = call("reserve", (client, abortSignal) =>
+      const claim = call("reserve", deadline, (client, abortSignal) =>
         client.send(
           new UpdateItemCommand({
             TableName,
@@ -164,7 +175,7 @@ export const make = (config: Config): Store => {
         )
 
       // Replaces an expired record (DynamoDB deletes expired items late) with a fresh one, attempt 1.
-      const recreate = call("reserve", (client, abortSignal) =>
+      const recreate = call("reserve", deadline, (client, abortSignal) =>
         client.send(
           new PutItemCommand({
             TableName,
@@ -191,7 +202,7 @@ export const make = (config: Config): Store => {
         Effect.catchTag(
           write,
           "ConditionFailed",
-          (failure) => Effect.flatMap(observed("reserve", id, failure), (record) => decide(record, writes))
+          (failure) => Effect.flatMap(observed("reserve", deadline, id, failure), (record) => decide(record, writes))
         )
 
       // What the failed condition saw decides the next step. With DynamoDB's ALL_OLD the first
@@ -248,6 +259,7 @@ export const make = (config: Config): Store => {
    */
   const fenced = <A>(
     method: Method,
+    deadline: number,
     id: string,
     write: Effect.Effect<A, ConditionFailed | StoreFailure>,
     recognize?: {
@@ -261,7 +273,7 @@ export const make = (config: Config): Store => {
         recognize === undefined || !(recognize.always === true || failure.afterUncertainAttempt)
           ? Effect.fail(leaseLost(method, id))
           : Effect.flatMap(
-            observed(method, id, failure),
+            observed(method, deadline, id, failure),
             (record) =>
               recognize.applied(record) ? Effect.succeed(Option.none<A>()) : Effect.fail(leaseLost(method, id))
           ))
@@ -276,11 +288,12 @@ export const make = (config: Config): Store => {
   /** An `UpdateItem` of the record; `returnOld` asks for the item as it was, on success or on a failed condition. */
   const updateRecord = (
     method: Method,
+    deadline: number,
     id: string,
     fields: Fields,
     returnOld?: { readonly onSuccess?: boolean; readonly onConditionFailure?: boolean }
   ) =>
-    call(method, (client, abortSignal) =>
+    call(method, deadline, (client, abortSignal) =>
       client.send(
         new UpdateItemCommand({
           TableName,
@@ -295,12 +308,14 @@ export const make = (config: Config): Store => {
   const complete: Store["complete"] = (request) =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
+      const deadline = deadlineFrom(now)
       const id = request.id.value
       const expiresAt = now + Duration.toMillis(request.ttl)
       const write = (outcome: IdempotencyRecord.StoredOutcome) => {
         const { body, kind } = IdempotencyRecord.outcomeToColumns(outcome)
         return updateRecord(
           "complete",
+          deadline,
           id,
           statements.complete({
             now: N(now),
@@ -331,19 +346,22 @@ export const make = (config: Config): Store => {
           (error): error is IdempotencyError.StoreError => error._tag === "StoreError" && isItemTooLarge(error.cause),
           () => omitted(`${tooLarge} (refused by DynamoDB)`)
         )
-      yield* fenced("complete", id, recorded, { applied: heldBy("COMPLETED", request.token) })
+      yield* fenced("complete", deadline, id, recorded, { applied: heldBy("COMPLETED", request.token) })
     }).pipe(spans.complete)
 
   const markFailed: Store["markFailed"] = (request) =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
+      const deadline = deadlineFrom(now)
       const id = request.id.value
       const expiresAt = now + Duration.toMillis(request.ttl)
       yield* fenced(
         "markFailed",
+        deadline,
         id,
         updateRecord(
           "markFailed",
+          deadline,
           id,
           statements.markFailed({
             now: N(now),
@@ -359,11 +377,13 @@ export const make = (config: Config): Store => {
   const release: Store["release"] = (request) =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
+      const deadline = deadlineFrom(now)
       const id = request.id.value
       yield* fenced(
         "release",
+        deadline,
         id,
-        call("release", (client, abortSignal) =>
+        call("release", deadline, (client, abortSignal) =>
           client.send(
             new DeleteItemCommand({
               TableName,
@@ -380,13 +400,16 @@ export const make = (config: Config): Store => {
   const extend: Store["extend"] = (request) =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
+      const deadline = deadlineFrom(now)
       const id = request.id.value
       const leaseUntil = now + Duration.toMillis(request.lease)
       const written = yield* fenced(
         "extend",
+        deadline,
         id,
         updateRecord(
           "extend",
+          deadline,
           id,
           statements.extendLease({ now: N(now), token: S(request.token), leaseUntil: N(leaseUntil) }),
           { onSuccess: true }
@@ -399,9 +422,11 @@ export const make = (config: Config): Store => {
       // clock reading as the first write, so the record is as live as it was then.
       yield* fenced(
         "extend",
+        deadline,
         id,
         updateRecord(
           "extend",
+          deadline,
           id,
           statements.extendExpiry({
             now: N(now),
@@ -428,17 +453,24 @@ export const make = (config: Config): Store => {
   const get: Store["get"] = (id) =>
     Effect.flatMap(
       Clock.currentTimeMillis,
-      (now) => Effect.map(read("get", id.value), Option.filter((record) => IdempotencyRecord.isLive(record, now)))
+      (now) =>
+        Effect.map(
+          read("get", deadlineFrom(now), id.value),
+          Option.filter((record) => IdempotencyRecord.isLive(record, now))
+        )
     ).pipe(spans.get)
 
   const purgeExpired: Store["purgeExpired"] = (options) =>
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       const limit = options?.limit ?? DEFAULT_PURGE_LIMIT
+      // a purge reads and deletes page after page: each of its requests has the call's time limit
+      const request = <A>(send: Parameters<typeof call<A>>[2]) =>
+        Effect.flatMap(Clock.currentTimeMillis, (start) => call("purgeExpired", deadlineFrom(start), send))
       const scan = (ExclusiveStartKey: Item | undefined) =>
         unconditional(
           "purgeExpired",
-          call("purgeExpired", (client, abortSignal) =>
+          request((client, abortSignal) =>
             client.send(
               new ScanCommand({
                 TableName,
@@ -446,20 +478,22 @@ export const make = (config: Config): Store => {
                 ...(ExclusiveStartKey === undefined ? {} : { ExclusiveStartKey })
               }),
               { abortSignal }
-            ))
+            )
+          )
         )
       // deleted only if still expired: a record reserved again since the scan is kept
       const remove = (item: Item) => {
         const id = item[names.key]?.S
         if (id === undefined) return Effect.succeed(false)
-        return call("purgeExpired", (client, abortSignal) =>
+        return request((client, abortSignal) =>
           client.send(
             new DeleteItemCommand({ TableName, Key: Key(id), ...statements.purgeDelete({ now: N(now) }) }),
             { abortSignal }
-          )).pipe(
-            Effect.as(true),
-            Effect.catchTag("ConditionFailed", () => Effect.succeed(false))
           )
+        ).pipe(
+          Effect.as(true),
+          Effect.catchTag("ConditionFailed", () => Effect.succeed(false))
+        )
       }
       let deleted = 0
       let startKey: Item | undefined = undefined

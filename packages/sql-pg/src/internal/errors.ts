@@ -1,5 +1,6 @@
 import { networkErrorCodes, StoreError, StoreUnavailable } from "@effect-idempotency/core/IdempotencyError"
 import type { StoreFailure } from "@effect-idempotency/core/IdempotencyError"
+import * as Cause from "effect/Cause"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 
@@ -48,6 +49,8 @@ const messageOf = (u: object): string | undefined =>
  */
 export const isUnavailable = (u: unknown, depth = 0): boolean => {
   if (depth > MAX_DEPTH || !Predicate.isObject(u)) return false
+  // a statement that did not answer within the store's `callTimeout`
+  if (Cause.isTimeoutException(u)) return true
   const code = codeOf(u)
   if (code !== undefined) {
     if (networkErrorCodes.has(code)) return true

@@ -11,6 +11,7 @@ import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type { IdempotencyTable } from "../PgIdempotencyTable.js"
+import * as Detach from "./detach.js"
 import { toStoreFailure } from "./errors.js"
 import * as Statements from "./statements.js"
 
@@ -20,10 +21,15 @@ export type ClockSource = "database" | "effect"
 /** @internal */
 export interface StoreOptions {
   readonly clock: ClockSource
+  /** The most one statement may take before its caller gets `StoreUnavailable`. */
+  readonly callTimeout: Duration.Duration
 }
 
 /** @internal */
 export const DEFAULT_PURGE_LIMIT = 1000
+
+/** @internal */
+export const DEFAULT_CALL_TIMEOUT: Duration.Duration = Duration.seconds(5)
 
 /** bigint columns arrive as strings from `pg` (as numbers or bigints with custom type parsers). */
 const Int = Schema.Union(
@@ -107,6 +113,7 @@ export const make = (
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const statements = Statements.make(table)
+    const detach = Detach.make(options.callTimeout)
 
     /** `$1` of every statement: the fiber's clock, or NULL for the database's clock. */
     const now: Effect.Effect<number | null> = options.clock === "effect"
@@ -120,7 +127,7 @@ export const make = (
       params: (now: number | null) => ReadonlyArray<unknown>
     ): Effect.Effect<ReadonlyArray<A>, StoreFailure> =>
       now.pipe(
-        Effect.flatMap((now) => sql.unsafe(text, params(now)).withoutTransform),
+        Effect.flatMap((now) => detach(sql.unsafe(text, params(now)).withoutTransform)),
         Effect.flatMap(decode),
         Effect.mapError(toStoreFailure(method))
       )

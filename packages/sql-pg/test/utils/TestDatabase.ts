@@ -3,7 +3,8 @@
  * the machine's server), or embedded PGlite behind pglite-socket when it is unset. An unreachable
  * `TEST_PG_URL` fails every test that needs it.
  */
-import { PgIdempotencyMigration, PgIdempotencyTable } from "@effect-idempotency/sql-pg"
+import { IdempotencyStore } from "@effect-idempotency/core"
+import { PgIdempotencyMigration, PgIdempotencyStore, PgIdempotencyTable } from "@effect-idempotency/sql-pg"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -13,6 +14,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import * as Pg from "pg"
 
 /** The server URL, when the environment names one. */
 export const serverUrl: string | undefined = process.env.TEST_PG_URL === "" ? undefined : process.env.TEST_PG_URL
@@ -76,4 +78,72 @@ export const resetTable = (options: PgIdempotencyTable.TableOptions) =>
     }
     yield* sql.unsafe(`DROP TABLE IF EXISTS ${table.qualified}`).withoutTransform
     yield* PgIdempotencyMigration.migration(options)
+  })
+
+/** What a pool saw of the statements run on it. */
+export interface PoolCounters {
+  /** Connections handed out while a statement was still in flight on them. */
+  busyCheckouts: number
+  /** `pg_cancel_backend` calls: how `@effect/sql-pg` cancels a statement whose fiber is interrupted. */
+  cancels: number
+}
+
+interface PoolClientInternals {
+  readonly _activeQuery?: unknown
+  readonly _queryQueue?: ReadonlyArray<unknown>
+}
+
+/**
+ * A store over a `pg` pool of its own, connecting lazily to 127.0.0.1:`port` (the test database's
+ * port by default, or a proxy's), with counters of what the pool saw.
+ */
+export const poolStore = (options: {
+  readonly applicationName: string
+  readonly port?: number | undefined
+  readonly max?: number | undefined
+  readonly store?: PgIdempotencyStore.Options | undefined
+}) =>
+  Effect.gen(function*() {
+    const database = yield* TestDatabase
+    const url = new URL(database.url)
+    const counters: PoolCounters = { busyCheckouts: 0, cancels: 0 }
+    const pool = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const pool = new Pg.Pool({
+          host: "127.0.0.1",
+          port: options.port ?? database.port,
+          user: decodeURIComponent(url.username),
+          database: decodeURIComponent(url.pathname.slice(1)),
+          max: options.max ?? 10,
+          connectionTimeoutMillis: 5_000,
+          application_name: options.applicationName
+        })
+        pool.on("error", () => {})
+        pool.on("acquire", (client) => {
+          const internals = client as unknown as PoolClientInternals
+          if (internals._activeQuery != null || (internals._queryQueue?.length ?? 0) > 0) counters.busyCheckouts++
+        })
+        const query = pool.query.bind(pool) as (...args: Array<unknown>) => unknown
+        Object.assign(pool, {
+          query: (...args: Array<unknown>) => {
+            if (typeof args[0] === "string" && args[0].includes("pg_cancel_backend")) counters.cancels++
+            return query(...args)
+          }
+        })
+        return pool
+      }),
+      (pool) => Effect.promise(() => pool.end())
+    )
+    const context = yield* Layer.build(
+      PgIdempotencyStore.layerWith(options.store).pipe(
+        Layer.provide(PgClient.layerFromPool({ acquire: Effect.succeed(pool) }))
+      )
+    )
+    return { context, counters, pool, store: Context.get(context, IdempotencyStore.IdempotencyStore) }
+  })
+
+/** Waits (bounded: 10 s) until every connection of the pool is back in it, idle. */
+export const awaitPoolIdle = (pool: Pg.Pool): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 2000 && pool.idleCount < pool.totalCount; i++) yield* Effect.sleep("5 millis")
   })

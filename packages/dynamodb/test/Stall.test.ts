@@ -1,0 +1,190 @@
+/**
+ * An endpoint that stops answering without closing the connection (no RST, no FIN): a TCP proxy
+ * holds the bytes of the client's connections. Each attempt is then aborted at `requestTimeout` (its
+ * connection closed) and the call fails with `StoreUnavailable` at `callTimeout`, retries and their
+ * waits included; an interrupted call returns at once; and the record is in a state the protocol
+ * allows: a call that timed out may have been applied, as a call whose answer was lost.
+ */
+import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import { DynamoDbClient, DynamoDbStore, DynamoDbTable } from "@effect-idempotency/dynamodb"
+import { TcpProxy } from "@effect-idempotency/testing"
+import { assert, describe, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
+import { randomUUID } from "node:crypto"
+import type { Backend } from "./utils/backends.js"
+import { backends, clientConfig, clientLayer, uniqueTableName } from "./utils/backends.js"
+
+const REQUEST_TIMEOUT = Duration.millis(200)
+const CALL_TIMEOUT = Duration.millis(700)
+/** What a loaded 2-core machine may add to a time limit, at most. */
+const SLACK = Duration.seconds(5)
+
+const freshId = () =>
+  IdempotencyRecord.makeRecordId({ operation: `stall-${randomUUID()}`, key: IdempotencyKey.unsafeMake(randomUUID()) })
+
+const reserveRequest = (id: IdempotencyRecord.RecordId, token = randomUUID()): IdempotencyStore.ReserveRequest => ({
+  id,
+  token,
+  fingerprint: "sha256:stall",
+  lease: Duration.seconds(30),
+  ttl: Duration.hours(1),
+  takeover: true
+})
+
+/** A store on a fresh table, whose client goes through a proxy to the backend. */
+const storeThroughProxy = (backend: Backend, options?: Partial<DynamoDbStore.Options>) =>
+  Effect.gen(function*() {
+    const tableName = uniqueTableName("stall")
+    yield* DynamoDbTable.create({ tableName }).pipe(Effect.provide(clientLayer(backend)))
+    const endpoint = new URL(backend.endpoint)
+    const proxy = yield* TcpProxy.make({ host: endpoint.hostname, port: Number(endpoint.port) })
+    const context = yield* Layer.build(
+      DynamoDbStore.layerWith({ tableName, requestTimeout: REQUEST_TIMEOUT, callTimeout: CALL_TIMEOUT, ...options })
+        .pipe(Layer.provide(DynamoDbClient.layer(clientConfig(`http://127.0.0.1:${proxy.port}`))))
+    )
+    return { context, proxy, store: Context.get(context, IdempotencyStore.IdempotencyStore) }
+  })
+
+/** Runs `effect` and returns its exit and how long it took. */
+const timed = <A, E>(effect: Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    const start = yield* Clock.currentTimeMillis
+    const exit = yield* Effect.exit(effect)
+    return { exit, millis: (yield* Clock.currentTimeMillis) - start }
+  })
+
+/** The call failed with `StoreUnavailable` because its time limit passed, within the limit plus `SLACK`. */
+const assertTimedOut = (result: { readonly exit: Exit.Exit<unknown, unknown>; readonly millis: number }) => {
+  assert.isTrue(Exit.isFailure(result.exit), "the call did not fail")
+  const failure = Cause.failureOption((result.exit as Exit.Failure<unknown, unknown>).cause)
+  assert.isTrue(Option.isSome(failure), "not a typed failure")
+  const error = (failure as Option.Some<{ readonly _tag: string; readonly cause?: unknown }>).value
+  assert.strictEqual(error._tag, "StoreUnavailable")
+  assert.isTrue(Cause.isTimeoutException(error.cause), "not a timeout")
+  assert.isAtLeast(result.millis, Duration.toMillis(CALL_TIMEOUT))
+  assert.isBelow(result.millis, Duration.toMillis(Duration.sum(CALL_TIMEOUT, SLACK)))
+}
+
+/** Polls `condition` every 10 ms for at most 5 seconds. */
+const eventually = (condition: Effect.Effect<boolean>, message: string) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 500 && !(yield* condition); i++) yield* Effect.sleep("10 millis")
+    assert.isTrue(yield* condition, message)
+  })
+
+for (const backend of backends) {
+  describe(`a stalled endpoint (${backend.name})`, () => {
+    it.scopedLive("a call started after the stall fails with StoreUnavailable within callTimeout", () =>
+      Effect.gen(function*() {
+        const { proxy, store } = yield* storeThroughProxy(backend)
+        // the client holds an open connection, which stalls with the rest
+        yield* store.get(freshId())
+        yield* proxy.stall()
+
+        const request = reserveRequest(freshId())
+        assertTimedOut(yield* timed(store.reserve(request)))
+        assertTimedOut(yield* timed(store.get(freshId())))
+        // every attempt was aborted and its connection closed
+        yield* eventually(Effect.map(proxy.connections, (n) => n === 0), "a connection of an aborted attempt is open")
+
+        // traffic flows again: nothing of the reservation reached DynamoDB
+        yield* proxy.resume
+        assert.isTrue(Option.isNone(yield* store.get(request.id)))
+        assert.strictEqual((yield* store.reserve(request))._tag, "Reserved")
+      }))
+
+    it.scopedLive("interrupting a call blocked on the stalled endpoint returns at once and closes its connection", () =>
+      Effect.gen(function*() {
+        // no time limits: only the interruption ends the wait
+        const { proxy, store } = yield* storeThroughProxy(backend, {
+          requestTimeout: Duration.infinity,
+          callTimeout: Duration.infinity
+        })
+        yield* store.get(freshId())
+        yield* proxy.stall()
+        const before = (yield* proxy.held).requests
+        const call = yield* Effect.fork(store.reserve(reserveRequest(freshId())))
+        yield* eventually(Effect.map(proxy.held, (held) => held.requests > before), "no request reached the proxy")
+
+        const exit = yield* Fiber.interrupt(call).pipe(
+          Effect.timeoutFail({ duration: SLACK, onTimeout: () => "the interruption waited for the endpoint" })
+        )
+        assert.isTrue(Exit.isInterrupted(exit))
+        yield* eventually(Effect.map(proxy.connections, (n) => n === 0), "the aborted request's connection is open")
+      }))
+
+    it.scopedLive("answers held after DynamoDB applied the reservation: StoreUnavailable, then the record is there", () =>
+      Effect.gen(function*() {
+        const { proxy, store } = yield* storeThroughProxy(backend)
+        yield* store.get(freshId())
+        yield* proxy.stall({ hold: "answers" })
+
+        const request = reserveRequest(freshId())
+        assertTimedOut(yield* timed(store.reserve(request)))
+
+        // the reservation was applied (its answer lost): IN_PROGRESS under its token, attempt 1,
+        // blocking other attempts until its lease ends
+        yield* proxy.resume
+        const record = yield* store.get(request.id)
+        assert.isTrue(Option.isSome(record))
+        const { attempt, status, token } = (record as Option.Some<IdempotencyRecord.IdempotencyRecord>).value
+        assert.deepStrictEqual({ attempt, status, token }, { attempt: 1, status: "IN_PROGRESS", token: request.token })
+        // the same attempt retrying recognizes its own reservation; another one meets it in progress
+        assert.strictEqual((yield* store.reserve(request))._tag, "Reserved")
+        assert.strictEqual((yield* store.reserve(reserveRequest(request.id)))._tag, "Existing")
+      }))
+
+    it.scopedLive("a stalled connection next to healthy ones: the retry goes through a new connection", () =>
+      Effect.gen(function*() {
+        const { proxy, store } = yield* storeThroughProxy(backend, { callTimeout: SLACK })
+        // one open connection, idle in the client's agent
+        yield* store.get(freshId())
+        yield* proxy.stall({ connections: "open" })
+        const before = (yield* proxy.held).requests
+
+        const result = yield* timed(store.reserve(reserveRequest(freshId())))
+        assert.isTrue(Exit.isSuccess(result.exit))
+        assert.strictEqual(Exit.isSuccess(result.exit) ? result.exit.value._tag : undefined, "Reserved")
+        // the first attempt went to the stalled connection and was aborted after requestTimeout
+        assert.isAbove((yield* proxy.held).requests, before)
+        assert.isAtLeast(result.millis, Duration.toMillis(REQUEST_TIMEOUT))
+      }))
+
+    it.scopedLive("through Idempotency: StoreUnavailable, the downstream is never called, and a retry succeeds", () =>
+      Effect.gen(function*() {
+        const { context, proxy } = yield* storeThroughProxy(backend)
+        const executions = yield* Ref.make(0)
+        const operation = Idempotency.make({
+          name: `stall-${randomUUID()}`,
+          payload: Schema.Struct({ amount: Schema.Number }),
+          success: Schema.Number,
+          execute: () => Ref.updateAndGet(executions, (n) => n + 1)
+        })
+        const run = (key: string) =>
+          operation.runDetailed({ key, payload: { amount: 1 } }).pipe(Effect.provide(context))
+        yield* proxy.stall()
+        const result = yield* timed(run(randomUUID()))
+        assert.isTrue(Exit.isFailure(result.exit))
+        const error = Cause.squash((result.exit as Exit.Failure<unknown, unknown>).cause) as { readonly _tag: string }
+        assert.strictEqual(error._tag, "StoreUnavailable")
+        assert.isBelow(result.millis, Duration.toMillis(Duration.sum(CALL_TIMEOUT, SLACK)))
+        assert.strictEqual(yield* Ref.get(executions), 0)
+
+        yield* proxy.resume
+        const key = randomUUID()
+        assert.isFalse((yield* run(key)).replayed)
+        assert.isTrue((yield* run(key)).replayed)
+        assert.strictEqual(yield* Ref.get(executions), 1)
+      }))
+  })
+}

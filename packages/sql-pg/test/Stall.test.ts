@@ -1,0 +1,222 @@
+/**
+ * A server that stops answering without closing the connection (no RST, no FIN): a TCP proxy holds
+ * the bytes of the store's connections. A store call then fails with `StoreUnavailable` once its
+ * `callTimeout` has passed, an interrupted call returns at once, no statement is cancelled, and a
+ * stalled connection goes back to the pool only once its statement has been answered. The record
+ * is then in a state the protocol allows: a call that timed out may have been applied, as a call
+ * whose answer was lost.
+ */
+import { Idempotency, IdempotencyRecord } from "@effect-idempotency/core"
+import { TcpProxy } from "@effect-idempotency/testing"
+import { assert, layer } from "@effect/vitest"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
+import { randomUUID } from "node:crypto"
+import { freshId, Payload, payload, reserveRequest } from "./utils/fixtures.js"
+import { awaitPoolIdle, layerClient, layerPrimary, poolStore, resetTable, TestDatabase } from "./utils/TestDatabase.js"
+
+const TABLE = "idem_stall"
+const CALL_TIMEOUT = Duration.millis(300)
+/** What a loaded 2-core machine may add to a time limit, at most. */
+const SLACK = Duration.seconds(5)
+
+const Live = Layer.effectDiscard(resetTable({ table: TABLE })).pipe(
+  Layer.provideMerge(layerClient()),
+  Layer.provideMerge(layerPrimary)
+)
+
+/** A store through a proxy to the test database, with a short time limit (or none). */
+const storeThroughProxy = (callTimeout: Duration.DurationInput = CALL_TIMEOUT) =>
+  Effect.gen(function*() {
+    const proxy = yield* TcpProxy.make(yield* TestDatabase)
+    const store = yield* poolStore({
+      applicationName: "idem-stall",
+      port: proxy.port,
+      max: 4,
+      store: { table: TABLE, callTimeout }
+    })
+    return { proxy, ...store }
+  })
+
+/** Runs `effect` and returns its exit and how long it took (by the live clock). */
+const timed = <A, E>(effect: Effect.Effect<A, E>) =>
+  Effect.gen(function*() {
+    const start = yield* Clock.currentTimeMillis
+    const exit = yield* Effect.exit(effect)
+    return { exit, millis: (yield* Clock.currentTimeMillis) - start }
+  })
+
+/** The call failed with `StoreUnavailable` because its time limit passed, within the limit plus `SLACK`. */
+const assertTimedOut = (result: { readonly exit: Exit.Exit<unknown, unknown>; readonly millis: number }) => {
+  assert.isTrue(Exit.isFailure(result.exit), "the call did not fail")
+  const failure = Cause.failureOption((result.exit as Exit.Failure<unknown, unknown>).cause)
+  assert.isTrue(Option.isSome(failure), "not a typed failure")
+  const error = (failure as Option.Some<{ readonly _tag: string; readonly cause?: unknown }>).value
+  assert.strictEqual(error._tag, "StoreUnavailable")
+  assert.isTrue(Cause.isTimeoutException(error.cause), "not a timeout")
+  assert.isAtLeast(result.millis, Duration.toMillis(CALL_TIMEOUT))
+  assert.isBelow(result.millis, Duration.toMillis(Duration.sum(CALL_TIMEOUT, SLACK)))
+}
+
+/** Waits (bounded: 5 s) until the proxy has held more request bytes than `before`. */
+const awaitHeldRequests = (proxy: TcpProxy.TcpProxy, before: number) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 1000 && (yield* proxy.held).requests <= before; i++) yield* Effect.sleep("5 millis")
+    assert.isAbove((yield* proxy.held).requests, before, "no request reached the stalled proxy")
+  })
+
+layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyStore on a stalled server", (it) => {
+  it.scoped("a call started after the stall fails with StoreUnavailable within callTimeout", () =>
+    Effect.gen(function*() {
+      const { counters, pool, proxy, store } = yield* storeThroughProxy()
+      // the pool holds an open connection, which stalls with the rest
+      yield* store.get(freshId())
+      yield* proxy.stall()
+
+      const request = reserveRequest(freshId())
+      assertTimedOut(yield* timed(store.reserve(request)))
+      // a call that must open a new connection: the connection never completes its start-up
+      const pending = Array.from({ length: 3 }, () => timed(store.get(freshId())))
+      for (const result of yield* Effect.all(pending, { concurrency: "unbounded" })) assertTimedOut(result)
+      assert.strictEqual(counters.cancels, 0)
+
+      // the server answers again: the reservation that timed out was applied (its statement was
+      // sent, not cut off), as a reservation whose answer was lost; its lease bounds the block
+      yield* proxy.resume
+      yield* awaitPoolIdle(pool)
+      assert.strictEqual(pool.idleCount, pool.totalCount)
+      const record = yield* store.get(request.id)
+      assert.isTrue(Option.isSome(record))
+      const { status, token } = (record as Option.Some<IdempotencyRecord.IdempotencyRecord>).value
+      assert.deepStrictEqual({ status, token }, { status: "IN_PROGRESS", token: request.token })
+      const retry = yield* store.reserve(reserveRequest(request.id))
+      assert.strictEqual(retry._tag, "Existing")
+      assert.strictEqual(counters.busyCheckouts, 0)
+    }))
+
+  it.scoped("through Idempotency: StoreUnavailable, the downstream is never called, and a retry succeeds", () =>
+    Effect.gen(function*() {
+      const { context, proxy } = yield* storeThroughProxy()
+      const executions = yield* Ref.make(0)
+      const operation = Idempotency.make({
+        name: `stall-${randomUUID()}`,
+        payload: Payload,
+        success: Schema.Number,
+        execute: () => Ref.updateAndGet(executions, (n) => n + 1)
+      })
+      const run = (key: string) => operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
+      yield* proxy.stall()
+      const result = yield* timed(run(randomUUID()))
+      assert.isTrue(Exit.isFailure(result.exit))
+      const error = Cause.squash((result.exit as Exit.Failure<unknown, unknown>).cause) as { readonly _tag: string }
+      assert.strictEqual(error._tag, "StoreUnavailable")
+      assert.isBelow(result.millis, Duration.toMillis(Duration.sum(CALL_TIMEOUT, SLACK)))
+      assert.strictEqual(yield* Ref.get(executions), 0)
+
+      yield* proxy.resume
+      const key = randomUUID()
+      assert.isFalse((yield* run(key)).replayed)
+      assert.isTrue((yield* run(key)).replayed)
+      assert.strictEqual(yield* Ref.get(executions), 1)
+    }))
+
+  it.scoped("interrupting a call blocked on the stalled server returns at once; nothing is cancelled", () =>
+    Effect.gen(function*() {
+      // no time limit: only the interruption ends the wait
+      const { counters, pool, proxy, store } = yield* storeThroughProxy(Duration.infinity)
+      yield* store.get(freshId())
+      yield* proxy.stall()
+      const before = (yield* proxy.held).requests
+      const request = reserveRequest(freshId())
+      const call = yield* Effect.fork(store.reserve(request))
+      yield* awaitHeldRequests(proxy, before)
+
+      const exit = yield* Fiber.interrupt(call).pipe(
+        Effect.timeoutFail({ duration: SLACK, onTimeout: () => "the interruption waited for the server" })
+      )
+      assert.isTrue(Exit.isInterrupted(exit))
+      assert.strictEqual(counters.cancels, 0)
+      // the statement is still in flight: its connection is not back in the pool
+      assert.isBelow(pool.idleCount, pool.totalCount)
+
+      yield* proxy.resume
+      yield* awaitPoolIdle(pool)
+      assert.strictEqual(pool.idleCount, pool.totalCount)
+      const record = yield* store.get(request.id)
+      assert.isTrue(Option.exists(record, (record) => record.token === request.token))
+      assert.strictEqual(counters.busyCheckouts, 0)
+    }))
+
+  it.scoped("one stalled connection among healthy ones: only its call fails; it rejoins the pool once answered", () =>
+    Effect.gen(function*() {
+      const { counters, pool, proxy, store } = yield* storeThroughProxy()
+      // one open connection, idle in the pool
+      yield* store.get(freshId())
+      assert.strictEqual(pool.totalCount, 1)
+      // it stops answering; connections opened later are healthy
+      yield* proxy.stall({ connections: "open" })
+
+      const stalled = reserveRequest(freshId())
+      assertTimedOut(yield* timed(store.reserve(stalled)))
+      // the stalled connection stays checked out by its statement: later calls get healthy ones
+      const ids = Array.from({ length: 8 }, () => freshId())
+      for (const id of ids) {
+        const request = reserveRequest(id)
+        assert.strictEqual((yield* store.reserve(request))._tag, "Reserved")
+        yield* store.complete({
+          id,
+          token: request.token,
+          outcome: IdempotencyRecord.StoredOutcome.Success({ value: "1" }),
+          ttl: Duration.hours(1)
+        })
+      }
+      assert.isBelow(pool.idleCount, pool.totalCount)
+
+      yield* proxy.resume
+      yield* awaitPoolIdle(pool)
+      assert.strictEqual(pool.idleCount, pool.totalCount)
+      // every connection, the one that stalled too, serves later calls
+      yield* Effect.forEach(ids, (id) => store.get(id), { concurrency: 4 })
+      const record = yield* store.get(stalled.id)
+      assert.isTrue(
+        Option.exists(record, (record) => record.status === "IN_PROGRESS" && record.token === stalled.token)
+      )
+      assert.strictEqual(counters.busyCheckouts, 0)
+      assert.strictEqual(counters.cancels, 0)
+    }))
+
+  it.scoped("answers held after the server applied a completion: StoreUnavailable, then the record is COMPLETED", () =>
+    Effect.gen(function*() {
+      const { pool, proxy, store } = yield* storeThroughProxy()
+      const request = reserveRequest(freshId())
+      assert.strictEqual((yield* store.reserve(request))._tag, "Reserved")
+      yield* proxy.stall({ hold: "answers" })
+      const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "42" })
+      assertTimedOut(
+        yield* timed(store.complete({ id: request.id, token: request.token, outcome, ttl: Duration.hours(1) }))
+      )
+
+      yield* proxy.resume
+      yield* awaitPoolIdle(pool)
+      const record = yield* store.get(request.id)
+      assert.isTrue(Option.isSome(record))
+      const completed = (record as Option.Some<IdempotencyRecord.IdempotencyRecord>).value
+      assert.strictEqual(completed.status, "COMPLETED")
+      assert.deepStrictEqual(completed.outcome, outcome)
+      // the retry of the completion by the same attempt finds the record completed: LeaseLost
+      const again = yield* Effect.flip(
+        store.complete({ id: request.id, token: request.token, outcome, ttl: Duration.hours(1) })
+      )
+      assert.strictEqual(again._tag, "LeaseLost")
+      const replay = yield* store.reserve(reserveRequest(request.id))
+      assert.strictEqual(replay._tag, "Existing")
+    }))
+})

@@ -1,0 +1,164 @@
+import { TcpProxy } from "@effect-idempotency/testing"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import * as Net from "node:net"
+
+/** A server on loopback that answers every chunk with `echo:<chunk>`, and records what it got. */
+const echoServer = Effect.gen(function*() {
+  const received: Array<string> = []
+  const sockets = new Set<Net.Socket>()
+  const server = Net.createServer((socket) => {
+    sockets.add(socket)
+    socket.on("data", (data) => {
+      received.push(data.toString())
+      socket.write(`echo:${data.toString()}`)
+    })
+    socket.on("close", () => sockets.delete(socket))
+    socket.on("error", () => {})
+  })
+  const port = yield* Effect.acquireRelease(
+    Effect.async<number>((resume) => {
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.address() as Net.AddressInfo).port)))
+    }),
+    () =>
+      Effect.async<void>((resume) => {
+        for (const socket of sockets) socket.destroy()
+        server.close(() => resume(Effect.void))
+      })
+  )
+  return { port, received: () => received.join("") }
+})
+
+interface Client {
+  readonly write: (text: string) => Effect.Effect<void>
+  readonly received: () => string
+  /** How the connection ended, if it did. */
+  readonly ended: () => "closed" | "reset" | undefined
+}
+
+const connect = (port: number): Effect.Effect<Client, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const chunks: Array<string> = []
+    let ended: "closed" | "reset" | undefined = undefined
+    const socket = yield* Effect.acquireRelease(
+      Effect.async<Net.Socket>((resume) => {
+        // a connection reset at once may close before it reports that it connected
+        const socket = Net.connect(port, "127.0.0.1", () => resume(Effect.succeed(socket)))
+        socket.on("data", (data) => chunks.push(data.toString()))
+        socket.on("error", (error: NodeJS.ErrnoException) => {
+          if (error.code === "ECONNRESET") ended = "reset"
+        })
+        socket.on("close", () => {
+          ended ??= "closed"
+          resume(Effect.succeed(socket))
+        })
+      }),
+      (socket) => Effect.sync(() => socket.destroy())
+    )
+    return {
+      write: (text) => Effect.sync(() => void socket.write(text)),
+      received: () => chunks.join(""),
+      ended: () => ended
+    }
+  })
+
+/** Polls `condition` every 5 ms for at most 5 seconds. */
+const eventually = (condition: () => boolean, message: string) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 1000 && !condition(); i++) yield* Effect.sleep("5 millis")
+    assert.isTrue(condition(), message)
+  })
+
+/** Gives the sockets time to deliver whatever they would (when nothing must arrive). */
+const quiet = Effect.sleep("100 millis")
+
+describe("TcpProxy", () => {
+  it.scopedLive("forwards both ways", () =>
+    Effect.gen(function*() {
+      const server = yield* echoServer
+      const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: server.port })
+      const client = yield* connect(proxy.port)
+      yield* client.write("a")
+      yield* eventually(() => client.received() === "echo:a", "no answer")
+      assert.strictEqual(yield* proxy.connections, 1)
+    }))
+
+  it.scopedLive("stall holds every byte with both sockets open; resume delivers them in order", () =>
+    Effect.gen(function*() {
+      const server = yield* echoServer
+      const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: server.port })
+      const open = yield* connect(proxy.port)
+      yield* proxy.stall()
+      const later = yield* connect(proxy.port)
+      yield* open.write("1")
+      yield* open.write("2")
+      yield* later.write("3")
+      yield* quiet
+      assert.strictEqual(server.received(), "")
+      assert.strictEqual(open.ended(), undefined)
+      assert.strictEqual(later.ended(), undefined)
+      assert.deepStrictEqual(yield* proxy.held, { requests: 3, answers: 0 })
+
+      yield* proxy.resume
+      yield* eventually(() => open.received() === "echo:12" || open.received() === "echo:1echo:2", "not delivered")
+      yield* eventually(() => later.received() === "echo:3", "not delivered")
+    }))
+
+  it.scopedLive("stall of answers only: requests reach the server, answers wait for resume", () =>
+    Effect.gen(function*() {
+      const server = yield* echoServer
+      const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: server.port })
+      const client = yield* connect(proxy.port)
+      yield* proxy.stall({ hold: "answers" })
+      yield* client.write("x")
+      yield* eventually(() => server.received() === "x", "the request did not reach the server")
+      yield* quiet
+      assert.strictEqual(client.received(), "")
+      assert.deepStrictEqual(yield* proxy.held, { requests: 0, answers: 6 })
+      yield* proxy.resume
+      yield* eventually(() => client.received() === "echo:x", "the answer was not delivered")
+    }))
+
+  it.scopedLive("stall of open connections only: a new connection flows", () =>
+    Effect.gen(function*() {
+      const server = yield* echoServer
+      const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: server.port })
+      const stalled = yield* connect(proxy.port)
+      yield* proxy.stall({ connections: "open" })
+      const healthy = yield* connect(proxy.port)
+      yield* stalled.write("s")
+      yield* healthy.write("h")
+      yield* eventually(() => healthy.received() === "echo:h", "the new connection stalled")
+      assert.strictEqual(stalled.received(), "")
+    }))
+
+  it.scopedLive("refuse resets every connection until resume; the port stays the same", () =>
+    Effect.gen(function*() {
+      const server = yield* echoServer
+      const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: server.port })
+      const open = yield* connect(proxy.port)
+      yield* proxy.refuse
+      yield* eventually(() => open.ended() !== undefined, "the open connection was not reset")
+      const refused = yield* connect(proxy.port)
+      yield* eventually(() => refused.ended() === "reset", "a new connection was not reset")
+      yield* proxy.resume
+      const accepted = yield* connect(proxy.port)
+      yield* accepted.write("y")
+      yield* eventually(() => accepted.received() === "echo:y", "no answer after resume")
+    }))
+
+  it.scopedLive("cut closes the open connections; new ones flow", () =>
+    Effect.gen(function*() {
+      const server = yield* echoServer
+      const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: server.port })
+      const open = yield* connect(proxy.port)
+      yield* proxy.stall()
+      yield* proxy.cut
+      yield* eventually(() => open.ended() !== undefined, "the open connection was not closed")
+      assert.strictEqual(yield* proxy.connections, 0)
+      const next = yield* connect(proxy.port)
+      yield* next.write("z")
+      yield* eventually(() => next.received() === "echo:z", "a new connection did not flow")
+    }))
+})
