@@ -3,6 +3,7 @@ import type { IdempotencyStore } from "@effect-idempotency/core"
 import { RedisClient, RedisStore } from "@effect-idempotency/redis"
 import { assert } from "@effect/vitest"
 import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -99,3 +100,12 @@ export const rawClient = (url = redisUrl, options?: RedisOptions) =>
   )
 
 export const raw = <A>(f: () => Promise<A>) => Effect.promise(f)
+
+/** A plain ioredis connection to the run's server, outside the store, for inspection. */
+export class RawRedis extends Context.Tag("test/RawRedis")<RawRedis, Redis>() {}
+
+export const rawLayer = (url = redisUrl): Layer.Layer<RawRedis> => Layer.scoped(RawRedis, rawClient(url))
+
+/** Runs a command on the raw connection. */
+export const rawCall = <A>(f: (client: Redis) => Promise<A>) =>
+  Effect.flatMap(RawRedis, (client) => raw(() => f(client)))
