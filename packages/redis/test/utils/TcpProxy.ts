@@ -1,7 +1,7 @@
 /**
- * A loopback TCP proxy in front of the test database, to inject connection faults: it can stall
- * the traffic of every connection (statements sent but not delivered), cut every connection, and
- * listen on a chosen port (a port that was closed until then).
+ * A loopback TCP proxy in front of a Redis server, to inject connection faults: it can stop
+ * forwarding the clients' bytes while keeping every connection open (no RST, no FIN: a server that
+ * stopped answering), forward what it held once resumed, and cut every connection.
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -11,9 +11,11 @@ export interface TcpProxy {
   readonly port: number
   /** Bytes the clients sent while stalled (they reached the proxy, not the server). */
   readonly stalledBytes: () => number
-  /** Holds every client's data at the proxy, for existing and new connections. */
+  /** Holds every client's bytes at the proxy, on existing and new connections. */
   readonly stall: () => void
-  /** Destroys every open connection (both sides) and stops stalling. */
+  /** Forwards the held bytes, then everything again. */
+  readonly resume: () => void
+  /** Destroys every open connection (both sides) and drops the held bytes. */
   readonly cutAll: () => void
   readonly connections: () => number
 }
@@ -27,18 +29,24 @@ export const closedPort: Effect.Effect<number> = Effect.async<number>((resume) =
   })
 })
 
+interface Pair {
+  readonly client: Net.Socket
+  readonly upstream: Net.Socket
+  held: Array<Buffer>
+}
+
 export const make = (
   target: { readonly host: string; readonly port: number },
   port = 0
 ): Effect.Effect<TcpProxy, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const pairs = new Set<readonly [Net.Socket, Net.Socket]>()
+    const pairs = new Set<Pair>()
     let stalled = false
     let stalledBytes = 0
 
     const server = Net.createServer((client) => {
       const upstream = Net.connect(target.port, target.host)
-      const pair = [client, upstream] as const
+      const pair: Pair = { client, upstream, held: [] }
       pairs.add(pair)
       const close = () => {
         pairs.delete(pair)
@@ -48,6 +56,7 @@ export const make = (
       client.on("data", (data) => {
         if (stalled) {
           stalledBytes += data.length
+          pair.held.push(data)
         } else {
           upstream.write(data)
         }
@@ -65,7 +74,7 @@ export const make = (
       }),
       () =>
         Effect.async<void>((resume) => {
-          for (const [client, upstream] of pairs) {
+          for (const { client, upstream } of pairs) {
             client.destroy()
             upstream.destroy()
           }
@@ -80,8 +89,15 @@ export const make = (
         stalled = true
         stalledBytes = 0
       },
+      resume: () => {
+        stalled = false
+        for (const pair of pairs) {
+          for (const data of pair.held) pair.upstream.write(data)
+          pair.held = []
+        }
+      },
       cutAll: () => {
-        for (const [client, upstream] of pairs) {
+        for (const { client, upstream } of pairs) {
           client.destroy()
           upstream.destroy()
         }
