@@ -6,6 +6,8 @@
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
+import { Redis } from "ioredis"
+import { randomUUID } from "node:crypto"
 import type { TestProject } from "vitest/node"
 import { ping, redisServer, requireRedisServer, ServerError } from "./utils/servers.js"
 
@@ -36,12 +38,37 @@ const start = Effect.gen(function*() {
   return { url: server.url, started: true }
 })
 
+/** Deletes the keys the run's tests left under `prefix` (on a server the run did not start). */
+const removeKeys = (url: string, prefix: string) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => {
+      const client = new Redis(url, { maxRetriesPerRequest: 1 })
+      client.on("error", () => {})
+      return client
+    }),
+    (client) =>
+      Effect.tryPromise(async () => {
+        let cursor = "0"
+        do {
+          const [next, keys] = await client.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1000)
+          cursor = next
+          if (keys.length > 0) await client.unlink(...keys)
+        } while (cursor !== "0")
+      }),
+    (client) => Effect.sync(() => client.disconnect())
+  ).pipe(Effect.ignore)
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const scope = Effect.runSync(Scope.make())
-  const close = () => Effect.runPromise(Scope.close(scope, Exit.void))
   const server = await Effect.runPromise(
     Scope.extend(start, scope).pipe(Effect.tapErrorCause(() => Scope.close(scope, Exit.void)))
   )
+  // every key a test writes on the run's server starts with this (see `uniquePrefix`)
+  const keyPrefix = `effect-idempotency-test:${randomUUID().slice(0, 8)}:`
   project.provide("redisUrl", server.url)
-  return close
+  project.provide("redisKeyPrefix", keyPrefix)
+  return () =>
+    Effect.runPromise(
+      Effect.zipRight(server.started ? Effect.void : removeKeys(server.url, keyPrefix), Scope.close(scope, Exit.void))
+    )
 }

@@ -21,6 +21,18 @@ export class ClientClosed extends Error {
 }
 
 /**
+ * The scope of the store was closed: it no longer watches its client's connection.
+ *
+ * @internal
+ */
+export class StoreClosed extends Error {
+  constructor() {
+    super("the store's scope is closed")
+    this.name = "StoreClosed"
+  }
+}
+
+/**
  * Sends the store's scripts through a client.
  *
  * @internal
@@ -59,6 +71,7 @@ export const make = (client: Redis | Cluster): Effect.Effect<Connection, never, 
     // it and put a new one in its place.
     const next = () => Deferred.unsafeMake<void, unknown>(FiberId.none)
     const waiting = MutableRef.make(next())
+    const released = MutableRef.make(false)
     const settle = (exit: Exit.Exit<void, unknown>) => Deferred.unsafeDone(MutableRef.getAndSet(waiting, next()), exit)
     const onReady = () => settle(Exit.void)
     const onError = (error: unknown) => settle(Exit.fail(error))
@@ -74,10 +87,14 @@ export const make = (client: Redis | Cluster): Effect.Effect<Connection, never, 
           client.off("ready", onReady)
           client.off("error", onError)
           client.off("end", onEnd)
+          // nothing settles a wait from now on: a call made after the scope closed fails
+          MutableRef.set(released, true)
+          settle(Exit.fail(new StoreClosed()))
         })
     )
 
     const connected: Effect.Effect<void, unknown> = Effect.suspend(() => {
+      if (MutableRef.get(released)) return Effect.fail(new StoreClosed())
       switch (client.status) {
         case "ready":
           return Effect.void

@@ -18,6 +18,7 @@ import { inject } from "vitest"
 declare module "vitest" {
   export interface ProvidedContext {
     readonly redisUrl: string
+    readonly redisKeyPrefix: string
   }
 }
 
@@ -27,8 +28,11 @@ export const redisUrl: string = inject("redisUrl")
 export const FP_A = "sha256:aaaa"
 export const FP_B = "sha256:bbbb"
 
+/** The start of every key this run writes; the global setup deletes them at the end. */
+const runPrefix: string = inject("redisKeyPrefix")
+
 /** A key prefix no other test uses, so tests never share a record or a purge. */
-export const uniquePrefix = (name: string): string => `test:${name}:${randomUUID().slice(0, 8)}:`
+export const uniquePrefix = (name: string): string => `${runPrefix}${name}:${randomUUID().slice(0, 8)}:`
 
 export const freshId = (operation = "redis-test") =>
   IdempotencyRecord.makeRecordId({ operation, key: IdempotencyKey.unsafeMake(randomUUID()) })
