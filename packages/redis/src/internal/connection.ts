@@ -6,7 +6,7 @@ import * as MutableRef from "effect/MutableRef"
 import * as Predicate from "effect/Predicate"
 import type * as Scope from "effect/Scope"
 import type { Cluster, Redis } from "ioredis"
-import type { Script } from "./scripts.js"
+import type { Script } from "../RedisScripts.js"
 
 /**
  * The connection is closed for good (`QUIT`, `disconnect()`, or a retry strategy that gave up).

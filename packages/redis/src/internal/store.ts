@@ -17,9 +17,9 @@ import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type { Redis } from "ioredis"
+import * as Scripts from "../RedisScripts.js"
 import type { Connection } from "./connection.js"
 import { toStoreFailure } from "./errors.js"
-import * as Scripts from "./scripts.js"
 
 type Store = IdempotencyStore["Type"]
 
@@ -35,6 +35,8 @@ export interface Config {
   readonly maxOutcomeBytes: number
   /** The most `SCAN` pages one `purgeExpired` reads per node. */
   readonly purgeMaxPages: number
+  /** One span per method call. */
+  readonly spans: boolean
 }
 
 /** @internal */
@@ -145,14 +147,14 @@ export const make = (connection: Connection, config: Config): Store => {
       )
     )
 
-  // One span per method call, without a stack trace (it would point into this file, at a cost on
-  // every call). A defect of the client (a throw where a rejection was due) is a `StoreError`.
+  // A defect of the client (a throw where a rejection was due) is a `StoreError`. With `spans`, one
+  // span per method call, without a stack trace (it would point into this file, at a cost on every
+  // call).
   const spanOptions = { attributes: { "db.system": "redis" }, captureStackTrace: false }
-  const method = <A, E>(name: string, effect: Effect.Effect<A, E>): Effect.Effect<A, E | StoreError> =>
-    effect.pipe(
-      Effect.catchAllDefect((cause) => Effect.fail(new StoreError({ method: name, cause }))),
-      Effect.withSpan(`RedisStore.${name}`, spanOptions)
-    )
+  const method = <A, E>(name: string, effect: Effect.Effect<A, E>): Effect.Effect<A, E | StoreError> => {
+    const typed = Effect.catchAllDefect(effect, (cause) => Effect.fail(new StoreError({ method: name, cause })))
+    return config.spans ? Effect.withSpan(typed, `RedisStore.${name}`, spanOptions) : typed
+  }
 
   /** A write fenced by the token: a reply of 0 is `LeaseLost`. */
   const owned = (

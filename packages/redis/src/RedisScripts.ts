@@ -1,9 +1,31 @@
+/**
+ * The Lua scripts of the store, one per method, each run atomically by the server on one key.
+ * They are exported for review, for tools that read records, and to preload them
+ * (`SCRIPT LOAD`); the store sends them itself (`EVAL` once per client, then `EVALSHA`).
+ *
+ * A record is one string value at `<prefix>{<record id>}`:
+ *
+ * ```text
+ * v1 <status> <attempt> <lease_until> <expires_at> <outcome kind | -> <token bytes> <fingerprint bytes>\n
+ * <token><fingerprint><outcome>
+ * ```
+ *
+ * Times are epoch milliseconds; the token and the fingerprint are delimited by their byte lengths,
+ * so they may hold any byte; the outcome is the rest of the value. The key's native expiry (`PXAT`)
+ * is the record's `expires_at`.
+ *
+ * Every script takes the record's key as `KEYS[1]` and, as `ARGV[1]`, the caller's time in epoch
+ * milliseconds, or an empty string for the server's clock (`TIME`).
+ *
+ * @since 0.1.0
+ */
 import { createHash } from "node:crypto"
 
 /**
  * A Lua script and its SHA1 digest, the name `EVALSHA` calls it by.
  *
- * @internal
+ * @since 0.1.0
+ * @category models
  */
 export interface Script {
   readonly name: string
@@ -100,7 +122,8 @@ end
  * Returns `{1, attempt, lease_until, expires_at}` when reserved, or
  * `{0, status, token, fingerprint, attempt, lease_until, expires_at, now, kind, outcome}`.
  *
- * @internal
+ * @since 0.1.0
+ * @category scripts
  */
 export const reserve = script(
   "reserve",
@@ -131,7 +154,8 @@ return {1, attempt, leaseUntil, expiresAt}
  * `ARGV`: now, token, outcome kind, outcome, ttl ms. The record becomes COMPLETED for `ttl` from
  * now. Returns 1, or 0 when the token does not hold a live IN_PROGRESS record.
  *
- * @internal
+ * @since 0.1.0
+ * @category scripts
  */
 export const complete = script(
   "complete",
@@ -149,7 +173,8 @@ return 1
 /**
  * `ARGV`: now, token. Deletes the record. Returns 1, or 0 when the token does not hold it.
  *
- * @internal
+ * @since 0.1.0
+ * @category scripts
  */
 export const release = script(
   "release",
@@ -166,7 +191,8 @@ return 1
  * `ARGV`: now, token, ttl ms. The record becomes FAILED for `ttl` from now. Returns 1, or 0 when
  * the token does not hold it.
  *
- * @internal
+ * @since 0.1.0
+ * @category scripts
  */
 export const markFailed = script(
   "markFailed",
@@ -185,7 +211,8 @@ return 1
  * `ARGV`: now, token, lease ms. The lease ends `lease` from now, and the record lives at least as
  * long. Returns 1, or 0 when the token does not hold it.
  *
- * @internal
+ * @since 0.1.0
+ * @category scripts
  */
 export const extend = script(
   "extend",
@@ -205,7 +232,8 @@ return 1
  * `ARGV`: now. Returns the live record as
  * `{status, token, fingerprint, attempt, lease_until, expires_at, kind, outcome}`, or `{}`.
  *
- * @internal
+ * @since 0.1.0
+ * @category scripts
  */
 export const get = script(
   "get",
@@ -227,7 +255,8 @@ return {record.status, record.token, record.fingerprint, record.attempt, record.
  * `ARGV`: now. Deletes the key when it holds a record whose `expires_at` has passed; a key that
  * holds anything else is left alone. Only the record's first line is read. Returns 1 when deleted.
  *
- * @internal
+ * @since 0.1.0
+ * @category scripts
  */
 export const purge = script(
   "purge",
@@ -244,3 +273,11 @@ redis.call('DEL', KEYS[1])
 return 1
 `
 )
+
+/**
+ * Every script of the store.
+ *
+ * @since 0.1.0
+ * @category scripts
+ */
+export const all: ReadonlyArray<Script> = [reserve, complete, release, markFailed, extend, get, purge]
