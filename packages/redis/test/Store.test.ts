@@ -162,6 +162,34 @@ layer(Layer.merge(storeLayer({ prefix: PREFIX }), rawLayer()), { timeout: "1 min
     }))
 })
 
+describe("RedisStore on a client with a keyPrefix of its own", () => {
+  it.scoped("records live under the client's keyPrefix, and a purge finds them there", () =>
+    Effect.gen(function*() {
+      const prefix = uniquePrefix("key-prefix")
+      const context = yield* Layer.build(
+        Layer.merge(
+          storeLayer({ prefix: "records:", clock: "effect" }, clientLayer({ keyPrefix: prefix })),
+          rawLayer()
+        )
+      )
+      const store = Context.get(context, IdempotencyStore.IdempotencyStore)
+      const raw = Context.get(context, RawRedis)
+      const id = freshId()
+      const owner = expectReserved(yield* store.reserve(reserveRequest(id)))
+      yield* store.complete({
+        id,
+        token: owner.token,
+        outcome: IdempotencyRecord.StoredOutcome.Success({ value: "1" }),
+        ttl: Duration.seconds(10)
+      })
+      const key = `${prefix}records:{${id.value}}`
+      assert.strictEqual(yield* Effect.promise(() => raw.exists(key)), 1)
+      yield* TestClock.adjust(Duration.seconds(11))
+      assert.strictEqual(yield* store.purgeExpired(), 1)
+      assert.strictEqual(yield* Effect.promise(() => raw.exists(key)), 0)
+    }))
+})
+
 describe("RedisStore layers and clients", () => {
   it.scoped("RedisStore.layer: prefix idempotency:, the server's clock", () =>
     Effect.gen(function*() {

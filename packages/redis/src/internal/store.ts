@@ -63,7 +63,7 @@ const purgeLimit = (limit: number | undefined): number =>
 const keyOf = (prefix: string, id: RecordId): string => `${prefix}{${id.value}}`
 
 /** A `SCAN MATCH` pattern of every record key under `prefix`. */
-export const keyPattern = (prefix: string): string => `${prefix.replace(/[*?[\]\\]/g, "\\$&")}{*}`
+const keyPattern = (prefix: string): string => `${prefix.replace(/[*?[\]\\]/g, "\\$&")}{*}`
 
 // -------------------------------------------------------------------------------------------------
 // replies
@@ -250,9 +250,14 @@ export const make = (connection: Connection, config: Config): Store => {
       )
     )
 
+  // A client's own `keyPrefix` (an ioredis option) is prepended to the keys of every script, but
+  // `SCAN` neither applies it to its pattern nor strips it from the keys it returns.
+  const clientPrefix = connection.client.options.keyPrefix ?? ""
+  const pattern = keyPattern(clientPrefix + prefix)
+
   const scan = (node: Redis, cursor: string) =>
     Effect.tryPromise({
-      try: () => node.scan(cursor, "MATCH", keyPattern(prefix), "COUNT", SCAN_COUNT),
+      try: () => node.scan(cursor, "MATCH", pattern, "COUNT", SCAN_COUNT),
       catch: (error) => error
     }).pipe(
       Effect.mapError(toStoreFailure("purgeExpired")),
@@ -264,7 +269,8 @@ export const make = (connection: Connection, config: Config): Store => {
       )
     )
 
-  const purgeKey = (key: string) => send("purgeExpired", scripts.purge, decodeFlag, key, (now) => [now])
+  const purgeKey = (key: string) =>
+    send("purgeExpired", scripts.purge, decodeFlag, key.slice(clientPrefix.length), (now) => [now])
 
   /**
    * With the server's clock, Redis deletes every record at its `expires_at` by itself (its native
