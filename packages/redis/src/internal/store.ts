@@ -252,7 +252,7 @@ export const make = (connection: Connection, config: Config): Store => {
 
   // A client's own `keyPrefix` (an ioredis option) is prepended to the keys of every script, but
   // `SCAN` neither applies it to its pattern nor strips it from the keys it returns.
-  const clientPrefix = connection.client.options.keyPrefix ?? ""
+  const clientPrefix = (connection.client.options as { readonly keyPrefix?: string } | undefined)?.keyPrefix ?? ""
   const pattern = keyPattern(clientPrefix + prefix)
 
   const scan = (node: Redis, cursor: string) =>
