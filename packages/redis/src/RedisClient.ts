@@ -213,10 +213,11 @@ export const layerConfig = (
 
 /**
  * A client layer over a client of your own (a `Redis` or a `Cluster`), for example one your
- * application already uses. The layer neither connects nor closes it. Give it
- * `recommendedOptions()` (or at least `enableOfflineQueue: false` and a `commandTimeout`): with
- * ioredis's defaults, a command sent while the connection is down waits in the offline queue and
- * is sent once it is back, after the caller may have given up.
+ * application already uses. The layer neither connects nor closes it (a client made with
+ * `lazyConnect` is connected by the store's first call). Give it `recommendedOptions()`: the store
+ * itself sends nothing while the client is not connected, but with ioredis's defaults a command
+ * waits for its reply without a deadline, and the commands in flight when a connection drops are
+ * sent again on the next one, after their callers may have given up.
  *
  * @since 0.1.0
  * @category layers

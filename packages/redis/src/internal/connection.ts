@@ -122,7 +122,7 @@ export const make = (client: Redis | Cluster): Effect.Effect<Connection, never, 
       Effect.tryPromise({
         try: () => client.eval(script.lua, 1, key, ...args),
         catch: (error) => error
-      }).pipe(Effect.tap(() => MutableRef.set(sent, true)))
+      }).pipe(Effect.tap(() => Effect.sync(() => MutableRef.set(sent, true))))
 
     const prepare = (script: Script) => {
       // Whether this client sent the script whole once. The first call sends `EVAL` (the server
