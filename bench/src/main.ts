@@ -4,12 +4,13 @@
  *   npm run bench                       full run; writes BENCHMARKS.md and bench/results.json
  *   npm run bench -- --quick            a small run for CI (well under a minute); writes nothing
  *   npm run bench -- --pg-url <url>     PostgreSQL server (default: TEST_PG_URL, else embedded PGlite)
- *   npm run bench -- --only dynamodb,postgres,memory,costs,heap
+ *   npm run bench -- --redis-url <url>  Redis server (default: TEST_REDIS_URL, else a redis-server it starts)
+ *   npm run bench -- --only dynamodb,postgres,redis,memory,costs,heap
  *   npm run bench -- --rounds <n>       rounds per suite
  *   npm run bench -- --write / --no-write
  *
- * DynamoDB Local (when Java is found, always with -disableTelemetry), dynalite and PGlite are
- * started on 127.0.0.1 for their suite and stopped after it. Exits with 1 when a suite fails.
+ * DynamoDB Local (when Java is found, always with -disableTelemetry), dynalite, PGlite and
+ * redis-server are started on 127.0.0.1 for their suite and stopped after it. Exits with 1 when a suite fails.
  */
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
@@ -29,21 +30,23 @@ import * as DynamoDbBench from "./DynamoDbBench.js"
 import * as Environment from "./Environment.js"
 import * as MemoryBench from "./MemoryBench.js"
 import * as PostgresBench from "./PostgresBench.js"
+import * as RedisBench from "./RedisBench.js"
 import * as Report from "./Report.js"
 import type { Plan } from "./Suite.js"
 
-const SECTIONS = ["dynamodb", "postgres", "memory", "costs", "heap"] as const
+const SECTIONS = ["dynamodb", "postgres", "redis", "memory", "costs", "heap"] as const
 type Section = typeof SECTIONS[number]
 
 interface Args {
   readonly quick: boolean
   readonly pgUrl: string | undefined
+  readonly redisUrl: string | undefined
   readonly only: ReadonlySet<Section>
   readonly rounds: number | undefined
   readonly write: boolean | undefined
 }
 
-const usage = "usage: npm run bench -- [--quick] [--pg-url <url>] [--only " + SECTIONS.join(",") +
+const usage = "usage: npm run bench -- [--quick] [--pg-url <url>] [--redis-url <url>] [--only " + SECTIONS.join(",") +
   "] [--rounds <n>] [--write | --no-write]"
 
 const positive = (flag: string, value: string | undefined): number | undefined => {
@@ -59,6 +62,7 @@ const parse = (argv: Array<string>): Args => {
     options: {
       "quick": { type: "boolean", default: false },
       "pg-url": { type: "string" },
+      "redis-url": { type: "string" },
       "only": { type: "string" },
       "rounds": { type: "string" },
       "write": { type: "boolean" },
@@ -73,12 +77,15 @@ const parse = (argv: Array<string>): Args => {
   }
   const pgUrl = values["pg-url"] ?? (process.env.TEST_PG_URL === "" ? undefined : process.env.TEST_PG_URL)
   if (pgUrl !== undefined && !pgUrl.startsWith("postgres")) throw new Error("--pg-url needs a postgres:// URL")
+  const redisUrl = values["redis-url"] ?? (process.env.TEST_REDIS_URL === "" ? undefined : process.env.TEST_REDIS_URL)
+  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) throw new Error("--redis-url needs a redis:// URL")
   const only = values.only === undefined ? SECTIONS : values.only.split(",")
   const unknown = only.filter((name) => !(SECTIONS as ReadonlyArray<string>).includes(name))
   if (unknown.length > 0) throw new Error(`unknown section ${unknown.join(", ")}\n${usage}`)
   return {
     quick: values.quick === true,
     pgUrl,
+    redisUrl,
     only: new Set(only as ReadonlyArray<Section>),
     rounds: positive("rounds", values.rounds),
     write: values["no-write"] === true ? false : values.write
@@ -100,6 +107,7 @@ const sizes = (quick: boolean, rounds: number | undefined) => {
     // fewer calls: dynalite evaluates condition expressions slowly (see bench/README.md)
     dynalite: pick(plan(2, 10, 32, 8), plan(5, 40, 160, 20)),
     postgres: pick(plan(2, 10, 32, 8), plan(7, 200, 800, 50)),
+    redis: pick(plan(2, 10, 32, 8), plan(7, 300, 1200, 100)),
     memory: { calls: pick(2_000, 10_000), rounds: rounds ?? pick(3, 9) },
     costs: { calls: pick(1_000, 10_000), rounds: rounds ?? pick(2, 7) },
     heap: { keys: pick(20_000, 1_000_000), purgeInterval: pick(Duration.millis(100), Duration.seconds(1)) }
@@ -124,6 +132,7 @@ const program = (args: Args) =>
     const dynamodb: Array<Report.DynamoDbRun> = []
     const skipped: Array<string> = []
     let postgres: Report.PostgresRun | undefined
+    let redis: Report.RedisRun | undefined
     let memory: MemoryBench.OverheadResult | undefined
     let costs: ReadonlyArray<Costs.Cost> | undefined
     let heap: MemoryBench.HeapResult | undefined
@@ -152,6 +161,11 @@ const program = (args: Args) =>
       const { database, result } = yield* PostgresBench.run(args.pgUrl, size.postgres, poolSize)
       postgres = { database, poolSize, plan: size.postgres, result }
     }
+    if (args.only.has("redis")) {
+      yield* section(`Redis (${args.redisUrl === undefined ? "redis-server started by the run" : "server"})`)
+      const { result, server } = yield* RedisBench.run(args.redisUrl, size.redis)
+      redis = { server, plan: size.redis, result }
+    }
     if (args.only.has("memory")) {
       yield* section("memory store overhead")
       memory = yield* MemoryBench.overhead(size.memory.calls, size.memory.rounds)
@@ -177,6 +191,7 @@ const program = (args: Args) =>
       versions: Environment.versions(),
       dynamodb,
       postgres,
+      redis,
       memory,
       heap,
       costs,
@@ -193,7 +208,8 @@ const program = (args: Args) =>
             endpoint: run.endpoint,
             ratios: Report.ratios(run.result, Report.dynamoDbPairs)
           })),
-          postgres: postgres === undefined ? undefined : Report.ratios(postgres.result, Report.postgresPairs)
+          postgres: postgres === undefined ? undefined : Report.ratios(postgres.result, Report.postgresPairs),
+          redis: redis === undefined ? undefined : Report.ratios(redis.result, Report.redisPairs)
         }
       }
       fs.writeFileSync(path.join(Environment.root, "BENCHMARKS.md"), markdown)

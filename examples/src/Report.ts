@@ -53,9 +53,9 @@ const runText = (run: Scenario.Run, index: number): Array<string> => {
     `   idempotency records: ${run.records.length}${check(run.records.length)}`,
     ...run.records.map((record) => `     ${record.id}`),
     ...(run.tableRows === undefined ? [] : [
-      `   rows for this key in the store's table (SELECT count(*) … WHERE key = …): ${run.tableRows}${
-        check(run.tableRows)
-      }`
+      `   ${
+        run.tableRowsLabel ?? "rows for this key in the store's table (SELECT count(*) … WHERE key = …)"
+      }: ${run.tableRows}${check(run.tableRows)}`
     ]),
     `   final state: ${finalState(run)}`,
     ...run.records.flatMap((record) => record.value === undefined ? [] : [`   stored response: ${record.value}`]),

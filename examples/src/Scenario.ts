@@ -60,6 +60,8 @@ export interface Run {
   readonly records: ReadonlyArray<ObservedStore.RecordView>
   /** The rows of the client key counted in the store's table (SQL stores). */
   readonly tableRows: number | undefined
+  /** How `tableRows` was counted, when not by SQL. */
+  readonly tableRowsLabel?: string | undefined
   /** A retry got a stored outcome instead of writing again. */
   readonly replayed: boolean
   readonly replayedBy: "idempotency store" | "downstream (forwarded key)" | undefined
@@ -161,6 +163,7 @@ const runOne = (spec: RunSpec, store: Stores.Store, settings: Settings) =>
       orders: yield* downstream.orders,
       records: yield* observed.records,
       tableRows: store.rowsOfKey === undefined ? undefined : yield* store.rowsOfKey(key),
+      tableRowsLabel: store.rowsOfKeyLabel,
       replayed: replayedBy !== undefined,
       replayedBy,
       timeline: yield* journal.entries

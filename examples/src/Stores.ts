@@ -5,12 +5,15 @@
  *   pglite-socket, so the `pg` driver talks to it as to any server. Nothing to install.
  * - `Postgres`: a PostgreSQL server at a URL (`--pg-url`).
  * - `DynamoDB`: an endpoint such as DynamoDB Local (`--dynamodb-endpoint`).
+ * - `Redis`: a Redis or Valkey server at a URL (`--redis-url`).
  * - `Memory`: the in-process store (`--store memory`).
  *
- * The SQL stores also count their rows for a key straight from the table, as an operator would.
+ * The SQL stores also count their rows for a key straight from the table, as an operator would; the
+ * Redis store counts the keys of a client key on the server.
  */
 import { IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { DynamoDbClient, DynamoDbStore, DynamoDbTable } from "@effect-idempotency/dynamodb"
+import { RedisClient, RedisStore } from "@effect-idempotency/redis"
 import { PgIdempotencyMigration, PgIdempotencyStore } from "@effect-idempotency/sql-pg"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -29,6 +32,7 @@ export type Choice =
   | { readonly _tag: "PGlite" }
   | { readonly _tag: "Postgres"; readonly url: string }
   | { readonly _tag: "DynamoDB"; readonly endpoint: string; readonly tableName?: string | undefined }
+  | { readonly _tag: "Redis"; readonly url: string; readonly prefix?: string | undefined }
   | { readonly _tag: "Memory" }
 
 export interface Store {
@@ -37,6 +41,8 @@ export interface Store {
   readonly store: IdempotencyStore.IdempotencyStore["Type"]
   /** The rows of a client key, counted in the table itself (SQL stores). */
   readonly rowsOfKey?: ((key: string) => Effect.Effect<number, unknown>) | undefined
+  /** How `rowsOfKey` counts, when not by SQL. */
+  readonly rowsOfKeyLabel?: string | undefined
 }
 
 /** The table of the SQL stores: its own, so the demo never touches an application's records. */
@@ -44,6 +50,9 @@ export const PG_TABLE = "examples_idempotency_records"
 
 /** The table of the DynamoDB store. */
 export const DYNAMODB_TABLE = "examples-idempotency"
+
+/** The key prefix of the Redis store: its own, so the demo never touches an application's records. */
+export const REDIS_PREFIX = "examples-idempotency:"
 
 const Count = Schema.Struct({ n: Schema.Number })
 
@@ -101,6 +110,37 @@ const dynamodb = (endpoint: string, tableName: string): Effect.Effect<Store, unk
     return { description: `DynamoDB at ${endpoint}, table ${tableName}`, store }
   })
 
+/** A `SCAN MATCH` pattern that matches `text` literally. */
+const globEscape = (text: string) => text.replace(/[*?[\]\\]/g, "\\$&")
+
+const redis = (url: string, prefix: string): Effect.Effect<Store, unknown, Scope.Scope> =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(RedisClient.layer({ url }))
+    const { client } = Context.get(context, RedisClient.RedisClient)
+    const store = yield* Effect.provide(RedisStore.make({ prefix }), context)
+    // every record of a client key, whatever its operation and scope: `<prefix>{<operation>#…<key>}`
+    const rowsOfKey = (key: string) =>
+      Effect.tryPromise(async () => {
+        const pattern = `${globEscape(prefix)}{*#${globEscape(key)}}`
+        let count = 0
+        for (const node of "nodes" in client ? client.nodes("master") : [client]) {
+          let cursor = "0"
+          do {
+            const [next, keys] = await node.scan(cursor, "MATCH", pattern, "COUNT", 1000)
+            cursor = next
+            count += keys.length
+          } while (cursor !== "0")
+        }
+        return count
+      })
+    return {
+      description: `Redis at ${redactUrl(url)}, key prefix ${prefix}`,
+      store,
+      rowsOfKey,
+      rowsOfKeyLabel: `keys for this key on the server (SCAN MATCH ${prefix}{*#<key>})`
+    }
+  })
+
 /**
  * Connects the store and warms its write paths before the scenario's clock starts: a reservation,
  * a completion that expires at once, and a read, on a record of its own. The first attempt's time
@@ -134,6 +174,8 @@ const connect = (choice: Choice): Effect.Effect<Store, unknown, Scope.Scope> => 
       return postgres(choice.url, `PostgreSQL at ${redactUrl(choice.url)}, table ${PG_TABLE}`)
     case "DynamoDB":
       return dynamodb(choice.endpoint, choice.tableName ?? DYNAMODB_TABLE)
+    case "Redis":
+      return redis(choice.url, choice.prefix ?? REDIS_PREFIX)
     case "Memory":
       return Effect.map(IdempotencyStore.makeMemory({ warn: false }), (store) => ({
         description: "memory (this process only)",

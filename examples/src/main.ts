@@ -6,6 +6,7 @@
  *   npm start -- --store memory                  the in-process memory store
  *   npm start -- --pg-url postgres://…           a PostgreSQL server
  *   npm start -- --dynamodb-endpoint http://127.0.0.1:8000   DynamoDB Local
+ *   npm start -- --redis-url redis://127.0.0.1:6379         a Redis or Valkey server
  *   npm start -- --time-limit 3000 --retry-delays 500,1000
  *
  * Exits with 1 when a protected run does not end with exactly one downstream record and one
@@ -20,7 +21,8 @@ import * as Report from "./Report.js"
 import * as Scenario from "./Scenario.js"
 import * as Stores from "./Stores.js"
 
-const usage = `usage: npm start -- [--json] [--store pglite|memory | --pg-url <url> | --dynamodb-endpoint <url>]
+const usage = `usage: npm start -- [--json] [--store pglite|memory | --pg-url <url> | --dynamodb-endpoint <url>
+                      | --redis-url <url>]
                       [--time-limit <ms>] [--retry-delays <ms>,<ms>]`
 
 interface Args {
@@ -49,7 +51,7 @@ const parse = (argv: ReadonlyArray<string>): Args => {
         const name = argv[++i]
         if (name === "memory") store = { _tag: "Memory" }
         else if (name === "pglite") store = { _tag: "PGlite" }
-        else throw new Error(`unknown store ${name}: pglite or memory (or --pg-url, --dynamodb-endpoint)`)
+        else throw new Error(`unknown store ${name}: pglite or memory (or --pg-url, --dynamodb-endpoint, --redis-url)`)
         break
       }
       case "--pg-url": {
@@ -62,6 +64,12 @@ const parse = (argv: ReadonlyArray<string>): Args => {
         const endpoint = argv[++i]
         if (endpoint === undefined || !endpoint.startsWith("http")) throw new Error("--dynamodb-endpoint needs a URL")
         store = { _tag: "DynamoDB", endpoint }
+        break
+      }
+      case "--redis-url": {
+        const url = argv[++i]
+        if (url === undefined || !/^rediss?:\/\//.test(url)) throw new Error("--redis-url needs a redis:// URL")
+        store = { _tag: "Redis", url }
         break
       }
       case "--time-limit": {

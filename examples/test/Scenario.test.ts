@@ -5,6 +5,8 @@ import { scenarioSuite } from "./scenarioSuite.js"
 declare module "vitest" {
   export interface ProvidedContext {
     readonly dynamodbBackends: ReadonlyArray<{ readonly name: string; readonly endpoint: string }>
+    readonly redisUrl: string
+    readonly redisKeyPrefix: string
   }
 }
 
@@ -27,3 +29,9 @@ for (const backend of inject("dynamodbBackends")) {
     tableName: `examples-${randomUUID()}`
   })
 }
+
+scenarioSuite(
+  `Redis store on ${process.env.TEST_REDIS_URL ? "the TEST_REDIS_URL server" : "a redis-server started for the run"}`,
+  // the run's key prefix: the global setup deletes its keys at the end
+  { _tag: "Redis", url: inject("redisUrl"), prefix: `${inject("redisKeyPrefix")}examples:` }
+)

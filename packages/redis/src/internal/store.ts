@@ -1,0 +1,311 @@
+import { LeaseLost, StoreError } from "@effect-idempotency/core/IdempotencyError"
+import type { StoreFailure } from "@effect-idempotency/core/IdempotencyError"
+import type { IdempotencyRecord, RecordId } from "@effect-idempotency/core/IdempotencyRecord"
+import {
+  outcomeFromColumns,
+  outcomeToColumns,
+  ReserveResult,
+  Status,
+  StoredOutcome
+} from "@effect-idempotency/core/IdempotencyRecord"
+import type { IdempotencyStore, TokenRequest } from "@effect-idempotency/core/IdempotencyStore"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import type * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import type { Redis } from "ioredis"
+import * as Scripts from "../RedisScripts.js"
+import type { Connection } from "./connection.js"
+import { toStoreFailure } from "./errors.js"
+
+type Store = IdempotencyStore["Type"]
+
+/** @internal */
+export type ClockSource = "server" | "effect"
+
+/** @internal */
+export interface Config {
+  /** Prepended to every record's key; holds no `{` or `}`. */
+  readonly prefix: string
+  readonly clock: ClockSource
+  /** Outcomes of more UTF-8 bytes are recorded as omitted. */
+  readonly maxOutcomeBytes: number
+  /** The most `SCAN` pages one `purgeExpired` reads per node. */
+  readonly purgeMaxPages: number
+  /** One span per method call. */
+  readonly spans: boolean
+}
+
+/** @internal */
+export const DEFAULT_PURGE_LIMIT = 1000
+
+/** The `COUNT` hint of each `SCAN` of a purge. */
+const SCAN_COUNT = 1000
+
+/** How many purge scripts a purge keeps in flight. */
+const PURGE_CONCURRENCY = 16
+
+/** The longest duration kept (about 142,000 years): `now + d` stays a safe integer. */
+const MAX_MILLIS = 2 ** 52
+
+/** Durations as whole milliseconds, rounded up; an infinite duration is the far future. */
+const millis = (duration: Duration.Duration): string =>
+  String(Math.min(Math.ceil(Duration.toMillis(duration)), MAX_MILLIS))
+
+/** A batch size: a whole number from 0 up. */
+const purgeLimit = (limit: number | undefined): number =>
+  limit === undefined || Number.isNaN(limit) ? DEFAULT_PURGE_LIMIT : Math.max(0, Math.floor(limit))
+
+/** `prefix{id}`: the id is the key's hash tag, so a record's slot depends on its id alone. */
+const keyOf = (prefix: string, id: RecordId): string => `${prefix}{${id.value}}`
+
+/** A `SCAN MATCH` pattern of every record key under `prefix`. */
+const keyPattern = (prefix: string): string => `${prefix.replace(/[*?[\]\\]/g, "\\$&")}{*}`
+
+// -------------------------------------------------------------------------------------------------
+// replies
+// -------------------------------------------------------------------------------------------------
+
+const Int = Schema.Int
+
+/** A kind of `-` is no outcome; an unknown kind (written by a newer version) reads as no outcome too. */
+const outcomeOf = (kind: string, body: string) => kind === "-" ? undefined : outcomeFromColumns(kind, body)
+
+const ReserveReply = Schema.Union(
+  Schema.Tuple(Schema.Literal(1), Int, Int, Int),
+  Schema.Tuple(
+    Schema.Literal(0),
+    Status,
+    Schema.String,
+    Schema.String,
+    Int,
+    Int,
+    Int,
+    Int,
+    Schema.String,
+    Schema.String
+  )
+)
+
+const GetReply = Schema.Union(
+  Schema.Tuple(),
+  Schema.Tuple(Status, Schema.String, Schema.String, Int, Int, Int, Schema.String, Schema.String)
+)
+
+const FlagReply = Schema.Literal(0, 1)
+
+const ScanReply = Schema.Tuple(Schema.String, Schema.Array(Schema.String))
+
+type Decoder<A> = (reply: unknown) => Either.Either<A, ParseResult.ParseError>
+
+const decodeReserve: Decoder<typeof ReserveReply.Type> = Schema.decodeUnknownEither(ReserveReply)
+const decodeGet: Decoder<typeof GetReply.Type> = Schema.decodeUnknownEither(GetReply)
+const decodeFlag: Decoder<typeof FlagReply.Type> = Schema.decodeUnknownEither(FlagReply)
+const decodeScan: Decoder<typeof ScanReply.Type> = Schema.decodeUnknownEither(ScanReply)
+
+/**
+ * Builds a store over a connection.
+ *
+ * @internal
+ */
+export const make = (connection: Connection, config: Config): Store => {
+  const { clock, maxOutcomeBytes, prefix } = config
+  const scripts = {
+    reserve: connection.prepare(Scripts.reserve),
+    complete: connection.prepare(Scripts.complete),
+    release: connection.prepare(Scripts.release),
+    markFailed: connection.prepare(Scripts.markFailed),
+    extend: connection.prepare(Scripts.extend),
+    get: connection.prepare(Scripts.get),
+    purge: connection.prepare(Scripts.purge)
+  }
+
+  /** `ARGV[1]` of every script: the fiber's clock, or `''` for the server's. */
+  const now: Effect.Effect<string> = clock === "effect"
+    ? Effect.map(Clock.currentTimeMillis, String)
+    : Effect.succeed("")
+
+  /** Runs a script and decodes its reply; every failure typed. */
+  const send = <A>(
+    method: string,
+    run: (key: string, args: ReadonlyArray<string>) => Effect.Effect<unknown, unknown>,
+    decode: Decoder<A>,
+    key: string,
+    args: (now: string) => ReadonlyArray<string>
+  ): Effect.Effect<A, StoreFailure> =>
+    now.pipe(
+      Effect.flatMap((now) => run(key, args(now))),
+      Effect.mapError(toStoreFailure(method)),
+      Effect.flatMap((reply) =>
+        Either.match(decode(reply), {
+          onLeft: (cause) => Effect.fail(new StoreError({ method, cause })),
+          onRight: Effect.succeed
+        })
+      )
+    )
+
+  // A defect of the client (a throw where a rejection was due) is a `StoreError`. With `spans`, one
+  // span per method call, without a stack trace (it would point into this file, at a cost on every
+  // call).
+  const spanOptions = { attributes: { "db.system": "redis" }, captureStackTrace: false }
+  const method = <A, E>(name: string, effect: Effect.Effect<A, E>): Effect.Effect<A, E | StoreError> => {
+    const typed = Effect.catchAllDefect(effect, (cause) => Effect.fail(new StoreError({ method: name, cause })))
+    return config.spans ? Effect.withSpan(typed, `RedisStore.${name}`, spanOptions) : typed
+  }
+
+  /** A write fenced by the token: a reply of 0 is `LeaseLost`. */
+  const owned = (
+    name: LeaseLost["method"],
+    run: (key: string, args: ReadonlyArray<string>) => Effect.Effect<unknown, unknown>,
+    request: TokenRequest,
+    args: ReadonlyArray<string>
+  ): Effect.Effect<void, LeaseLost | StoreFailure> =>
+    method(
+      name,
+      send(name, run, decodeFlag, keyOf(prefix, request.id), (now) => [now, request.token, ...args]).pipe(
+        Effect.flatMap((flag) =>
+          flag === 1 ? Effect.void : Effect.fail(new LeaseLost({ method: name, recordId: request.id.value }))
+        )
+      )
+    )
+
+  const reserve: Store["reserve"] = (request) =>
+    method(
+      "reserve",
+      send("reserve", scripts.reserve, decodeReserve, keyOf(prefix, request.id), (now) => [
+        now,
+        request.token,
+        request.fingerprint,
+        millis(request.lease),
+        millis(request.ttl),
+        request.takeover ? "1" : "0"
+      ]).pipe(
+        Effect.map((reply): ReserveResult =>
+          reply[0] === 1
+            ? ReserveResult.Reserved({
+              token: request.token,
+              attempt: reply[1],
+              leaseUntil: reply[2],
+              expiresAt: reply[3]
+            })
+            : ReserveResult.Existing({
+              record: {
+                status: reply[1],
+                token: reply[2],
+                fingerprint: reply[3],
+                attempt: reply[4],
+                leaseUntil: reply[5],
+                expiresAt: reply[6],
+                outcome: outcomeOf(reply[8], reply[9])
+              },
+              now: reply[7]
+            })
+        )
+      )
+    )
+
+  const complete: Store["complete"] = (request) => {
+    const { body, kind } = outcomeToColumns(request.outcome)
+    const bytes = Buffer.byteLength(body, "utf8")
+    if (bytes <= maxOutcomeBytes) {
+      return owned("complete", scripts.complete, request, [kind, body, millis(request.ttl)])
+    }
+    // The attempt finished: an outcome too large to keep must still complete the record, or a
+    // retry would execute the downstream again.
+    const reason = `its ${bytes} bytes exceed the store's limit of ${maxOutcomeBytes} bytes (maxOutcomeBytes)`
+    const omitted = outcomeToColumns(StoredOutcome.Omitted({ reason }))
+    return Effect.zipRight(
+      Effect.logWarning(`idempotency: the outcome was not recorded: ${reason}`).pipe(
+        Effect.annotateLogs({ recordId: request.id.value })
+      ),
+      owned("complete", scripts.complete, request, [omitted.kind, omitted.body, millis(request.ttl)])
+    )
+  }
+
+  const release: Store["release"] = (request) => owned("release", scripts.release, request, [])
+
+  const markFailed: Store["markFailed"] = (request) =>
+    owned("markFailed", scripts.markFailed, request, [millis(request.ttl)])
+
+  const extend: Store["extend"] = (request) => owned("extend", scripts.extend, request, [millis(request.lease)])
+
+  const get: Store["get"] = (id) =>
+    method(
+      "get",
+      send("get", scripts.get, decodeGet, keyOf(prefix, id), (now) => [now]).pipe(
+        Effect.map((reply): Option.Option<IdempotencyRecord> =>
+          reply.length === 0 ? Option.none() : Option.some({
+            status: reply[0],
+            token: reply[1],
+            fingerprint: reply[2],
+            attempt: reply[3],
+            leaseUntil: reply[4],
+            expiresAt: reply[5],
+            outcome: outcomeOf(reply[6], reply[7])
+          })
+        )
+      )
+    )
+
+  // A client's own `keyPrefix` (an ioredis option) is prepended to the keys of every script, but
+  // `SCAN` neither applies it to its pattern nor strips it from the keys it returns.
+  const clientPrefix = (connection.client.options as { readonly keyPrefix?: string } | undefined)?.keyPrefix ?? ""
+  const pattern = keyPattern(clientPrefix + prefix)
+
+  const scan = (node: Redis, cursor: string) =>
+    Effect.tryPromise({
+      try: () => node.scan(cursor, "MATCH", pattern, "COUNT", SCAN_COUNT),
+      catch: (error) => error
+    }).pipe(
+      Effect.mapError(toStoreFailure("purgeExpired")),
+      Effect.flatMap((reply) =>
+        Either.match(decodeScan(reply), {
+          onLeft: (cause) => Effect.fail(new StoreError({ method: "purgeExpired", cause })),
+          onRight: Effect.succeed
+        })
+      )
+    )
+
+  const purgeKey = (key: string) =>
+    send("purgeExpired", scripts.purge, decodeFlag, key.slice(clientPrefix.length), (now) => [now])
+
+  /**
+   * With the server's clock, Redis deletes every record at its `expires_at` by itself (its native
+   * expiry is that same instant): there is nothing to purge, and no round trip is made. With
+   * Effect's clock, the keys under the prefix are scanned (per node of a cluster, at most
+   * `purgeMaxPages` pages each), and each record whose `expires_at` passed is deleted by a script
+   * that checks it again.
+   */
+  const purgeExpired: Store["purgeExpired"] = (options) => {
+    if (clock === "server") return Effect.succeed(0)
+    const limit = purgeLimit(options?.limit)
+    return method(
+      "purgeExpired",
+      Effect.gen(function*() {
+        yield* Effect.mapError(connection.connected, toStoreFailure("purgeExpired"))
+        let deleted = 0
+        for (const node of connection.scanNodes()) {
+          let cursor = "0"
+          let pages = 0
+          do {
+            const [next, keys] = yield* scan(node, cursor)
+            cursor = next
+            pages++
+            for (let i = 0; i < keys.length && deleted < limit; i += PURGE_CONCURRENCY) {
+              const batch = keys.slice(i, i + Math.min(PURGE_CONCURRENCY, limit - deleted))
+              const flags = yield* Effect.forEach(batch, purgeKey, { concurrency: PURGE_CONCURRENCY })
+              deleted += flags.filter((flag) => flag === 1).length
+            }
+          } while (cursor !== "0" && pages < config.purgeMaxPages && deleted < limit)
+          if (deleted >= limit) break
+        }
+        return deleted
+      })
+    )
+  }
+
+  return { reserve, complete, release, markFailed, extend, get, purgeExpired }
+}
