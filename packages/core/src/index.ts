@@ -37,3 +37,8 @@ export * as IdempotencyRecord from "./IdempotencyRecord.js"
  * @since 0.1.0
  */
 export * as IdempotencyStore from "./IdempotencyStore.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as StoreDeadlines from "./StoreDeadlines.js"

@@ -36,13 +36,13 @@
  * @since 0.1.0
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
+import * as Deadlines from "@effect-idempotency/core/StoreDeadlines"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { DynamoDbClient } from "./DynamoDbClient.js"
 import { defaultKeyAttribute, defaultTableName, defaultTtlAttribute } from "./DynamoDbTable.js"
-import * as Deadlines from "./internal/deadlines.js"
 import * as internal from "./internal/store.js"
 
 /**

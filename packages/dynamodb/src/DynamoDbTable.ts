@@ -18,12 +18,12 @@ import {
   UpdateTimeToLiveCommand
 } from "@aws-sdk/client-dynamodb"
 import { IdempotencyError } from "@effect-idempotency/core"
+import * as Deadlines from "@effect-idempotency/core/StoreDeadlines"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import { DynamoDbClient } from "./DynamoDbClient.js"
-import * as Deadlines from "./internal/deadlines.js"
 import type { ConditionFailed, Sender } from "./internal/send.js"
 import { send } from "./internal/send.js"
 

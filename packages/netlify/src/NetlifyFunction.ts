@@ -352,6 +352,7 @@ export const idempotent = <P, IP, E, ROut, LE>(options: IdempotentOptions<P, IP,
   const name = options.name
   const timeLimit = Duration.decode(options.timeLimit ?? TimeLimit.synchronous)
   const margin = options.margin === undefined ? TimeLimit.defaultMargin(timeLimit) : Duration.decode(options.margin)
+  const allowance = TimeLimit.answerAllowance(margin)
   const heartbeat = options.heartbeat === undefined ? undefined : Duration.decode(options.heartbeat)
   const lease = options.lease !== undefined
     ? Duration.decode(options.lease)
@@ -387,8 +388,9 @@ export const idempotent = <P, IP, E, ROut, LE>(options: IdempotentOptions<P, IP,
         )
       ),
     timeout: timeLimit,
-    // the margin is kept between the handler's end and the platform's cut-off, to record
-    leaseMargin: margin,
+    // the margin is kept between the handler's end and the platform's cut-off: to record the
+    // outcome, and, in its last part, to answer
+    leaseMargin: Duration.subtract(margin, allowance),
     lease,
     heartbeat,
     ttl: options.ttl,
@@ -420,8 +422,9 @@ export const idempotent = <P, IP, E, ROut, LE>(options: IdempotentOptions<P, IP,
         key,
         payload,
         scope: options.scope?.(payload, invocation),
-        // every store call ends by the platform's cut-off; the handler ends the margin before it
-        deadline: invocation.deadline
+        // every store call ends before the platform's cut-off, leaving time to answer; the handler
+        // ends the margin before the cut-off
+        deadline: invocation.deadline - Duration.toMillis(allowance)
       }).pipe(
         Effect.provideService(FreshResponse, fresh),
         Effect.catchIf(

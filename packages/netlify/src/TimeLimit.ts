@@ -72,3 +72,13 @@ export const downstreamTimeout = (
   const left = Duration.toMillis(remaining) - Duration.toMillis(margin)
   return left > 0 ? Duration.millis(left) : Duration.zero
 }
+
+/**
+ * The part of a margin kept for the answer itself, after the last store call: a quarter of the
+ * margin, at most 100 ms. Every store call ends this long before the platform's cut-off.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const answerAllowance = (margin: Duration.DurationInput): Duration.Duration =>
+  Duration.min(Duration.millis(100), Duration.unsafeDivide(Duration.decode(margin), 4))

@@ -1,5 +1,6 @@
 import type { DynamoDBClient } from "@aws-sdk/client-dynamodb"
 import { IdempotencyError } from "@effect-idempotency/core"
+import type * as Deadlines from "@effect-idempotency/core/StoreDeadlines"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
@@ -7,7 +8,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Predicate from "effect/Predicate"
 import * as Schedule from "effect/Schedule"
-import type * as Deadlines from "./deadlines.js"
 import type { Item } from "./item.js"
 
 /**

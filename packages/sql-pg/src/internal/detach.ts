@@ -1,9 +1,9 @@
+import * as Deadlines from "@effect-idempotency/core/StoreDeadlines"
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
 import * as Runtime from "effect/Runtime"
-import * as Deadlines from "./deadlines.js"
 
 /**
  * Runs a statement in a fiber of its own, and waits for it until it ends, the caller is

@@ -1,10 +1,17 @@
+/**
+ * Deadlines of in-flight store calls, for store authors: a store that bounds each of its requests
+ * by default registers each call's deadline here instead of starting a timer per call.
+ *
+ * @since 0.1.0
+ */
 import type * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Runtime from "effect/Runtime"
 
 /**
- * Deadlines of in-flight store calls, enforced without a timer per call.
+ * Deadlines of in-flight store calls, enforced without a timer per call: for store authors who
+ * bound each request of their store by default (the PostgreSQL, DynamoDB and Redis stores do).
  *
  * A call registers what to do once its deadline passes. One fiber per `Clock` wakes every `tick`
  * while calls are registered on that clock, and runs the callbacks of those whose deadline passed;
@@ -14,7 +21,8 @@ import * as Runtime from "effect/Runtime"
  * A timer per call (`Effect.timeout`) forks two fibers and joins one; registering here costs a set
  * insertion, and one fiber per tick serves every call in flight.
  *
- * @internal
+ * @since 0.1.0
+ * @category models
  */
 export interface Deadlines {
   /**
@@ -33,12 +41,18 @@ interface Entry {
  * A tick for deadlines `timeout` after the start of a call: a twentieth of it, from 1 ms to
  * 100 ms.
  *
- * @internal
+ * @since 0.1.0
+ * @category constructors
  */
 export const tickFor = (timeout: Duration.Duration): Duration.Duration =>
   Duration.millis(Math.min(Math.max(Math.floor(Duration.toMillis(timeout) / 20), 1), 100))
 
-/** @internal */
+/**
+ * A registry of deadlines checked every `tick`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const make = (tick: Duration.Duration): Deadlines => {
   // The calls in flight on each clock: the live clock, and in tests each `TestClock` of its own.
   const watched = new WeakMap<Clock.Clock, Set<Entry>>()
