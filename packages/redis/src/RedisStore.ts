@@ -66,7 +66,7 @@ export interface Options {
   /**
    * Outcomes of more UTF-8 bytes than this are recorded as `StoredOutcome.Omitted`: the record is
    * COMPLETED (never executed again before it expires) and a replay fails with
-   * `StoredOutcomeInvalid`. Default `defaultMaxOutcomeBytes` (1 MiB); at most `maxValueBytes`.
+   * `OutcomeNotReplayable`. Default `defaultMaxOutcomeBytes` (1 MiB); at most `maxValueBytes`.
    */
   readonly maxOutcomeBytes?: number | undefined
   /** Run `purgeExpired` in a background fiber at this interval, for the life of the layer. Default: never. */

@@ -129,7 +129,7 @@ layer(Layer.merge(storeLayer({ prefix: PREFIX }), rawLayer()), { timeout: "1 min
       assert.strictEqual(first.value.length, 600)
       assert.isTrue((yield* Ref.get(logs)).some((line) => line.includes("the outcome was not recorded")))
       const replay = yield* Effect.either(operation.run({ key, payload }).pipe(Effect.provide(context)))
-      assert.isTrue(Either.isLeft(replay) && replay.left._tag === "StoredOutcomeInvalid")
+      assert.isTrue(Either.isLeft(replay) && replay.left._tag === "OutcomeNotReplayable")
       assert.strictEqual(yield* Ref.get(executions), 1)
       const id = IdempotencyRecord.makeRecordId({ operation: operation.name, key: key as never })
       const record = Option.getOrThrow(yield* Effect.flatMap(IdempotencyStore.IdempotencyStore, (s) => s.get(id)))
