@@ -1,35 +1,44 @@
 /**
- * Idempotent operations: the combinator users call.
+ * Idempotent operations: the combinators users call.
  *
  * An operation validates the key, reserves it in the `IdempotencyStore` with one atomic
  * conditional write, runs the downstream effect only if the reservation succeeded, and records the
- * outcome (or applies its failure or timeout policy). Every later attempt with the same key gets
- * the recorded outcome back, decoded with the operation's schemas, instead of running again.
+ * outcome (or applies its failure, defect or timeout policy). Every later attempt with the same key
+ * gets the recorded outcome back, decoded with the operation's schemas, instead of running again.
+ *
+ * Four ways in, one protocol:
+ *
+ * - `once`: protect an effect you already have, piped: `charge(c).pipe(Idempotency.once({ ... }))`;
+ * - `fn`: define an operation with a generator body, as `Effect.fn` does;
+ * - `handler`: an operation from a `Schema.TaggedRequest` class (payload, success and failure in
+ *   one class);
+ * - `make`: the full option set, as data.
+ *
+ * `result(effect)` tells whether a run was replayed, whichever way it was made.
  *
  * ```ts
  * import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
  * import { Effect, Schema } from "effect"
  *
- * const createOrder = Idempotency.make({
- *   name: "create-order",
- *   payload: Schema.Struct({ sku: Schema.String, quantity: Schema.Number }),
- *   success: Schema.Struct({ orderId: Schema.String }),
- *   timeout: "8 seconds",
- *   execute: (order) => Effect.succeed({ orderId: `order-${order.sku}` })
- * })
+ * const Order = Schema.Struct({ orderId: Schema.String })
  *
- * const program = createOrder.run({ key: "3f0c5c9e-client-key", payload: { sku: "A-1", quantity: 2 } }).pipe(
+ * const program = Effect.succeed({ orderId: "order-1" }).pipe(
+ *   Idempotency.once({ operation: "create-order", key: "3f0c5c9e-client-key", payload: { sku: "A-1" }, success: Order }),
  *   Effect.provide(IdempotencyStore.layerMemory)
  * )
  * ```
  *
  * @since 0.1.0
  */
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import { dual } from "effect/Function"
 import type * as ParseResult from "effect/ParseResult"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
+import type { YieldWrap } from "effect/Utils"
 import * as Fingerprint from "./Fingerprint.js"
 import type * as IdempotencyContext from "./IdempotencyContext.js"
 import type { IdempotencyError } from "./IdempotencyError.js"
@@ -74,22 +83,13 @@ export const DEFAULT_COMPLETE_RETRY: Schedule.Schedule<unknown> = Schedule.expon
 )
 
 /**
- * The definition of an idempotent operation.
+ * The time settings and policies of an operation: what every entry point accepts, and what
+ * `makeConfig` can read from `Config`.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Options<P, IP, A, IA, E, R, EF, IEF> {
-  /** The operation's name: the namespace of its records. */
-  readonly name: string
-  /** The request payload; the fingerprint is computed over its encoding. */
-  readonly payload: Schema.Schema<P, IP>
-  /** The success value; stored encoded, decoded on replay. */
-  readonly success: Schema.Schema<A, IA>
-  /** The domain failures that the `store` policy records and replays. */
-  readonly failure?: Schema.Schema<EF, IEF> | undefined
-  /** The downstream effect. It may read `IdempotencyContext` (the key, step keys). */
-  readonly execute: (payload: P) => Effect.Effect<A, E, R>
+export interface Settings {
   /**
    * How long the downstream may run, counted from the reservation's request, before it is
    * interrupted and its outcome counts as unknown. Default 30 seconds.
@@ -107,13 +107,6 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF> {
   /** How long a recorded outcome is replayed. Default 24 hours. */
   readonly ttl?: Duration.DurationInput | undefined
   /**
-   * The failure policy for a domain failure. Default: `store` for failures the `failure` schema
-   * accepts, `release` for the others. A failure chosen for `store` that the `failure` schema
-   * cannot encode is kept as an omitted outcome: retries get `OutcomeNotReplayable` until the
-   * record expires, and never run the downstream again.
-   */
-  readonly onFailure?: ((error: E) => FailurePolicy) | undefined
-  /**
    * The timeout policy, for a downstream whose outcome is unknown when its time is up. Default
    * `keepLease`. A downstream that still ends (success or failure) while it is being interrupted has
    * a known outcome, which is recorded like any other.
@@ -129,10 +122,36 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF> {
   readonly onDefect?: TimeoutPolicy | undefined
   /** What to do when another attempt holds the key. Default: fail with `IdempotencyConflict`. */
   readonly inProgress?: InProgressPolicy | undefined
-  /** Key validation options (the maximum length). */
-  readonly key?: IdempotencyKey.Options | undefined
   /** The retry of a completion that hit `StoreUnavailable`. Default `DEFAULT_COMPLETE_RETRY`. */
   readonly completeRetry?: Schedule.Schedule<unknown> | undefined
+}
+
+/**
+ * The definition of an idempotent operation, as `make` takes it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<P, IP, A, IA, E, R, EF, IEF> extends Settings {
+  /** The operation's name: the namespace of its records, and the name of its span. */
+  readonly name: string
+  /** The request payload; the fingerprint is computed over its encoding. */
+  readonly payload: Schema.Schema<P, IP>
+  /** The success value; stored encoded, decoded on replay. */
+  readonly success: Schema.Schema<A, IA>
+  /** The domain failures that the `store` policy records and replays. */
+  readonly failure?: Schema.Schema<EF, IEF> | undefined
+  /** The downstream effect. It may read `IdempotencyContext` (the key, step keys). */
+  readonly execute: (payload: P) => Effect.Effect<A, E, R>
+  /**
+   * The failure policy for a domain failure. Default: `store` for failures the `failure` schema
+   * accepts, `release` for the others. A failure chosen for `store` that the `failure` schema
+   * cannot encode is kept as an omitted outcome: retries get `OutcomeNotReplayable` until the
+   * record expires, and never run the downstream again.
+   */
+  readonly onFailure?: ((error: E) => FailurePolicy) | undefined
+  /** Key validation options (the maximum length). */
+  readonly key?: IdempotencyKey.Options | undefined
 }
 
 /**
@@ -162,7 +181,7 @@ export interface Request<P> {
 }
 
 /**
- * A success, and whether it was replayed from the store.
+ * A success, and how it came about: `Idempotency.result` gives it for any run.
  *
  * @since 0.1.0
  * @category models
@@ -187,25 +206,22 @@ export interface Operation<P, A, E, R> {
   readonly name: string
   /** Runs the operation: a fresh execution or a replay of the recorded outcome. */
   readonly run: (request: Request<P>) => Effect.Effect<A, E | IdempotencyError, R | IdempotencyStore>
-  /** Like `run`, and tells whether the value was replayed. */
+  /** Like `run`, with the `Result` (the same as `Idempotency.result(run(request))`). */
   readonly runDetailed: (request: Request<P>) => Effect.Effect<Result<A>, E | IdempotencyError, R | IdempotencyStore>
 }
 
-/**
- * Defines an idempotent operation.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
-  options: Options<P, IP, A, IA, E, R, EF, IEF>
+/** The operation of a definition; every entry point builds one. */
+const operationOf = <P, IP, A, IA, E, R, EF, IEF>(
+  options: Omit<Options<P, IP, A, IA, E, R, EF, IEF>, "payload"> & {
+    readonly fingerprint: (payload: P) => Effect.Effect<string, ParseResult.ParseError>
+  }
 ): Operation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>> => {
   const failureSchema = options.failure
   const isStorableFailure = failureSchema === undefined ? () => false : Schema.is(failureSchema)
   const onTimeout: TimeoutPolicy = options.onTimeout ?? "keepLease"
   const attempt = internal.make<P, A, E, Exclude<R, IdempotencyContext.IdempotencyContext>>({
     name: options.name,
-    fingerprint: Fingerprint.make(options.payload),
+    fingerprint: options.fingerprint,
     encodeSuccess: Schema.encode(options.success),
     decodeSuccess: Schema.decodeUnknown(options.success),
     encodeFailure: failureSchema === undefined
@@ -227,14 +243,326 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
     // the context is provided by the attempt
     execute: options.execute as (payload: P) => Effect.Effect<A, E, Exclude<R, IdempotencyContext.IdempotencyContext>>
   })
+  const runDetailed = attempt.runDetailed as Operation<
+    P,
+    A,
+    E | EF,
+    Exclude<R, IdempotencyContext.IdempotencyContext>
+  >["runDetailed"]
   return {
     name: options.name,
-    runDetailed: attempt.runDetailed as Operation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>>[
-      "runDetailed"
-    ],
-    run: (request) => Effect.map(attempt.runDetailed(request), (result) => result.value)
+    runDetailed,
+    run: (request) => Effect.map(runDetailed(request), (result) => result.value)
   }
 }
+
+/**
+ * Defines an idempotent operation from its full option set.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
+  options: Options<P, IP, A, IA, E, R, EF, IEF>
+): Operation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>> =>
+  operationOf({ ...options, fingerprint: Fingerprint.make(options.payload) })
+
+/**
+ * Defines an operation as `make` does, with its settings read from `Config` (each one overrides
+ * the option of the same name when the config provides it), so that an application reads its
+ * timeouts and policies from the environment without a factory of its own:
+ *
+ * ```ts
+ * const chargeLive = Idempotency.makeConfig(chargeOptions, {
+ *   timeout: Config.option(Config.duration("CHARGE_TIMEOUT")).pipe(Config.map(Option.getOrUndefined)),
+ *   ttl: Config.succeed("24 hours")
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeConfig = <P, IP, A, IA, E, R, EF = never, IEF = never>(
+  options: Options<P, IP, A, IA, E, R, EF, IEF>,
+  config: Config.Config.Wrap<ConfigSettings>
+): Effect.Effect<Operation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>>, ConfigError.ConfigError> =>
+  Effect.map(Config.unwrap(config), (settings) => {
+    const merged: Record<string, unknown> = { ...options }
+    for (const [name, value] of Object.entries(settings)) {
+      if (value !== undefined) merged[name] = value
+    }
+    return make(merged as unknown as Options<P, IP, A, IA, E, R, EF, IEF>)
+  })
+
+/**
+ * The settings `makeConfig` reads: the durations and the timeout and defect policies.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ConfigSettings {
+  readonly timeout?: Duration.DurationInput | undefined
+  readonly lease?: Duration.DurationInput | undefined
+  readonly leaseMargin?: Duration.DurationInput | undefined
+  readonly heartbeat?: Duration.DurationInput | undefined
+  readonly ttl?: Duration.DurationInput | undefined
+  readonly onTimeout?: TimeoutPolicy | undefined
+  readonly onDefect?: TimeoutPolicy | undefined
+}
+
+/**
+ * A config of a timeout policy by name (`keepLease`, `release`, `markUnknown`).
+ *
+ * @since 0.1.0
+ * @category config
+ */
+export const timeoutPolicyConfig = (name: string): Config.Config<TimeoutPolicy> =>
+  Config.literal("keepLease", "release", "markUnknown")(name)
+
+/**
+ * The options of `once`: the request (`key`, `payload`, `scope`), its schemas, and the settings.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface OnceOptions<P, IP, A, IA, EF, IEF> extends Settings {
+  /** The operation's name: the namespace of its records, and the name of its span. */
+  readonly operation: string
+  /** The client's key (bare or quoted); validated before any store is touched. */
+  readonly key: string
+  /** The request. Its fingerprint tells a key reused with another request (`KeyReused`). */
+  readonly payload: P
+  /**
+   * The payload's schema; the fingerprint is computed over its encoding. Without it, the payload is
+   * fingerprinted as it is (it must then be JSON-like: `toJSON` is respected, keys are sorted).
+   */
+  readonly payloadSchema?: Schema.Schema<P, IP> | undefined
+  /** The success value; stored encoded, decoded on replay. */
+  readonly success: Schema.Schema<A, IA>
+  /** The domain failures that the `store` policy records and replays. */
+  readonly failure?: Schema.Schema<EF, IEF> | undefined
+  /** The failure policy (see `Options.onFailure`). */
+  readonly onFailure?: ((error: unknown) => FailurePolicy) | undefined
+  /** A tenant or user id: keys of different scopes never share a record. */
+  readonly scope?: string | undefined
+  /** When the attempt must have answered (see `Request.deadline`). */
+  readonly deadline?: number | undefined
+  /** Key validation options (the maximum length). */
+  readonly keyOptions?: IdempotencyKey.Options | undefined
+}
+
+/**
+ * Protects an effect you already have: runs it at most once per key (within the policies), and
+ * gives every retry the recorded outcome instead. Dual: pipe it, or pass the effect first.
+ *
+ * ```ts
+ * const receipt = chargeCustomer(charge).pipe(
+ *   Idempotency.once({ operation: "charge", key, payload: charge, success: Receipt, failure: PaymentDeclined })
+ * )
+ * ```
+ *
+ * The effect may read `IdempotencyContext` (the key, step keys to forward downstream).
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const once: {
+  <P, IP, A, IA, EF = never, IEF = never>(
+    options: OnceOptions<P, IP, A, IA, EF, IEF>
+  ): <E, R>(
+    self: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E | EF | IdempotencyError, Exclude<R, IdempotencyContext.IdempotencyContext> | IdempotencyStore>
+  <A, E, R, P, IP, IA, EF = never, IEF = never>(
+    self: Effect.Effect<A, E, R>,
+    options: OnceOptions<P, IP, A, IA, EF, IEF>
+  ): Effect.Effect<A, E | EF | IdempotencyError, Exclude<R, IdempotencyContext.IdempotencyContext> | IdempotencyStore>
+} = dual(2, <A, E, R, P, IP, IA, EF, IEF>(
+  self: Effect.Effect<A, E, R>,
+  options: OnceOptions<P, IP, A, IA, EF, IEF>
+) => {
+  const schema = options.payloadSchema
+  const operation = operationOf<P, IP, A, IA, E, R, EF, IEF>({
+    ...options,
+    name: options.operation,
+    key: options.keyOptions,
+    fingerprint: schema === undefined
+      ? (payload) => Effect.sync(() => Fingerprint.fromEncoded(payload))
+      : Fingerprint.make(schema),
+    execute: () => self
+  })
+  return operation.run({
+    key: options.key,
+    payload: options.payload,
+    scope: options.scope,
+    deadline: options.deadline
+  })
+})
+
+/**
+ * One call of an operation, without its payload: what `handler` functions take next to the request.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Call = Omit<Request<never>, "payload">
+
+/**
+ * An operation from a request class, callable as a function of the request and the call.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Handler<Req, A, E, R> extends Operation<Req, A, E, R> {
+  (request: Req, call: Call): Effect.Effect<A, E | IdempotencyError, R | IdempotencyStore>
+}
+
+/**
+ * The settings of `handler` and `fn`, with the failure policy.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HandlerSettings<E> extends Settings {
+  /** The operation's name (default: the request's tag for `handler`). */
+  readonly name?: string | undefined
+  /** The failure policy (see `Options.onFailure`). */
+  readonly onFailure?: ((error: E) => FailurePolicy) | undefined
+  /** Key validation options (the maximum length). */
+  readonly key?: IdempotencyKey.Options | undefined
+}
+
+/**
+ * An operation from a `Schema.TaggedRequest` class: the payload is the request (its fingerprint is
+ * computed over the class's encoding), its success and failure schemas are the class's, and the
+ * operation's name is the request's tag.
+ *
+ * ```ts
+ * class CreateOrder extends Schema.TaggedRequest<CreateOrder>()("CreateOrder", {
+ *   payload: { sku: Schema.String, quantity: Schema.Int },
+ *   success: Order,
+ *   failure: OutOfStock
+ * }) {}
+ *
+ * const createOrder = Idempotency.handler(CreateOrder, (request) => ordersApi.create(request))
+ *
+ * createOrder(new CreateOrder({ sku: "A-1", quantity: 2 }), { key }) // Effect<Order, OutOfStock | IdempotencyError, ...>
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const handler = <
+  Self,
+  Tag extends string,
+  Payload extends Schema.Struct.Fields,
+  Success extends Schema.Schema.AnyNoContext,
+  Failure extends Schema.Schema.AnyNoContext,
+  R
+>(
+  request:
+    & Schema.TaggedRequestClass<Self, Tag, Payload, Success, Failure>
+    & Schema.Schema<Self, Schema.Struct.Encoded<Payload>, never>,
+  handle: (request: Self) => Effect.Effect<Schema.Schema.Type<Success>, Schema.Schema.Type<Failure>, R>,
+  settings?: HandlerSettings<Schema.Schema.Type<Failure>>
+): Handler<
+  Self,
+  Schema.Schema.Type<Success>,
+  Schema.Schema.Type<Failure>,
+  Exclude<R, IdempotencyContext.IdempotencyContext>
+> => {
+  const operation = make({
+    ...settings,
+    name: settings?.name ?? request._tag,
+    payload: request as Schema.Schema<Self, Schema.Struct.Encoded<Payload>>,
+    success: request.success as Schema.Schema<Schema.Schema.Type<Success>, Schema.Schema.Encoded<Success>>,
+    failure: request.failure as Schema.Schema<Schema.Schema.Type<Failure>, Schema.Schema.Encoded<Failure>>,
+    execute: handle
+  })
+  const call = (payload: Self, options: Call) => operation.run({ ...options, payload })
+  // a function's own `name` is read-only: it is defined, not assigned
+  Object.defineProperty(call, "name", { value: operation.name })
+  return Object.assign(call, { run: operation.run, runDetailed: operation.runDetailed })
+}
+
+type ErrorOf<Eff> = [Eff] extends [never] ? never
+  : [Eff] extends [YieldWrap<Effect.Effect<infer _A, infer E, infer _R>>] ? E
+  : never
+
+type ContextOf<Eff> = [Eff] extends [never] ? never
+  : [Eff] extends [YieldWrap<Effect.Effect<infer _A, infer _E, infer R>>] ? R
+  : never
+
+/**
+ * The options of `fn`: the schemas and the settings.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FnOptions<P, IP, A, IA, EF, IEF> extends HandlerSettings<unknown> {
+  readonly payload: Schema.Schema<P, IP>
+  readonly success: Schema.Schema<A, IA>
+  readonly failure?: Schema.Schema<EF, IEF> | undefined
+}
+
+/**
+ * Defines an operation with a generator body, as `Effect.fn` defines a traced function: the span
+ * of each run is named after the operation. `make` takes the full option set; this is the common
+ * case.
+ *
+ * ```ts
+ * const charge = Idempotency.fn("charge", { payload: Charge, success: Receipt, failure: PaymentDeclined })(
+ *   function*(charge) {
+ *     const key = yield* IdempotencyContext.stepKey("payments")
+ *     return yield* payments.charge(charge, key)
+ *   }
+ * )
+ *
+ * charge.run({ key, payload: { customerId: "cus_42", amountCents: 1999 } })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fn = <P, IP, A, IA, EF = never, IEF = never>(
+  name: string,
+  options: FnOptions<P, IP, A, IA, EF, IEF>
+) =>
+<Eff extends YieldWrap<Effect.Effect<unknown, unknown, unknown>>>(
+  body: (payload: P) => Generator<Eff, A, never>
+): Operation<P, A, ErrorOf<Eff> | EF, Exclude<ContextOf<Eff>, IdempotencyContext.IdempotencyContext>> =>
+  make({
+    ...options,
+    name,
+    execute: Effect.fnUntraced(body) as (payload: P) => Effect.Effect<A, ErrorOf<Eff>, ContextOf<Eff>>
+  })
+
+/**
+ * Runs an effect made of an idempotent run (from any entry point) and gives its `Result`: the value,
+ * and whether it was replayed, the attempt that produced it, whether it was recorded. When the
+ * effect holds several runs, the last one to succeed is reported.
+ *
+ * ```ts
+ * const { replayed, value } = yield* Idempotency.result(createOrder(request, { key }))
+ * ```
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const result = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<Result<A>, E, R> =>
+  Effect.suspend(() => {
+    let last: Result<unknown> | undefined
+    const sink = (run: Result<unknown>) =>
+      Effect.sync(() => {
+        last = run
+      })
+    return Effect.map(
+      Effect.locally(self, internal.currentResultSink, sink),
+      (value): Result<A> =>
+        last === undefined
+          ? { value, replayed: false, attempt: 0, recorded: false }
+          : { value, replayed: last.replayed, attempt: last.attempt, recorded: last.recorded }
+    )
+  })
 
 /**
  * The fingerprint of a payload under an operation's payload schema (for inspection and tests).

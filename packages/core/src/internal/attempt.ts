@@ -22,6 +22,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
 import * as MetricKey from "effect/MetricKey"
 import * as MetricLabel from "effect/MetricLabel"
@@ -93,6 +94,38 @@ const attemptCounter = (operation: string, outcome: string) =>
       [MetricLabel.make("operation", operation), MetricLabel.make("outcome", outcome)]
     )
   )
+
+interface Counters {
+  readonly replayed: Metric.Metric.Counter<number>
+  readonly executed: Metric.Metric.Counter<number>
+  readonly unrecorded: Metric.Metric.Counter<number>
+}
+
+/** The counters of each operation name, built once per name (an operation built per call finds them). */
+const countersByName = new Map<string, Counters>()
+
+const countersOf = (name: string): Counters => {
+  let counters = countersByName.get(name)
+  if (counters === undefined) {
+    counters = {
+      replayed: attemptCounter(name, "replayed"),
+      executed: attemptCounter(name, "executed"),
+      unrecorded: attemptCounter(name, "unrecorded")
+    }
+    countersByName.set(name, counters)
+  }
+  return counters
+}
+
+/**
+ * Where a run reports its `Result`, when someone listens: `Idempotency.result` sets it for the
+ * effect it wraps.
+ *
+ * @internal
+ */
+export const currentResultSink = FiberRef.unsafeMake<((result: Result<unknown>) => Effect.Effect<void>) | undefined>(
+  undefined
+)
 
 type Reservation =
   | { readonly _tag: "Execute"; readonly attempt: number; readonly sentAt: number }
@@ -178,11 +211,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
 
   // built once per operation: a run only looks them up
   const spanOptions = { attributes: { "idempotency.operation": name }, captureStackTrace: false } as const
-  const counters = {
-    replayed: attemptCounter(name, "replayed"),
-    executed: attemptCounter(name, "executed"),
-    unrecorded: attemptCounter(name, "unrecorded")
-  }
+  const counters = countersOf(name)
   const annotate = (outcome: keyof typeof counters) =>
     Effect.zipRight(Effect.annotateCurrentSpan("idempotency.outcome", outcome), Metric.increment(counters[outcome]))
 
@@ -286,7 +315,10 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       yield* annotate(result.recorded ? "executed" : "unrecorded")
       return result
     }).pipe(
-      Effect.withSpan("Idempotency.run", spanOptions)
+      Effect.tap((result) =>
+        Effect.flatMap(FiberRef.get(currentResultSink), (sink) => sink === undefined ? Effect.void : sink(result))
+      ),
+      Effect.withSpan(name, spanOptions)
     )
 
   const waitOnConflict = <X, Y>(

@@ -16,6 +16,7 @@ import {
 } from "@effect-idempotency/core"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FastCheck from "effect/FastCheck"
@@ -74,6 +75,8 @@ export interface Config {
   /** Each attempt must answer this long after it starts (a platform's time limit), if set. */
   readonly deadlineMs: number | undefined
   readonly outages: ReadonlyArray<Outage>
+  /** The entry point the operation is made with: the protocol must hold through each. */
+  readonly entry: "make" | "once" | "fn"
 }
 
 export const after = FastCheck.integer({ min: 0, max: 20_000 })
@@ -118,7 +121,8 @@ export const config: FastCheck.Arbitrary<Config> = FastCheck.record({
   outages: FastCheck.oneof(
     { weight: 3, arbitrary: FastCheck.constant([]) },
     { weight: 1, arbitrary: FastCheck.array(outage, { minLength: 1, maxLength: 3 }) }
-  )
+  ),
+  entry: FastCheck.constantFrom<Config["entry"]>("make", "once", "fn")
 })
 
 export const gap = FastCheck.oneof(
@@ -296,95 +300,135 @@ export const play = (cfg: Config, scenario: ReadonlyArray<Attempt>) =>
       purgeExpired: base.purgeExpired
     }
 
-    const operation = Idempotency.make({
-      name: "property",
-      payload: Schema.Null,
-      success: Value,
-      failure: Rejected,
-      lease: `${cfg.leaseMs} millis`,
-      timeout: `${cfg.timeoutMs} millis`,
-      ttl: `${cfg.ttlMs} millis`,
+    const settings: Idempotency.Settings = {
+      lease: Duration.millis(cfg.leaseMs),
+      timeout: Duration.millis(cfg.timeoutMs),
+      ttl: Duration.millis(cfg.ttlMs),
       onTimeout: cfg.onTimeout,
       onDefect: cfg.onDefect,
-      onFailure: (error: Rejected | Transient) => error._tag === "Rejected" ? cfg.onRejected : cfg.onTransient,
-      ...(cfg.heartbeat ? { heartbeat: `${Math.floor(cfg.leaseMs / 2)} millis` } : {}),
+      ...(cfg.heartbeat ? { heartbeat: Duration.millis(Math.floor(cfg.leaseMs / 2)) } : {}),
       ...(cfg.wait
         ? {
           inProgress: IdempotencyPolicy.waitOnConflict(
             Schedule.spaced("2 seconds").pipe(Schedule.intersect(Schedule.recurs(3)))
           )
         }
-        : {}),
-      execute: () =>
-        Effect.gen(function*() {
-          const context = yield* IdempotencyContext.IdempotencyContext
-          const now = yield* Clock.currentTimeMillis
-          const index = executions.length + 1
-          // 1. an execution starts only while its attempt holds the reservation
-          const record = yield* Effect.orDie(base.get(context.id))
-          if (
-            Option.isNone(record) || record.value.status !== "IN_PROGRESS" || record.value.token !== context.token ||
-            record.value.leaseUntil <= now
-          ) {
-            violations.push(`execution ${index} started at ${now} without holding the reservation`)
+        : {})
+    }
+    const onFailure = (error: unknown) =>
+      (error as Rejected | Transient)._tag === "Rejected" ? cfg.onRejected : cfg.onTransient
+
+    const downstream = () =>
+      Effect.gen(function*() {
+        const context = yield* IdempotencyContext.IdempotencyContext
+        const now = yield* Clock.currentTimeMillis
+        const index = executions.length + 1
+        // 1. an execution starts only while its attempt holds the reservation
+        const record = yield* Effect.orDie(base.get(context.id))
+        if (
+          Option.isNone(record) || record.value.status !== "IN_PROGRESS" || record.value.token !== context.token ||
+          record.value.leaseUntil <= now
+        ) {
+          violations.push(`execution ${index} started at ${now} without holding the reservation`)
+        }
+        // 2. no two executions of one key overlap
+        if (active > 0) violations.push(`execution ${index} started at ${now} while ${active} other(s) ran`)
+        // 3. once an outcome is recorded, no execution starts again before it expires
+        for (const completion of completions) {
+          if (completion.at <= now && now < completion.at + completion.ttlMs) {
+            violations.push(`execution ${index} started at ${now} after an outcome recorded at ${completion.at}`)
           }
-          // 2. no two executions of one key overlap
-          if (active > 0) violations.push(`execution ${index} started at ${now} while ${active} other(s) ran`)
-          // 3. once an outcome is recorded, no execution starts again before it expires
-          for (const completion of completions) {
-            if (completion.at <= now && now < completion.at + completion.ttlMs) {
-              violations.push(`execution ${index} started at ${now} after an outcome recorded at ${completion.at}`)
+        }
+        // 4. under markUnknown, an execution whose outcome is unknown blocks the key until it expires
+        if (cfg.onTimeout === "markUnknown") {
+          for (const previous of executions) {
+            if (previous.exit === "interrupted" && now < previous.start + Math.max(cfg.ttlMs, cfg.leaseMs)) {
+              violations.push(`execution ${index} started at ${now} after execution ${previous.index} ended unknown`)
             }
           }
-          // 4. under markUnknown, an execution whose outcome is unknown blocks the key until it expires
-          if (cfg.onTimeout === "markUnknown") {
-            for (const previous of executions) {
-              if (previous.exit === "interrupted" && now < previous.start + Math.max(cfg.ttlMs, cfg.leaseMs)) {
-                violations.push(`execution ${index} started at ${now} after execution ${previous.index} ended unknown`)
+        }
+        const execution: Execution = {
+          index,
+          attempt: context.attempt,
+          run: yield* FiberRef.get(currentRun),
+          token: context.token,
+          start: now,
+          wrote: false,
+          finished: false
+        }
+        executions.push(execution)
+        active++
+        const plan = yield* FiberRef.get(currentBehaviour)
+        return yield* behave(
+          plan,
+          index,
+          Effect.sync(() => void (execution.wrote = true)),
+          Effect.sync(() => void (execution.finished = true))
+        ).pipe(
+          Effect.onExit((exit) =>
+            Effect.gen(function*() {
+              const end = yield* Clock.currentTimeMillis
+              execution.end = end
+              execution.exit = exitKind(exit)
+              active--
+              // 5. an outcome that was decided is never thrown away as unknown, unless the attempt crashed
+              if (execution.finished && execution.exit === "interrupted" && !crashed.has(execution.run)) {
+                violations.push(`execution ${index} finished, but its outcome was discarded as unknown`)
               }
-            }
-          }
-          const execution: Execution = {
-            index,
-            attempt: context.attempt,
-            run: yield* FiberRef.get(currentRun),
-            token: context.token,
-            start: now,
-            wrote: false,
-            finished: false
-          }
-          executions.push(execution)
-          active++
-          const plan = yield* FiberRef.get(currentBehaviour)
-          return yield* behave(
-            plan,
-            index,
-            Effect.sync(() => void (execution.wrote = true)),
-            Effect.sync(() => void (execution.finished = true))
-          ).pipe(
-            Effect.onExit((exit) =>
-              Effect.gen(function*() {
-                const end = yield* Clock.currentTimeMillis
-                execution.end = end
-                execution.exit = exitKind(exit)
-                active--
-                // 5. an outcome that was decided is never thrown away as unknown, unless the attempt crashed
-                if (execution.finished && execution.exit === "interrupted" && !crashed.has(execution.run)) {
-                  violations.push(`execution ${index} finished, but its outcome was discarded as unknown`)
-                }
-                // 6. an execution never outlives its attempt's lease
-                const held = yield* Effect.orDie(base.get(context.id))
-                if (
-                  Option.isNone(held) || held.value.token !== context.token || held.value.status !== "IN_PROGRESS" ||
-                  held.value.leaseUntil < end
-                ) {
-                  violations.push(`execution ${index} ended at ${end}, after its attempt's lease`)
-                }
-              })
-            )
+              // 6. an execution never outlives its attempt's lease
+              const held = yield* Effect.orDie(base.get(context.id))
+              if (
+                Option.isNone(held) || held.value.token !== context.token || held.value.status !== "IN_PROGRESS" ||
+                held.value.leaseUntil < end
+              ) {
+                violations.push(`execution ${index} ended at ${end}, after its attempt's lease`)
+              }
+            })
           )
-        })
+        )
+      })
+
+    const made = Idempotency.make({
+      ...settings,
+      name: "property",
+      payload: Schema.Null,
+      success: Value,
+      failure: Rejected,
+      onFailure,
+      execute: downstream
     })
+    const generated = Idempotency.fn("property", {
+      ...settings,
+      payload: Schema.Null,
+      success: Value,
+      failure: Rejected,
+      onFailure
+    })(
+      function*() {
+        return yield* downstream()
+      }
+    )
+    /** One run, through the entry point of the configuration. */
+    const runDetailed = (request: Idempotency.Request<null>) =>
+      cfg.entry === "make"
+        ? made.runDetailed(request)
+        : cfg.entry === "fn"
+        ? generated.runDetailed(request)
+        : Idempotency.result(
+          downstream().pipe(
+            Idempotency.once({
+              ...settings,
+              operation: "property",
+              key: request.key,
+              payload: request.payload,
+              payloadSchema: Schema.Null,
+              success: Value,
+              failure: Rejected,
+              onFailure,
+              deadline: request.deadline
+            })
+          )
+        )
 
     const layer = Layer.succeed(IdempotencyStore.IdempotencyStore, spy)
     let start = 0
@@ -395,7 +439,7 @@ export const play = (cfg: Config, scenario: ReadonlyArray<Attempt>) =>
       const run = Effect.gen(function*() {
         yield* Effect.sleep(`${at} millis`)
         const exit = yield* Effect.exit(
-          operation.runDetailed({
+          runDetailed({
             key: "property-key",
             payload: null,
             ...(cfg.deadlineMs === undefined ? {} : { deadline: at + cfg.deadlineMs })
