@@ -294,10 +294,13 @@ export const make = (connection: Connection, config: Config): Store => {
             const [next, keys] = yield* scan(node, cursor)
             cursor = next
             pages++
-            for (let i = 0; i < keys.length && deleted < limit; i += PURGE_CONCURRENCY) {
+            // each batch is at most what the limit still allows; the next starts right after it, so
+            // a batch cut short by the limit skips no key
+            for (let i = 0; i < keys.length && deleted < limit;) {
               const batch = keys.slice(i, i + Math.min(PURGE_CONCURRENCY, limit - deleted))
               const flags = yield* Effect.forEach(batch, purgeKey, { concurrency: PURGE_CONCURRENCY })
               deleted += flags.filter((flag) => flag === 1).length
+              i += batch.length
             }
           } while (cursor !== "0" && pages < config.purgeMaxPages && deleted < limit)
           if (deleted >= limit) break
