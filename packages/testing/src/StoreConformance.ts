@@ -92,29 +92,44 @@ const expectLeaseLost = <A, E>(effect: Effect.Effect<A, E>) =>
   )
 
 /**
- * Registers the conformance tests for a store layer.
+ * One check of the suite: a name, and the effect that fails when the store of the context breaks
+ * the rule it names.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Check {
+  readonly name: string
+  readonly run: Effect.Effect<void, unknown, IdempotencyStore.IdempotencyStore>
+}
+
+/**
+ * The checks of the suite, to run one by one (for example against a deliberately broken store, to
+ * see that a check catches what it names).
  *
  * @since 0.1.0
  * @category suites
  */
-export const suite = <E>(
-  name: string,
-  storeLayer: Layer.Layer<IdempotencyStore.IdempotencyStore, E>,
-  options?: Options
-) => {
+export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check> => {
   const concurrency = options?.concurrency ?? 100
   const startClock: Effect.Effect<void> = options?.advance === undefined
     ? Effect.flatMap(TestServices.provideLive(Clock.currentTimeMillis), (now) => TestClock.setTime(now))
     : Effect.void
   const advance = options?.advance ?? ((duration: Duration.Duration) => TestClock.adjust(duration))
 
-  /** Runs a test body with the store, on a clock that starts at the wall clock. */
+  /** Runs a check's body with the store, on a clock that starts at the wall clock. */
   const withStore = <A, X>(
     body: (store: IdempotencyStore.IdempotencyStore["Type"]) => Effect.Effect<A, X, IdempotencyStore.IdempotencyStore>
-  ) => Effect.zipRight(startClock, Effect.flatMap(IdempotencyStore.IdempotencyStore, body))
+  ) => Effect.asVoid(Effect.zipRight(startClock, Effect.flatMap(IdempotencyStore.IdempotencyStore, body)))
 
-  layer(storeLayer, { timeout: options?.timeout ?? Duration.seconds(60) })(name, (it) => {
-    it.effect(`exactly one of ${concurrency} concurrent reservations of one key is Reserved`, () =>
+  const list: Array<Check> = []
+  const check = (name: string, body: () => Effect.Effect<void, unknown, IdempotencyStore.IdempotencyStore>) => {
+    list.push({ name, run: Effect.suspend(body) })
+  }
+
+  check(
+    `exactly one of ${concurrency} concurrent reservations of one key is Reserved`,
+    () =>
       withStore((store) =>
         Effect.gen(function*() {
           const id = freshId()
@@ -132,9 +147,12 @@ export const suite = <E>(
             }
           }
         })
-      ))
+      )
+  )
 
-    it.effect("a first reservation holds the record IN_PROGRESS with its token, fingerprint and lease", () =>
+  check(
+    "a first reservation holds the record IN_PROGRESS with its token, fingerprint and lease",
+    () =>
       withStore((store) =>
         Effect.gen(function*() {
           const id = freshId()
@@ -153,9 +171,12 @@ export const suite = <E>(
           assert.strictEqual(again.record.fingerprint, FP_A)
           assert.isTrue(again.record.leaseUntil > again.now)
         })
-      ))
+      )
+  )
 
-    it.effect("a completed record is returned with its outcome to every later reservation", () =>
+  check(
+    "a completed record is returned with its outcome to every later reservation",
+    () =>
       withStore((store) =>
         Effect.gen(function*() {
           const id = freshId()
@@ -172,9 +193,12 @@ export const suite = <E>(
           const later = expectExisting(yield* store.reserve(reserveRequest(id, { takeover: true })))
           assert.strictEqual(later.record.status, "COMPLETED")
         })
-      ))
+      )
+  )
 
-    it.effect("stored failure, unknown (timeout) and omitted outcomes round-trip", () =>
+  check(
+    "stored failure, unknown (timeout) and omitted outcomes round-trip",
+    () =>
       withStore((store) =>
         Effect.gen(function*() {
           const outcomes = [
@@ -191,9 +215,12 @@ export const suite = <E>(
             assert.deepStrictEqual(record.outcome, outcome)
           }
         })
-      ))
+      )
+  )
 
-    it.effect("a stale token gets LeaseLost on complete, release, markFailed and extend", () =>
+  check(
+    "a stale token gets LeaseLost on complete, release, markFailed and extend",
+    () =>
       withStore((store) =>
         Effect.gen(function*() {
           const id = freshId()
@@ -215,25 +242,28 @@ export const suite = <E>(
           // a token that never held the record is refused too
           yield* expectLeaseLost(store.release({ id, token: randomUUID() }))
         })
-      ))
+      )
+  )
 
-    it.effect("writes on a completed or absent record get LeaseLost", () =>
-      withStore((store) =>
-        Effect.gen(function*() {
-          const id = freshId()
-          const first = expectReserved(yield* store.reserve(reserveRequest(id)))
-          const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "\"done\"" })
-          yield* store.complete({ id, token: first.token, outcome, ttl: TTL })
-          yield* expectLeaseLost(store.complete({ id, token: first.token, outcome, ttl: TTL }))
-          yield* expectLeaseLost(store.release({ id, token: first.token }))
-          yield* expectLeaseLost(store.extend({ id, token: first.token, lease: LEASE }))
-          const absent = freshId()
-          yield* expectLeaseLost(store.complete({ id: absent, token: first.token, outcome, ttl: TTL }))
-          yield* expectLeaseLost(store.markFailed({ id: absent, token: first.token, ttl: TTL }))
-        })
-      ))
+  check("writes on a completed or absent record get LeaseLost", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const id = freshId()
+        const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+        const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "\"done\"" })
+        yield* store.complete({ id, token: first.token, outcome, ttl: TTL })
+        yield* expectLeaseLost(store.complete({ id, token: first.token, outcome, ttl: TTL }))
+        yield* expectLeaseLost(store.release({ id, token: first.token }))
+        yield* expectLeaseLost(store.extend({ id, token: first.token, lease: LEASE }))
+        const absent = freshId()
+        yield* expectLeaseLost(store.complete({ id: absent, token: first.token, outcome, ttl: TTL }))
+        yield* expectLeaseLost(store.markFailed({ id: absent, token: first.token, ttl: TTL }))
+      })
+    ))
 
-    it.effect("the owner of an expired record gets LeaseLost on every write", () =>
+  check(
+    "the owner of an expired record gets LeaseLost on every write",
+    () =>
       withStore((store) =>
         Effect.gen(function*() {
           const id = freshId()
@@ -250,9 +280,12 @@ export const suite = <E>(
           yield* expectLeaseLost(store.release(owner))
           assert.isTrue(Option.isNone(yield* store.get(id)))
         })
-      ))
+      )
+  )
 
-    it.effect("an expired FAILED or completed record starts again at attempt 1, whatever its fingerprint", () =>
+  check(
+    "an expired FAILED or completed record starts again at attempt 1, whatever its fingerprint",
+    () =>
       withStore((store) =>
         Effect.gen(function*() {
           const failed = freshId()
@@ -269,9 +302,12 @@ export const suite = <E>(
           const record = Option.getOrThrow(yield* store.get(completed))
           assert.deepStrictEqual([record.status, record.fingerprint, record.outcome], ["IN_PROGRESS", FP_B, undefined])
         })
-      ))
+      )
+  )
 
-    it.effect("an expired lease is taken over with a new token and the next attempt number", () =>
+  check(
+    "an expired lease is taken over with a new token and the next attempt number",
+    () =>
       withStore((store) =>
         Effect.gen(function*() {
           const id = freshId()
@@ -293,9 +329,12 @@ export const suite = <E>(
           const record = Option.getOrThrow(yield* store.get(id))
           assert.strictEqual(record.token, owner.token)
         })
-      ))
+      )
+  )
 
-    it.effect("an expired lease is not taken over when takeover is off, nor by another fingerprint", () =>
+  check(
+    "an expired lease is not taken over when takeover is off, nor by another fingerprint",
+    () =>
       withStore((store) =>
         Effect.gen(function*() {
           const id = freshId()
@@ -307,9 +346,12 @@ export const suite = <E>(
           const other = expectExisting(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
           assert.strictEqual(other.record.fingerprint, FP_A)
         })
-      ))
+      )
+  )
 
-    it.effect("extend moves the lease forward; the old owner keeps the record", () =>
+  check(
+    "extend moves the lease forward; the old owner keeps the record",
+    () =>
       withStore((store) =>
         Effect.gen(function*() {
           const id = freshId()
@@ -323,21 +365,24 @@ export const suite = <E>(
           const taken = expectReserved(yield* store.reserve(reserveRequest(id)))
           assert.strictEqual(taken.attempt, 2)
         })
-      ))
+      )
+  )
 
-    it.effect("release makes the key reservable again", () =>
-      withStore((store) =>
-        Effect.gen(function*() {
-          const id = freshId()
-          const first = expectReserved(yield* store.reserve(reserveRequest(id)))
-          yield* store.release({ id, token: first.token })
-          assert.isTrue(Option.isNone(yield* store.get(id)))
-          const again = expectReserved(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
-          assert.strictEqual(again.attempt, 1)
-        })
-      ))
+  check("release makes the key reservable again", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const id = freshId()
+        const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+        yield* store.release({ id, token: first.token })
+        assert.isTrue(Option.isNone(yield* store.get(id)))
+        const again = expectReserved(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+        assert.strictEqual(again.attempt, 1)
+      })
+    ))
 
-    it.effect("a FAILED record is taken over by the same fingerprint only", () =>
+  check(
+    "a FAILED record is taken over by the same fingerprint only",
+    () =>
       withStore((store) =>
         Effect.gen(function*() {
           const id = freshId()
@@ -350,9 +395,12 @@ export const suite = <E>(
           const retry = expectReserved(yield* store.reserve(reserveRequest(id, { takeover: false })))
           assert.strictEqual(retry.attempt, 2)
         })
-      ))
+      )
+  )
 
-    it.effect("a record is absent once its TTL passed, and purge deletes it", () =>
+  check(
+    "a record is absent once its TTL passed, and purge deletes it",
+    () =>
       withStore((store) =>
         Effect.gen(function*() {
           const id = freshId()
@@ -374,9 +422,12 @@ export const suite = <E>(
           const fresh = expectReserved(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
           assert.strictEqual(fresh.attempt, 1)
         })
-      ))
+      )
+  )
 
-    it.effect("an IN_PROGRESS record expires too (its lease never outlives its TTL)", () =>
+  check(
+    "an IN_PROGRESS record expires too (its lease never outlives its TTL)",
+    () =>
       withStore((store) =>
         Effect.gen(function*() {
           const id = freshId()
@@ -392,9 +443,137 @@ export const suite = <E>(
           const fresh = expectReserved(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
           assert.strictEqual(fresh.attempt, 1)
         })
-      ))
+      )
+  )
 
-    it.effect("the same key under two scopes or two operations never touches the same record", () =>
+  check(
+    "purge deletes expired records only, and at most `limit` per call",
+    () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
+          const expired = Array.from({ length: 3 }, () => freshId())
+          for (const id of expired) {
+            const reserved = expectReserved(yield* store.reserve(reserveRequest(id)))
+            yield* store.complete({ id, token: reserved.token, outcome, ttl: Duration.seconds(10) })
+          }
+          const completed = freshId()
+          const done = expectReserved(yield* store.reserve(reserveRequest(completed)))
+          yield* store.complete({ id: completed, token: done.token, outcome, ttl: TTL })
+          const inProgress = freshId()
+          const running = expectReserved(yield* store.reserve(reserveRequest(inProgress)))
+          const failed = freshId()
+          const marked = expectReserved(yield* store.reserve(reserveRequest(failed)))
+          yield* store.markFailed({ id: failed, token: marked.token, ttl: TTL })
+          yield* advance(Duration.seconds(11))
+          // at least three records are expired: a purge limited to one deletes exactly one
+          assert.strictEqual(yield* store.purgeExpired({ limit: 1 }), 1)
+          for (let round = 0; round < 1000; round++) {
+            const n = yield* store.purgeExpired({ limit: 2 })
+            assert.isAtMost(n, 2)
+            if (n === 0) break
+          }
+          // the live records survived every purge, untouched
+          const kept = Option.getOrThrow(yield* store.get(completed))
+          assert.deepStrictEqual([kept.status, kept.token, kept.outcome], ["COMPLETED", done.token, outcome])
+          const held = Option.getOrThrow(yield* store.get(inProgress))
+          assert.deepStrictEqual([held.status, held.token], ["IN_PROGRESS", running.token])
+          assert.strictEqual(Option.getOrThrow(yield* store.get(failed)).status, "FAILED")
+          for (const id of expired) assert.isTrue(Option.isNone(yield* store.get(id)))
+        })
+      )
+  )
+
+  check(
+    "the TTL of an outcome counts from its completion, not from the reservation",
+    () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const id = freshId()
+          const first = expectReserved(yield* store.reserve(reserveRequest(id, { lease: Duration.seconds(60) })))
+          yield* advance(Duration.seconds(20))
+          const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "\"late\"" })
+          yield* store.complete({ id, token: first.token, outcome, ttl: Duration.seconds(10) })
+          yield* advance(Duration.seconds(9))
+          assert.strictEqual(Option.getOrThrow(yield* store.get(id)).status, "COMPLETED")
+          yield* advance(Duration.seconds(2))
+          assert.isTrue(Option.isNone(yield* store.get(id)))
+        })
+      )
+  )
+
+  check(
+    "extend keeps a record past a TTL shorter than the new lease",
+    () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const id = freshId()
+          const first = expectReserved(
+            yield* store.reserve(reserveRequest(id, { lease: Duration.seconds(5), ttl: Duration.seconds(5) }))
+          )
+          yield* advance(Duration.seconds(4))
+          yield* store.extend({ id, token: first.token, lease: Duration.seconds(30) })
+          yield* advance(Duration.seconds(20))
+          const record = Option.getOrThrow(yield* store.get(id))
+          assert.deepStrictEqual([record.status, record.token], ["IN_PROGRESS", first.token])
+          assert.isAtLeast(record.expiresAt, record.leaseUntil)
+          const blocked = expectExisting(yield* store.reserve(reserveRequest(id)))
+          assert.strictEqual(blocked.record.token, first.token)
+        })
+      )
+  )
+
+  check(
+    "markFailed on a COMPLETED record gets LeaseLost and leaves the outcome",
+    () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const id = freshId()
+          const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+          const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "\"kept\"" })
+          yield* store.complete({ id, token: first.token, outcome, ttl: TTL })
+          yield* expectLeaseLost(store.markFailed({ id, token: first.token, ttl: TTL }))
+          const record = Option.getOrThrow(yield* store.get(id))
+          assert.deepStrictEqual([record.status, record.outcome], ["COMPLETED", outcome])
+        })
+      )
+  )
+
+  check(
+    "a takeover of a FAILED record, and of an expired one, is won by exactly one of concurrent attempts",
+    () =>
+      withStore((store) =>
+        Effect.gen(function*() {
+          const racers = Math.min(concurrency, 50)
+          const failed = freshId()
+          const first = expectReserved(yield* store.reserve(reserveRequest(failed)))
+          yield* store.markFailed({ id: failed, token: first.token, ttl: TTL })
+          const expired = freshId()
+          const second = expectReserved(
+            yield* store.reserve(reserveRequest(expired, { lease: Duration.seconds(5), ttl: Duration.seconds(5) }))
+          )
+          yield* advance(Duration.seconds(6))
+          for (const [id, previous] of [[failed, first], [expired, second]] as const) {
+            const results = yield* Effect.all(
+              Array.from({ length: racers }, () => store.reserve(reserveRequest(id))),
+              { concurrency: "unbounded" }
+            )
+            const owners = results.filter((result) => result._tag === "Reserved")
+            assert.strictEqual(owners.length, 1)
+            const owner = expectReserved(owners[0]!)
+            assert.notStrictEqual(owner.token, previous.token)
+            assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, owner.token)
+            for (const result of results) {
+              if (result._tag === "Existing") assert.strictEqual(result.record.token, owner.token)
+            }
+          }
+        })
+      )
+  )
+
+  check(
+    "the same key under two scopes or two operations never touches the same record",
+    () =>
       withStore((store) =>
         Effect.gen(function*() {
           const key = IdempotencyKey.unsafeMake(randomUUID())
@@ -419,31 +598,34 @@ export const suite = <E>(
             assert.strictEqual(record.status, index === 1 ? "COMPLETED" : "IN_PROGRESS")
           }
         })
-      ))
+      )
+  )
 
-    it.effect("outcomes of 256 KiB and unicode text round-trip exactly", () =>
-      withStore((store) =>
-        Effect.gen(function*() {
-          const unicode = "naïve café — 日本語 — emoji 🧾💳 — Ελληνικά — עברית — \u{1F600} — combining e\u0301"
-          const big = JSON.stringify({ note: unicode, blob: "x".repeat(256 * 1024) })
-          const texts = [JSON.stringify(unicode), big, JSON.stringify("line\nbreak\ttab \\ \" quote \u0001")]
-          for (const text of texts) {
-            const id = freshId({ scope: "tenant-ü" })
-            const first = expectReserved(yield* store.reserve(reserveRequest(id)))
-            const outcome = IdempotencyRecord.StoredOutcome.Success({ value: text })
-            yield* store.complete({ id, token: first.token, outcome, ttl: TTL })
-            const existing = expectExisting(yield* store.reserve(reserveRequest(id)))
-            const stored = existing.record.outcome
-            assert.strictEqual(stored?._tag, "Success")
-            assert.strictEqual(stored?._tag === "Success" ? stored.value : undefined, text)
-          }
-        })
-      ))
+  check("outcomes of 256 KiB and unicode text round-trip exactly", () =>
+    withStore((store) =>
+      Effect.gen(function*() {
+        const unicode = "naïve café — 日本語 — emoji 🧾💳 — Ελληνικά — עברית — \u{1F600} — combining e\u0301"
+        const big = JSON.stringify({ note: unicode, blob: "x".repeat(256 * 1024) })
+        const texts = [JSON.stringify(unicode), big, JSON.stringify("line\nbreak\ttab \\ \" quote \u0001")]
+        for (const text of texts) {
+          const id = freshId({ scope: "tenant-ü" })
+          const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+          const outcome = IdempotencyRecord.StoredOutcome.Success({ value: text })
+          yield* store.complete({ id, token: first.token, outcome, ttl: TTL })
+          const existing = expectExisting(yield* store.reserve(reserveRequest(id)))
+          const stored = existing.record.outcome
+          assert.strictEqual(stored?._tag, "Success")
+          assert.strictEqual(stored?._tag === "Success" ? stored.value : undefined, text)
+        }
+      })
+    ))
 
-    const Payload = Schema.Struct({ amount: Schema.Number, currency: Schema.String })
-    const Charge = Schema.Struct({ chargeId: Schema.String, at: Schema.DateFromString })
+  const Payload = Schema.Struct({ amount: Schema.Number, currency: Schema.String })
+  const Charge = Schema.Struct({ chargeId: Schema.String, at: Schema.DateFromString })
 
-    it.effect("through Idempotency: one execution, replays decode the outcome, a changed request is KeyReused", () =>
+  check(
+    "through Idempotency: one execution, replays decode the outcome, a changed request is KeyReused",
+    () =>
       withStore(() =>
         Effect.gen(function*() {
           const executions = yield* Ref.make(0)
@@ -468,9 +650,12 @@ export const suite = <E>(
           assert.isTrue(Either.isLeft(reused) && reused.left._tag === "KeyReused")
           assert.strictEqual(yield* Ref.get(executions), 1)
         })
-      ))
+      )
+  )
 
-    it.effect(`through Idempotency: ${concurrency} concurrent attempts run the downstream once`, () =>
+  check(
+    `through Idempotency: ${concurrency} concurrent attempts run the downstream once`,
+    () =>
       withStore(() =>
         Effect.gen(function*() {
           const executions = yield* Ref.make(0)
@@ -482,8 +667,10 @@ export const suite = <E>(
           })
           const key = randomUUID()
           const results = yield* Effect.all(
-            Array.from({ length: concurrency }, () =>
-              Effect.either(op.run({ key, payload: { amount: 1, currency: "EUR" } }))),
+            Array.from(
+              { length: concurrency },
+              () => Effect.either(op.run({ key, payload: { amount: 1, currency: "EUR" } }))
+            ),
             { concurrency: "unbounded" }
           )
           assert.strictEqual(yield* Ref.get(executions), 1)
@@ -496,6 +683,23 @@ export const suite = <E>(
           assert.isTrue(replay.replayed)
           assert.strictEqual(replay.value, 1)
         })
-      ))
-  })
+      )
+  )
+
+  return list
 }
+
+/**
+ * Registers the conformance tests for a store layer.
+ *
+ * @since 0.1.0
+ * @category suites
+ */
+export const suite = <E>(
+  name: string,
+  storeLayer: Layer.Layer<IdempotencyStore.IdempotencyStore, E>,
+  options?: Options
+) =>
+  layer(storeLayer, { timeout: options?.timeout ?? Duration.seconds(60) })(name, (it) => {
+    for (const { name, run } of checks(options)) it.effect(name, () => run)
+  })

@@ -467,13 +467,22 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
             if (encoded._tag === "Left") {
               // the downstream ran: its outcome is kept as omitted, so no retry runs it again
               const reason = encodeFailureReason(encoded.left)
+              const notReplayable = new OutcomeNotReplayable({ operation: name, key: id.key, reason, replayed: false })
+              // recorded: the caller and every retry get `OutcomeNotReplayable`; not recorded (the store
+              // failed): the caller learns that a retry may run the downstream again
               return guard("complete", complete(StoredOutcome.Omitted({ reason }))).pipe(
-                Effect.catchAll((error) =>
-                  Effect.logError("idempotency: the omitted outcome could not be recorded", error)
+                Effect.mapError((error) =>
+                  isStoreFailure(error)
+                    ? new CleanupFailed({
+                      operation: name,
+                      key: id.key,
+                      policy: "store",
+                      original: notReplayable,
+                      cause: error
+                    })
+                    : error
                 ),
-                Effect.zipRight(
-                  Effect.fail(new OutcomeNotReplayable({ operation: name, key: id.key, reason, replayed: false }))
-                )
+                Effect.zipRight(Effect.fail(notReplayable))
               )
             }
             return guard("complete", complete(StoredOutcome.Success({ value: encoded.right.json }))).pipe(

@@ -6,12 +6,13 @@
  * crashed function; clock jumps past leases and TTLs; deadlines; store outages that fail or hang
  * every call, heartbeats included) under every policy combination.
  */
-import type { IdempotencyRecord } from "@effect-idempotency/core"
 import {
   Idempotency,
   IdempotencyContext,
   IdempotencyError,
+  IdempotencyKey,
   IdempotencyPolicy,
+  IdempotencyRecord,
   IdempotencyStore
 } from "@effect-idempotency/core"
 import * as Cause from "effect/Cause"
@@ -462,8 +463,41 @@ export const play = (cfg: Config, scenario: ReadonlyArray<Attempt>) =>
         )
       }
     }
+    // liveness: once every attempt has returned, every lease has ended and the store is healthy
+    // again, a healthy attempt executes or gets the recorded outcome
+    const probe = yield* Effect.fork(Effect.gen(function*() {
+      yield* Fiber.awaitAll(fibers)
+      const now = yield* Clock.currentTimeMillis
+      const record = yield* Effect.orDie(base.get(IdempotencyRecord.makeRecordId({
+        operation: "property",
+        key: IdempotencyKey.unsafeMake("property-key")
+      })))
+      let at = Math.max(now, ...cfg.outages.map((o) => o.at + o.length))
+      if (Option.isSome(record) && record.value.status === "IN_PROGRESS") at = Math.max(at, record.value.leaseUntil)
+      yield* Effect.sleep(`${at + 1 - now} millis`)
+      return yield* Effect.exit(
+        runDetailed({ key: "property-key", payload: null }).pipe(
+          Effect.provide(layer),
+          Effect.locally(currentBehaviour, { _tag: "Succeed", after: 0 }),
+          Effect.locally(currentRun, scenario.length)
+        )
+      )
+    }))
     yield* TestClock.adjust(`${start + 3_600_000} millis`)
     yield* Fiber.awaitAll(fibers)
+    const probed = yield* Fiber.join(probe)
+    if (Exit.isFailure(probed)) {
+      const failure = Cause.failureOption(probed.cause)
+      const error = Option.isSome(failure) ? (failure.value as { readonly _tag?: string })._tag : "a defect"
+      const unknownKept = cfg.onTimeout === "markUnknown" || cfg.onDefect === "markUnknown"
+      const recorded = completions.at(-1)
+      const allowed = error === "Rejected"
+        ? recorded?.outcome._tag === "Failure" && recorded.outcome.error === JSON.stringify({ _tag: "Rejected" })
+        : error === "OutcomeNotReplayable"
+        ? recorded?.outcome._tag === "Omitted"
+        : error === "DownstreamTimeout" && unknownKept
+      if (!allowed) violations.push(`a healthy attempt after every lease had ended failed with ${error}`)
+    }
 
     const returnedBy = new Map(returned.map((r) => [r.attempt, r]))
     const faultExplains = (run: number): boolean => {

@@ -16,6 +16,18 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Pg from "pg"
 
+/**
+ * A suffix of this test run's own: table names and `application_name`s carry it, so two runs
+ * against one server (two clones, CI next to a developer) never drop or terminate each other's.
+ */
+export const RUN: string = Math.random().toString(36).slice(2, 10)
+
+/** A table name of this run: `name_<RUN>`. */
+export const runTable = (name: string): string => `${name}_${RUN}`
+
+/** An `application_name` of this run: `name-<RUN>`. */
+export const runApplication = (name: string): string => `${name}-${RUN}`
+
 /** The server URL, when the environment names one. */
 export const serverUrl: string | undefined = process.env.TEST_PG_URL === "" ? undefined : process.env.TEST_PG_URL
 
@@ -67,6 +79,19 @@ export const layerClient = (options?: {
         applicationName: options?.applicationName
       }))
   )
+
+/** Drops a table of this run (when its tests are done). */
+export const dropTable = (options: PgIdempotencyTable.TableOptions) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const table = yield* PgIdempotencyTable.make(options)
+    yield* sql.unsafe(`DROP TABLE IF EXISTS ${table.qualified}`).withoutTransform
+    yield* sql.unsafe(`DROP FUNCTION IF EXISTS ${table.reserveFunction}`).withoutTransform
+  })
+
+/** A table of this run for the life of a scope: re-created now, dropped when the scope closes. */
+export const scopedTable = (options: PgIdempotencyTable.TableOptions) =>
+  Effect.acquireRelease(resetTable(options), () => Effect.ignore(dropTable(options)))
 
 /** Drops and re-creates a table (and creates its schema) through the migration. */
 export const resetTable = (options: PgIdempotencyTable.TableOptions) =>
