@@ -12,6 +12,7 @@ import { FunctionResponse, NetlifyFunction } from "@effect-idempotency/netlify"
 import { PgIdempotencyMigration, PgIdempotencyStore } from "@effect-idempotency/sql-pg"
 import { TcpProxy } from "@effect-idempotency/testing"
 import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { PGlite } from "@electric-sql/pglite"
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
@@ -52,9 +53,21 @@ const serverUrl = process.env.TEST_PG_URL === "" ? undefined : process.env.TEST_
 
 const pgStore = (database: string) => (port: number) => {
   const table = `stalled_${randomUUID().replaceAll("-", "_")}`
-  return Layer.effect(
+  return Layer.scoped(
     IdempotencyStore.IdempotencyStore,
-    Effect.zipRight(PgIdempotencyMigration.migration({ table }), PgIdempotencyStore.make({ table }))
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      // the table and its function are the test's own: dropped when the function is disposed
+      yield* Effect.acquireRelease(
+        PgIdempotencyMigration.migration({ table }),
+        () =>
+          sql.unsafe(`DROP TABLE IF EXISTS "${table}"; DROP FUNCTION IF EXISTS "${table}_reserve"`).pipe(
+            Effect.timeout("5 seconds"),
+            Effect.ignore
+          )
+      )
+      return yield* PgIdempotencyStore.make({ table })
+    })
   ).pipe(
     Layer.provide(PgClient.layer({ url: Redacted.make(`postgres://postgres@127.0.0.1:${port}/${database}`) }))
   )

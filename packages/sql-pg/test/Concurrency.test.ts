@@ -34,10 +34,18 @@ import {
   rawQuery,
   reserveRequest
 } from "./utils/fixtures.js"
-import { layerClient, layerPrimary, resetTable, serverUrl, TestDatabase } from "./utils/TestDatabase.js"
+import {
+  layerClient,
+  layerPrimary,
+  resetTable,
+  runApplication,
+  runTable,
+  serverUrl,
+  TestDatabase
+} from "./utils/TestDatabase.js"
 
-const TABLE = "idem_concurrency"
-const APPLICATION = "idem-concurrency"
+const TABLE = runTable("idem_concurrency")
+const APPLICATION = runApplication("idem-concurrency")
 const CONCURRENCY = 200
 // PGlite runs one statement at a time: there a race is a queue, and one round shows as much as three
 const ROUNDS = serverUrl === undefined ? 1 : 3
@@ -257,7 +265,7 @@ if (serverUrl !== undefined) {
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
         const database = yield* TestDatabase
-        const holder = yield* rawClient(database.url, "idem-concurrency-holder")
+        const holder = yield* rawClient(database.url, runApplication("idem-concurrency-holder"))
         const id = freshId()
         yield* rawQuery(holder, "BEGIN")
         yield* rawQuery(
@@ -283,7 +291,7 @@ if (serverUrl !== undefined) {
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
         const database = yield* TestDatabase
-        const holder = yield* rawClient(database.url, "idem-concurrency-holder")
+        const holder = yield* rawClient(database.url, runApplication("idem-concurrency-holder"))
         const id = freshId()
         yield* rawQuery(holder, "BEGIN")
         yield* rawQuery(
@@ -307,7 +315,7 @@ if (serverUrl !== undefined) {
         Effect.gen(function*() {
           const store = yield* IdempotencyStore.IdempotencyStore
           const database = yield* TestDatabase
-          const holder = yield* rawClient(database.url, "idem-concurrency-holder")
+          const holder = yield* rawClient(database.url, runApplication("idem-concurrency-holder"))
           const id = freshId()
           const crashed = yield* makeTakeable(store, id, crash)
           yield* rawQuery(holder, "BEGIN")
@@ -327,7 +335,7 @@ if (serverUrl !== undefined) {
         Effect.gen(function*() {
           const store = yield* IdempotencyStore.IdempotencyStore
           const database = yield* TestDatabase
-          const holder = yield* rawClient(database.url, "idem-concurrency-holder")
+          const holder = yield* rawClient(database.url, runApplication("idem-concurrency-holder"))
           const id = freshId()
           const crashed = yield* makeTakeable(store, id, crash)
           // a row lock only: the reservation's insert and read pass it, its update waits for it
@@ -350,7 +358,7 @@ if (serverUrl !== undefined) {
         Effect.gen(function*() {
           const store = yield* IdempotencyStore.IdempotencyStore
           const database = yield* TestDatabase
-          const holder = yield* rawClient(database.url, "idem-concurrency-holder")
+          const holder = yield* rawClient(database.url, runApplication("idem-concurrency-holder"))
           const id = freshId()
           const crashed = yield* makeTakeable(store, id, crash)
           yield* rawQuery(holder, "BEGIN")
@@ -368,7 +376,7 @@ if (serverUrl !== undefined) {
         Effect.gen(function*() {
           const store = yield* IdempotencyStore.IdempotencyStore
           const database = yield* TestDatabase
-          const holder = yield* rawClient(database.url, "idem-concurrency-holder")
+          const holder = yield* rawClient(database.url, runApplication("idem-concurrency-holder"))
           const id = freshId()
           yield* makeTakeable(store, id, crash)
           yield* rawQuery(holder, "BEGIN")
@@ -388,7 +396,7 @@ if (serverUrl !== undefined) {
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
         const database = yield* TestDatabase
-        const holder = yield* rawClient(database.url, "idem-concurrency-holder")
+        const holder = yield* rawClient(database.url, runApplication("idem-concurrency-holder"))
         const id = freshId()
         yield* store.reserve(reserveRequest(id, { lease: Duration.zero }))
         yield* rawQuery(holder, "BEGIN")
@@ -406,7 +414,7 @@ if (serverUrl !== undefined) {
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
         const database = yield* TestDatabase
-        const holder = yield* rawClient(database.url, "idem-concurrency-holder")
+        const holder = yield* rawClient(database.url, runApplication("idem-concurrency-holder"))
         const id = freshId()
         const first = expectReserved(yield* store.reserve(reserveRequest(id)))
         const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })

@@ -13,10 +13,10 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
 import { DB_NOW, expectExisting, expectReserved, FP_B, freshId, reserveRequest } from "./utils/fixtures.js"
-import { layerClient, layerPrimary, resetTable } from "./utils/TestDatabase.js"
+import { layerClient, layerPrimary, resetTable, runTable } from "./utils/TestDatabase.js"
 
 // a table in a schema of its own
-const TABLE = { schema: "idem_clock", table: "records" }
+const TABLE = { schema: runTable("idem_clock"), table: "records" }
 const HOUR = Duration.hours(1)
 const HOUR_MS = 3_600_000
 

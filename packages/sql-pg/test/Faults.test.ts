@@ -19,9 +19,18 @@ import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
 import type * as Pg from "pg"
 import { Payload, payload, rawClient, rawQuery } from "./utils/fixtures.js"
-import { layerClient, layerPrimary, poolStore, resetTable, serverUrl, TestDatabase } from "./utils/TestDatabase.js"
+import {
+  layerClient,
+  layerPrimary,
+  poolStore,
+  resetTable,
+  runApplication,
+  runTable,
+  serverUrl,
+  TestDatabase
+} from "./utils/TestDatabase.js"
 
-const TABLE = "idem_faults"
+const TABLE = runTable("idem_faults")
 
 /** The typed failure of an exit; fails the test on a defect or an interruption. */
 const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
@@ -62,7 +71,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
       const database = yield* TestDatabase
       const proxy = yield* TcpProxy.make(database)
       yield* proxy.refuse
-      const { context } = yield* storeAt(proxy.port, "idem-faults-refused")
+      const { context } = yield* storeAt(proxy.port, runApplication("idem-faults-refused"))
       const { executions, operation } = yield* counting
       const key = randomUUID()
       const run = operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
@@ -92,7 +101,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
     Effect.gen(function*() {
       const database = yield* TestDatabase
       const proxy = yield* TcpProxy.make(database)
-      const { context } = yield* storeAt(proxy.port, "idem-faults-cut")
+      const { context } = yield* storeAt(proxy.port, runApplication("idem-faults-cut"))
       const { executions, operation } = yield* counting
       const run = (key: string) => operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
       // warm: the pool holds open connections
@@ -117,7 +126,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
     Effect.gen(function*() {
       const database = yield* TestDatabase
       const proxy = yield* TcpProxy.make(database)
-      const { context } = yield* storeAt(proxy.port, "idem-faults-cut-downstream")
+      const { context } = yield* storeAt(proxy.port, runApplication("idem-faults-cut-downstream"))
       const executions = yield* Ref.make(0)
       const operation = Idempotency.make({
         name: `faults-${randomUUID()}`,
@@ -135,7 +144,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
     }))
 
   if (serverUrl !== undefined) {
-    const APPLICATION = "idem-faults-terminated"
+    const APPLICATION = runApplication("idem-faults-terminated")
 
     const terminate = (client: Pg.Client) =>
       rawQuery(
@@ -156,7 +165,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
       Effect.gen(function*() {
         const database = yield* TestDatabase
         const sql = yield* SqlClient.SqlClient
-        const admin = yield* rawClient(database.url, "idem-faults-admin")
+        const admin = yield* rawClient(database.url, runApplication("idem-faults-admin"))
         const { context, pool } = yield* storeAt(database.port, APPLICATION)
         const { executions, operation } = yield* counting
         const run = (key: string) => operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
@@ -194,7 +203,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
     it.scoped("pg_terminate_backend during the downstream call: the completion reconnects and is recorded", () =>
       Effect.gen(function*() {
         const database = yield* TestDatabase
-        const admin = yield* rawClient(database.url, "idem-faults-admin")
+        const admin = yield* rawClient(database.url, runApplication("idem-faults-admin"))
         const { context } = yield* storeAt(database.port, APPLICATION)
         const executions = yield* Ref.make(0)
         const terminated = yield* Ref.make(0)

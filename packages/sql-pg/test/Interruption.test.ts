@@ -20,21 +20,29 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Random from "effect/Random"
 import { freshId, reserveRequest } from "./utils/fixtures.js"
-import { awaitPoolIdle, layerClient, layerPrimary, poolStore, resetTable } from "./utils/TestDatabase.js"
+import {
+  awaitPoolIdle,
+  layerClient,
+  layerPrimary,
+  poolStore,
+  resetTable,
+  runApplication,
+  runTable
+} from "./utils/TestDatabase.js"
 
-const TABLE = "idem_interruption"
+const TABLE = runTable("idem_interruption")
 
 /** Every write to the table takes 1–3 ms. */
 const slowWrites = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
-  yield* sql.unsafe(`CREATE OR REPLACE FUNCTION idem_interruption_slow() RETURNS trigger LANGUAGE plpgsql AS $$
+  yield* sql.unsafe(`CREATE OR REPLACE FUNCTION "${TABLE}_slow"() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM pg_sleep(0.001 + random() * 0.002);
   RETURN NEW;
 END
 $$`).withoutTransform
-  yield* sql.unsafe(`CREATE TRIGGER idem_interruption_slow BEFORE INSERT OR UPDATE ON "${TABLE}"
-FOR EACH ROW EXECUTE FUNCTION idem_interruption_slow()`).withoutTransform
+  yield* sql.unsafe(`CREATE TRIGGER "${TABLE}_slow" BEFORE INSERT OR UPDATE ON "${TABLE}"
+FOR EACH ROW EXECUTE FUNCTION "${TABLE}_slow"()`).withoutTransform
 })
 
 const Live = Layer.effectDiscard(Effect.zipRight(resetTable({ table: TABLE }), slowWrites)).pipe(
@@ -52,7 +60,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
   it.scoped("a storm of interrupted calls on a pool of 4 never fails a call that nobody interrupted", () =>
     Effect.gen(function*() {
       const { counters, pool, store } = yield* poolStore({
-        applicationName: "idem-interruption",
+        applicationName: runApplication("idem-interruption"),
         max: 4,
         store: { table: TABLE }
       })

@@ -19,14 +19,14 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as String from "effect/String"
 import { expectExisting, expectReserved, freshId, rawClient, rawQuery, reserveRequest } from "./utils/fixtures.js"
-import { layerClient, layerPrimary, TestDatabase } from "./utils/TestDatabase.js"
+import { layerClient, layerPrimary, runApplication, runTable, TestDatabase } from "./utils/TestDatabase.js"
 
-const MIGRATOR_SCHEMA = "idem_migrator"
-const MIGRATIONS_TABLE = "idem_migrator_migrations"
-const SCRIPT_TABLE = "idem_Script_Records"
-const MISSING_TABLE = "idem_missing_table"
-const NO_FUNCTION_TABLE = "idem_no_function"
-const LONGEST_TABLE = `idem_longest_${"x".repeat(PgIdempotencyTable.MAX_NAME_LENGTH - 13)}`
+const MIGRATOR_SCHEMA = runTable("idem_migrator")
+const MIGRATIONS_TABLE = runTable("idem_migrator_migrations")
+const SCRIPT_TABLE = runTable("idem_Script_Records")
+const MISSING_TABLE = runTable("idem_missing_table")
+const NO_FUNCTION_TABLE = runTable("idem_no_function")
+const LONGEST_TABLE = runTable("idem_longest").padEnd(PgIdempotencyTable.MAX_NAME_LENGTH, "x")
 
 const Live = layerClient().pipe(Layer.provideMerge(layerPrimary))
 
@@ -92,7 +92,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyM
       assert.strictEqual(script, statements.map((statement) => `${statement};\n`).join("\n"))
       assert.strictEqual(PgIdempotencyMigration.toSql(), PgIdempotencyMigration.toSql(PgIdempotencyTable.defaultTable))
       const database = yield* TestDatabase
-      const client = yield* rawClient(database.url, "idem-migration-script")
+      const client = yield* rawClient(database.url, runApplication("idem-migration-script"))
       yield* rawQuery(client, `DROP TABLE IF EXISTS "${SCRIPT_TABLE}"`)
       yield* rawQuery(client, `DROP FUNCTION IF EXISTS "${SCRIPT_TABLE}_reserve"`)
       yield* rawQuery(client, script)
@@ -195,7 +195,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyM
   it.scoped("a client that transforms names (camelCase columns) works unchanged", () =>
     Effect.gen(function*() {
       const database = yield* TestDatabase
-      const table = "idem_transformed"
+      const table = runTable("idem_transformed")
       yield* exec(`DROP TABLE IF EXISTS ${table}`)
       yield* PgIdempotencyMigration.migration({ table })
       const context = yield* Layer.build(
@@ -212,7 +212,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyM
   it.effect("the default layer uses the default table", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const schema = "idem_default_layer"
+      const schema = runTable("idem_default_layer")
       yield* exec(`DROP SCHEMA IF EXISTS ${schema} CASCADE`)
       yield* exec(`CREATE SCHEMA ${schema}`)
       yield* PgIdempotencyMigration.migration({ schema })

@@ -15,9 +15,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { expectExisting, expectReserved, FP_A, FP_B, freshId, reserveRequest } from "./utils/fixtures.js"
-import { layerClient, layerPrimary, resetTable } from "./utils/TestDatabase.js"
+import { layerClient, layerPrimary, resetTable, runTable } from "./utils/TestDatabase.js"
 
-const TABLE = "idem_reserve_function"
+const TABLE = runTable("idem_reserve_function")
 const SKIPPED = `${TABLE}_skipped`
 
 const exec = (text: string, params?: ReadonlyArray<unknown>) =>

@@ -18,9 +18,9 @@ import * as TestClock from "effect/TestClock"
 import { randomUUID } from "node:crypto"
 import * as Pg from "pg"
 import { expectReserved, freshId, Payload, payload, reserveRequest } from "./utils/fixtures.js"
-import { layerPrimary, resetTable, TestDatabase } from "./utils/TestDatabase.js"
+import { layerPrimary, resetTable, runTable, TestDatabase } from "./utils/TestDatabase.js"
 
-const TABLE = "idem_round_trips"
+const TABLE = runTable("idem_round_trips")
 
 /** Statements sent by the pool's clients. */
 const sent = { statements: 0 }

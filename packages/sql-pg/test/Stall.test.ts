@@ -21,9 +21,18 @@ import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
 import { freshId, Payload, payload, reserveRequest } from "./utils/fixtures.js"
-import { awaitPoolIdle, layerClient, layerPrimary, poolStore, resetTable, TestDatabase } from "./utils/TestDatabase.js"
+import {
+  awaitPoolIdle,
+  layerClient,
+  layerPrimary,
+  poolStore,
+  resetTable,
+  runApplication,
+  runTable,
+  TestDatabase
+} from "./utils/TestDatabase.js"
 
-const TABLE = "idem_stall"
+const TABLE = runTable("idem_stall")
 const CALL_TIMEOUT = Duration.millis(300)
 /** What a loaded 2-core machine may add to a time limit, at most. */
 const SLACK = Duration.seconds(5)
@@ -38,7 +47,7 @@ const storeThroughProxy = (callTimeout: Duration.DurationInput = CALL_TIMEOUT) =
   Effect.gen(function*() {
     const proxy = yield* TcpProxy.make(yield* TestDatabase)
     const store = yield* poolStore({
-      applicationName: "idem-stall",
+      applicationName: runApplication("idem-stall"),
       port: proxy.port,
       max: 4,
       store: { table: TABLE, callTimeout }

@@ -15,12 +15,14 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Pg from "pg"
+import { inject } from "vitest"
 
 /**
- * A suffix of this test run's own: table names and `application_name`s carry it, so two runs
- * against one server (two clones, CI next to a developer) never drop or terminate each other's.
+ * A suffix of this test run's own (from the global setup, which removes what carries it when the
+ * run ends): table names and `application_name`s carry it, so two runs against one server (two
+ * clones, CI next to a developer) never drop or terminate each other's.
  */
-export const RUN: string = Math.random().toString(36).slice(2, 10)
+export const RUN: string = inject("pgRun")
 
 /** A table name of this run: `name_<RUN>`. */
 export const runTable = (name: string): string => `${name}_${RUN}`
