@@ -1,0 +1,180 @@
+/**
+ * Idempotent Lambda functions for any event: EventBridge, S3, direct and asynchronous invocations,
+ * Step Functions tasks. The event is decoded with a Schema; the key comes from a typed function of
+ * the decoded event (where Powertools takes a JMESPath, `eventKeyJmesPath`), and the request's
+ * fingerprint from the event or a chosen part of it (`payloadValidationJmesPath`).
+ *
+ * ```ts
+ * import { IdempotencyStore } from "@effect-idempotency/core"
+ * import { LambdaEvent } from "@effect-idempotency/lambda"
+ * import { Effect, Schema } from "effect"
+ *
+ * export const handler = LambdaEvent.idempotent({
+ *   name: "ship-order",
+ *   layer: IdempotencyStore.layerMemory,
+ *   event: Schema.Struct({ detail: Schema.Struct({ orderId: Schema.String }) }),
+ *   key: (event) => event.detail.orderId,
+ *   success: Schema.Struct({ trackingId: Schema.String }),
+ *   handler: (event) => Effect.succeed({ trackingId: `track-${event.detail.orderId}` })
+ * })
+ * ```
+ *
+ * Per invocation: the event is decoded (an `InvalidEvent` otherwise), the key read, and the handler
+ * run inside `Idempotency.once`, within the time Lambda leaves the invocation less a margin, so the
+ * outcome is recorded before Lambda stops the function. The lease covers the invocation's remaining
+ * time. The result is the handler's value, encoded with `success` (what Lambda serializes); a replay
+ * returns the recorded one. A failure is rejected with the error itself, so an asynchronous
+ * invocation is retried by Lambda as usual: a stored failure is rejected again on every retry, and
+ * the handler does not run.
+ *
+ * @since 0.1.0
+ */
+import type {
+  IdempotencyContext,
+  IdempotencyError,
+  IdempotencyPolicy,
+  IdempotencyStore
+} from "@effect-idempotency/core"
+import { Idempotency, IdempotencyError as IdempotencyErrors } from "@effect-idempotency/core"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as internal from "./internal/serve.js"
+import { InsufficientTime, InvalidEvent, MissingKey } from "./LambdaError.js"
+import * as LambdaInvocation from "./LambdaInvocation.js"
+
+/**
+ * A Lambda handler, with a way to release its execution environment's runtime (tests, local runs).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Handler<Event, Result> = internal.Handler<Event, Result>
+
+/**
+ * An idempotent function of an event.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<Ev, EvI, A, IA, E, EF, IEF, ROut, LE> extends Idempotency.Settings {
+  /** The operation's name: the namespace of its records. */
+  readonly name: string
+  /** The services of the handler, the `IdempotencyStore` among them; built once per execution environment. */
+  readonly layer: Layer.Layer<ROut | IdempotencyStore.IdempotencyStore, LE>
+  /** The event, decoded with this schema. */
+  readonly event: Schema.Schema<Ev, EvI>
+  /** The idempotency key of an event (validated as any key); `undefined` rejects it with `MissingKey`. */
+  readonly key: (event: Ev, context: LambdaInvocation.LambdaContext) => string | undefined
+  /**
+   * The part of the event the fingerprint covers: a retry with the same key and another value of it
+   * fails with `KeyReused`. Default: the whole event, as received.
+   */
+  readonly payload?: ((event: Ev) => unknown) | undefined
+  /** A tenant or user id: keys of different scopes never share a record. */
+  readonly scope?: ((event: Ev) => string | undefined) | undefined
+  /** The handler's success: recorded encoded, and the encoded value is the function's result. */
+  readonly success: Schema.Schema<A, IA>
+  /** The domain failures recorded and rejected again to every retry (see `Idempotency.Options.failure`). */
+  readonly failure?: Schema.Schema<EF, IEF> | undefined
+  /** The failure policy (see `Idempotency.Options.onFailure`). */
+  readonly onFailure?: ((error: E) => IdempotencyPolicy.FailurePolicy) | undefined
+  /**
+   * The time kept between the end of the handler and the moment Lambda stops the invocation, to
+   * record the outcome. Default `LambdaInvocation.defaultMargin` of the remaining time (a quarter,
+   * at most 1 second).
+   */
+  readonly margin?: Duration.DurationInput | undefined
+  /** The handler: it runs at most once per key while its record lives (within the policies). */
+  readonly handler: (
+    event: Ev
+  ) => Effect.Effect<
+    A,
+    E,
+    | NoInfer<ROut>
+    | IdempotencyStore.IdempotencyStore
+    | IdempotencyContext.IdempotencyContext
+    | LambdaInvocation.Invocation
+  >
+}
+
+/**
+ * Runs one decoded event through the operation, within the invocation's time. Shared by the batch
+ * adapters.
+ *
+ * @internal
+ */
+export const runIdempotent = <A, IA, E, EF, IEF, R>(
+  options: Idempotency.Settings & {
+    readonly name: string
+    readonly key: string
+    readonly fingerprint: unknown
+    readonly scope: string | undefined
+    readonly success: Schema.Schema<A, IA>
+    readonly failure?: Schema.Schema<EF, IEF> | undefined
+    readonly onFailure?: ((error: E) => IdempotencyPolicy.FailurePolicy) | undefined
+    readonly margin?: Duration.DurationInput | undefined
+    readonly effect: Effect.Effect<A, E, R>
+  }
+): Effect.Effect<
+  A,
+  E | EF | IdempotencyError.IdempotencyError | InsufficientTime,
+  Exclude<R, IdempotencyContext.IdempotencyContext> | IdempotencyStore.IdempotencyStore | LambdaInvocation.Invocation
+> =>
+  Effect.gen(function*() {
+    const invocation = yield* LambdaInvocation.Invocation
+    const now = yield* Clock.currentTimeMillis
+    const remaining = Math.max(0, invocation.deadline - now)
+    const margin = options.margin === undefined
+      ? LambdaInvocation.defaultMargin(Duration.millis(invocation.deadline - invocation.startedAt))
+      : Duration.decode(options.margin)
+    const marginMillis = Duration.toMillis(margin)
+    if (remaining <= marginMillis) {
+      return yield* new InsufficientTime({ remainingMillis: remaining, marginMillis })
+    }
+    const allowance = LambdaInvocation.answerAllowance(margin)
+    return yield* options.effect.pipe(
+      Idempotency.once<unknown, unknown, A, IA, EF, IEF>({
+        ...options,
+        operation: options.name,
+        payload: options.fingerprint,
+        onFailure: options.onFailure as ((error: unknown) => IdempotencyPolicy.FailurePolicy) | undefined,
+        // the lease covers the invocation: no retry takes over an attempt that may still run
+        lease: options.lease ?? Duration.millis(invocation.deadline - now),
+        leaseMargin: Duration.subtract(margin, allowance),
+        deadline: invocation.deadline - Duration.toMillis(allowance)
+      })
+    )
+  })
+
+/**
+ * An idempotent Lambda function of an event (see the module's documentation).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const idempotent = <Ev, EvI, A, IA, E, ROut, LE, EF = never, IEF = never>(
+  options: Options<Ev, EvI, A, IA, E, EF, IEF, ROut, LE>
+): Handler<unknown, IA> => {
+  const decodeEvent = Schema.decodeUnknown(options.event)
+  const encodeSuccess = Schema.encode(options.success)
+  return internal.serve(options.name, options.layer, (raw: unknown) =>
+    Effect.gen(function*() {
+      const event = yield* decodeEvent(raw).pipe(
+        Effect.mapError((error) => new InvalidEvent({ detail: IdempotencyErrors.describeParseError(error) }))
+      )
+      const { context } = yield* LambdaInvocation.Invocation
+      const key = options.key(event, context)
+      if (key === undefined) return yield* new MissingKey()
+      const value = yield* runIdempotent({
+        ...options,
+        effect: options.handler(event),
+        key,
+        fingerprint: options.payload === undefined ? raw : options.payload(event),
+        scope: options.scope?.(event)
+      })
+      return yield* Effect.orDie(encodeSuccess(value))
+    }))
+}

@@ -1,0 +1,156 @@
+/**
+ * Idempotent SQS consumers: one idempotent operation per record, the records of a batch processed
+ * with bounded concurrency, and a partial batch response (`batchItemFailures`), so only the records
+ * that failed go back to the queue. A record already processed (a duplicate delivery, a redelivery
+ * after a visibility timeout) is replayed and counts as done: its side effect happens once.
+ *
+ * ```ts
+ * import { IdempotencyStore } from "@effect-idempotency/core"
+ * import { LambdaSqs } from "@effect-idempotency/lambda"
+ * import { Effect, Schema } from "effect"
+ *
+ * export const handler = LambdaSqs.batch({
+ *   name: "charge",
+ *   layer: IdempotencyStore.layerMemory,
+ *   body: Schema.parseJson(Schema.Struct({ chargeId: Schema.String, cents: Schema.Int })),
+ *   key: (body) => body.chargeId,
+ *   handler: (body) => Effect.log(`charging ${body.cents} for ${body.chargeId}`)
+ * })
+ * ```
+ *
+ * The function's event source mapping must have `ReportBatchItemFailures` on, so that Lambda reads
+ * `batchItemFailures`. A record whose body does not decode fails (it returns to the queue, and goes
+ * to its dead-letter queue after `maxReceiveCount`). With `fifo: true`, records are processed in
+ * order and the first failure fails every record after it, as SQS FIFO queues require.
+ *
+ * @since 0.1.0
+ */
+import type { IdempotencyContext, IdempotencyPolicy, IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyError } from "@effect-idempotency/core"
+import type { Idempotency } from "@effect-idempotency/core"
+import type { SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import type * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as internal from "./internal/serve.js"
+import { InvalidEvent } from "./LambdaError.js"
+import type { Handler } from "./LambdaEvent.js"
+import { runIdempotent } from "./LambdaEvent.js"
+import type * as LambdaInvocation from "./LambdaInvocation.js"
+
+/**
+ * The default number of records of a batch processed at once.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const DEFAULT_CONCURRENCY = 8
+
+/**
+ * An idempotent consumer of SQS batches.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<B, BI, A, IA, E, ROut, LE> extends Idempotency.Settings {
+  /** The operation's name: the namespace of its records. */
+  readonly name: string
+  /** The services of the handler, the `IdempotencyStore` among them; built once per execution environment. */
+  readonly layer: Layer.Layer<ROut | IdempotencyStore.IdempotencyStore, LE>
+  /** A record's body (a string), decoded with this schema (`Schema.parseJson(...)` for JSON). */
+  readonly body: Schema.Schema<B, BI>
+  /** A record's idempotency key. Default: its `messageId`. */
+  readonly key?: ((body: B, record: SQSRecord) => string) | undefined
+  /** The part of a record the fingerprint covers. Default: its body, as sent. */
+  readonly payload?: ((body: B, record: SQSRecord) => unknown) | undefined
+  /** A tenant or user id: keys of different scopes never share a record. */
+  readonly scope?: ((body: B, record: SQSRecord) => string | undefined) | undefined
+  /** What a processed record's handler returns, recorded and replayed. Default: `Schema.Unknown`. */
+  readonly success?: Schema.Schema<A, IA> | undefined
+  /** The failure policy (see `Idempotency.Options.onFailure`). Default `release`: the record is retried. */
+  readonly onFailure?: ((error: E) => IdempotencyPolicy.FailurePolicy) | undefined
+  /** The time kept before Lambda stops the invocation, to record outcomes (see `LambdaEvent.Options.margin`). */
+  readonly margin?: Duration.DurationInput | undefined
+  /** How many records are processed at once. Default `DEFAULT_CONCURRENCY` (8); ignored with `fifo`. */
+  readonly concurrency?: number | undefined
+  /** Process in order and fail every record after the first failure (SQS FIFO queues). Default `false`. */
+  readonly fifo?: boolean | undefined
+  /** The handler of one record: it runs at most once per key while its record lives (within the policies). */
+  readonly handler: (
+    body: B,
+    record: SQSRecord
+  ) => Effect.Effect<
+    A,
+    E,
+    | NoInfer<ROut>
+    | IdempotencyStore.IdempotencyStore
+    | IdempotencyContext.IdempotencyContext
+    | LambdaInvocation.Invocation
+  >
+}
+
+/**
+ * An idempotent consumer of SQS batches (see the module's documentation).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown>(
+  options: Options<B, BI, A, IA, E, ROut, LE>
+): Handler<SQSEvent, SQSBatchResponse> => {
+  const decodeBody = Schema.decodeUnknown(options.body)
+  const success = (options.success ?? Schema.Unknown) as Schema.Schema<A, IA>
+
+  /** One record: `true` when it is done (fresh or replayed), `false` when it goes back to the queue. */
+  const one = (record: SQSRecord) =>
+    decodeBody(record.body).pipe(
+      Effect.mapError((error) => new InvalidEvent({ detail: IdempotencyError.describeParseError(error) })),
+      Effect.flatMap((body) =>
+        runIdempotent({
+          ...options,
+          success,
+          key: options.key === undefined ? record.messageId : options.key(body, record),
+          fingerprint: options.payload === undefined ? record.body : options.payload(body, record),
+          scope: options.scope?.(body, record),
+          effect: options.handler(body, record)
+        })
+      ),
+      Effect.either,
+      Effect.flatMap((result) => {
+        if (Either.isRight(result)) return Effect.succeed(true)
+        const error = result.left
+        // the record was processed: only its outcome could not be kept, and it never runs again
+        if ((error as { readonly _tag?: unknown })._tag === "OutcomeNotReplayable") return Effect.succeed(true)
+        return Effect.as(
+          Effect.logWarning("a record failed; it goes back to the queue", error).pipe(
+            Effect.annotateLogs({ messageId: record.messageId })
+          ),
+          false
+        )
+      })
+    )
+
+  return internal.serve(options.name, options.layer, (event: SQSEvent) =>
+    Effect.gen(function*() {
+      const records = event.Records
+      let done: ReadonlyArray<boolean>
+      if (options.fifo === true) {
+        const results: Array<boolean> = []
+        for (const record of records) {
+          // after the first failure, nothing more runs: the rest go back to the queue in order
+          if (results.includes(false)) results.push(false)
+          else results.push(yield* one(record))
+        }
+        done = results
+      } else {
+        done = yield* Effect.forEach(records, one, {
+          concurrency: Math.max(1, options.concurrency ?? DEFAULT_CONCURRENCY)
+        })
+      }
+      return {
+        batchItemFailures: records.filter((_, i) => !done[i]).map((record) => ({ itemIdentifier: record.messageId }))
+      }
+    }))
+}

@@ -1,0 +1,152 @@
+/**
+ * The adapter for any event, on the memory store, invoked by the Lambda-like runner: decoding, keys,
+ * replays of successes and of stored failures, the deadline taken from the invocation's remaining
+ * time, and an execution environment's runtime built once (and again after a failed build).
+ */
+import { IdempotencyContext, IdempotencyStore } from "@effect-idempotency/core"
+import { LambdaEvent } from "@effect-idempotency/lambda"
+import { assert, describe, it } from "@effect/vitest"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import { invoke, invokeAsync, makeDownstream } from "./utils/LambdaRunner.js"
+
+const ShipEvent = Schema.Struct({
+  id: Schema.String,
+  "detail-type": Schema.Literal("OrderPlaced"),
+  detail: Schema.Struct({ orderId: Schema.String, items: Schema.Int })
+})
+const Shipped = Schema.Struct({ trackingId: Schema.String, replayedByCarrier: Schema.Boolean })
+class Refused extends Schema.TaggedError<Refused>()("Refused", { reason: Schema.String }) {}
+
+const event = (orderId: string, items = 2) => ({
+  version: "0",
+  id: `evt-${orderId}`,
+  "detail-type": "OrderPlaced" as const,
+  source: "orders",
+  time: "2026-11-30T00:00:00Z",
+  detail: { orderId, items }
+})
+
+/** A shipping function over a carrier that counts its writes. */
+const shipping = (
+  options: { readonly answerAfter?: Duration.DurationInput; readonly timeout?: Duration.DurationInput } = {}
+) => {
+  const carrier = makeDownstream({ deduplicate: false })
+  const handler = LambdaEvent.idempotent({
+    name: "ship-order",
+    layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+    event: ShipEvent,
+    key: (event) => event.detail.orderId,
+    payload: (event) => event.detail,
+    success: Shipped,
+    failure: Refused,
+    onTimeout: "markUnknown",
+    ...(options.timeout === undefined ? {} : { timeout: options.timeout }),
+    handler: (event) =>
+      Effect.gen(function*() {
+        if (event.detail.items > 100) return yield* new Refused({ reason: "too many items" })
+        const key = yield* IdempotencyContext.stepKey("carrier")
+        const receipt = yield* carrier.write(event.detail.orderId, key, options.answerAfter ?? 0)
+        return { trackingId: `track-${event.detail.orderId}`, replayedByCarrier: receipt.replayed }
+      })
+  })
+  return { carrier, handler }
+}
+
+describe("LambdaEvent.idempotent", () => {
+  it.live("runs once per key; a retry gets the recorded result, encoded", () =>
+    Effect.gen(function*() {
+      const { carrier, handler } = shipping()
+      const first = yield* invoke(handler, event("o-1"), "3 seconds")
+      const retry = yield* invoke(handler, event("o-1"), "3 seconds")
+      assert.deepStrictEqual(first._tag === "Ok" && first.value, { trackingId: "track-o-1", replayedByCarrier: false })
+      assert.deepStrictEqual(retry._tag === "Ok" && retry.value, { trackingId: "track-o-1", replayedByCarrier: false })
+      assert.strictEqual(carrier.total(), 1)
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("a stored failure is rejected again on every retry, and the handler does not run again", () =>
+    Effect.gen(function*() {
+      const { carrier, handler } = shipping()
+      const first = yield* invoke(handler, event("o-2", 500), "3 seconds")
+      const retry = yield* invoke(handler, event("o-2", 500), "3 seconds")
+      assert.isTrue(first._tag === "Error" && first.error instanceof Refused)
+      assert.isTrue(retry._tag === "Error" && retry.error instanceof Refused)
+      assert.strictEqual(carrier.total(), 0)
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("the same key with another payload is KeyReused; an event that does not decode is InvalidEvent", () =>
+    Effect.gen(function*() {
+      const { handler } = shipping()
+      yield* invoke(handler, event("o-3"), "3 seconds")
+      const reused = yield* invoke(handler, event("o-3", 3), "3 seconds")
+      assert.isTrue(reused._tag === "Error" && (reused.error as { _tag?: string })._tag === "KeyReused")
+      const invalid = yield* invoke(handler, { detail: { orderId: 1, secret: "sk_live_x" } }, "3 seconds")
+      assert.isTrue(invalid._tag === "Error" && (invalid.error as { _tag?: string })._tag === "InvalidEvent")
+      assert.notInclude(String((invalid as { error: Error }).error.message), "sk_live")
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("the deadline comes from the remaining time: a late answer is a timeout before Lambda's cut-off", () =>
+    Effect.gen(function*() {
+      // the carrier writes at once and answers after 5 s; the function has 1.2 s
+      const { carrier, handler } = shipping({ answerAfter: "5 seconds" })
+      const attempts = yield* invokeAsync(handler, event("o-4"), {
+        timeout: "1200 millis",
+        retryDelays: ["100 millis", "100 millis"]
+      })
+      // every attempt answered before the runner's cut-off: the first timed out, the retries got the
+      // recorded "outcome unknown" (markUnknown) without calling the carrier
+      assert.deepStrictEqual(attempts.map((a) => a._tag), ["Error", "Error", "Error"])
+      assert.deepStrictEqual(
+        attempts.map((a) => a._tag === "Error" && (a.error as { _tag?: string })._tag),
+        ["DownstreamTimeout", "DownstreamTimeout", "DownstreamTimeout"]
+      )
+      assert.strictEqual(carrier.total(), 1)
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("too little time left is InsufficientTime, before any store call", () =>
+    Effect.gen(function*() {
+      const { carrier, handler } = shipping()
+      const result = yield* Effect.promise(() =>
+        handler(event("o-5"), {
+          awsRequestId: "r-1",
+          getRemainingTimeInMillis: () => 0
+        }).then(() => "ok", (error: unknown) => (error as { _tag?: string })._tag)
+      )
+      assert.strictEqual(result, "InsufficientTime")
+      assert.strictEqual(carrier.total(), 0)
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("the runtime is built once per execution environment, and again after a failed build", () =>
+    Effect.gen(function*() {
+      let builds = 0
+      const layer = Layer.unwrapEffect(Effect.sync(() => {
+        builds++
+        return builds === 1
+          ? Layer.fail("the store is not reachable")
+          : IdempotencyStore.layerMemoryWith({ warn: false })
+      }))
+      const handler = LambdaEvent.idempotent({
+        name: "ping",
+        layer,
+        event: Schema.Struct({ id: Schema.String }),
+        key: (event) => event.id,
+        success: Schema.String,
+        handler: () => Effect.succeed("pong")
+      })
+      const cold = yield* invoke(handler, { id: "1" }, "3 seconds")
+      assert.isTrue(cold._tag === "Error" && (cold.error as { _tag?: string })._tag === "LayerUnavailable")
+      for (let i = 0; i < 3; i++) {
+        const warm = yield* invoke(handler, { id: `${i}` }, "3 seconds")
+        assert.deepStrictEqual(warm._tag === "Ok" && warm.value, "pong")
+      }
+      assert.strictEqual(builds, 2)
+      yield* Effect.promise(() => handler.dispose())
+    }))
+})

@@ -1,0 +1,72 @@
+/**
+ * SQS batches on the memory store: a partial batch response with the failed records only, a record
+ * whose body does not decode, a duplicate delivery in one batch, a record already processed counted
+ * as done, and FIFO order (the first failure fails every record after it).
+ */
+import { IdempotencyStore } from "@effect-idempotency/core"
+import { LambdaSqs } from "@effect-idempotency/lambda"
+import { assert, describe, it } from "@effect/vitest"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import { invoke, sqsRecord } from "./utils/LambdaRunner.js"
+
+class Unavailable extends Data.TaggedError("Unavailable")<{}> {}
+
+const Charge = Schema.parseJson(Schema.Struct({ chargeId: Schema.String, cents: Schema.Int }))
+
+const consumer = (options: { readonly fifo?: boolean; readonly failing?: ReadonlySet<string> } = {}) => {
+  const charged: Array<string> = []
+  const handler = LambdaSqs.batch({
+    name: "charge",
+    layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+    body: Charge,
+    key: (charge) => charge.chargeId,
+    fifo: options.fifo ?? false,
+    handler: (charge) =>
+      options.failing?.has(charge.chargeId) === true
+        ? Effect.fail(new Unavailable())
+        : Effect.sync(() => void charged.push(charge.chargeId))
+  })
+  return { charged, handler }
+}
+
+const record = (id: string, chargeId: string) => sqsRecord(id, JSON.stringify({ chargeId, cents: 100 }), 1)
+
+describe("LambdaSqs.batch", () => {
+  it.live("answers with the failed records only; a redelivered record is replayed, not charged again", () =>
+    Effect.gen(function*() {
+      const { charged, handler } = consumer({ failing: new Set(["c-2"]) })
+      const first = yield* invoke(handler, {
+        Records: [record("m-1", "c-1"), record("m-2", "c-2"), sqsRecord("m-3", "not json", 1)]
+      }, "3 seconds")
+      assert.deepStrictEqual(first._tag === "Ok" && first.value, {
+        batchItemFailures: [{ itemIdentifier: "m-2" }, { itemIdentifier: "m-3" }]
+      })
+      const again = yield* invoke(handler, { Records: [record("m-1", "c-1"), record("m-4", "c-4")] }, "3 seconds")
+      assert.deepStrictEqual(again._tag === "Ok" && again.value, { batchItemFailures: [] })
+      assert.deepStrictEqual(charged, ["c-1", "c-4"])
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("a duplicate delivery in one batch is charged once", () =>
+    Effect.gen(function*() {
+      const { charged, handler } = consumer()
+      yield* invoke(handler, { Records: [record("m-1", "c-1"), record("m-1", "c-1")] }, "3 seconds")
+      assert.deepStrictEqual(charged, ["c-1"])
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("fifo: records run in order, and the first failure fails every record after it", () =>
+    Effect.gen(function*() {
+      const { charged, handler } = consumer({ fifo: true, failing: new Set(["c-2"]) })
+      const result = yield* invoke(handler, {
+        Records: [record("m-1", "c-1"), record("m-2", "c-2"), record("m-3", "c-3")]
+      }, "3 seconds")
+      assert.deepStrictEqual(result._tag === "Ok" && result.value, {
+        batchItemFailures: [{ itemIdentifier: "m-2" }, { itemIdentifier: "m-3" }]
+      })
+      assert.deepStrictEqual(charged, ["c-1"])
+      yield* Effect.promise(() => handler.dispose())
+    }))
+})
