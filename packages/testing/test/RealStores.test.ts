@@ -26,16 +26,16 @@ const TIMEOUT = { timeout: 600_000 }
 
 /** The two known-good configurations, played against the store of the context. */
 const properties = {
-  exactlyOnce: RetryProperty.make({
+  exactlyOnce: {
     operation: createOrder({ name: "create-order-exactly-once", timeout: "2 seconds", onTimeout: "keepLease" }),
     payload: order,
     platform: PlatformModel.awsLambdaAsync,
     deduplicate: true,
     services: OrdersApiSimulated,
     store: IdempotencyStore.IdempotencyStore,
-    require: "exactlyOnce"
-  }),
-  atMostOnce: RetryProperty.make({
+    require: "exactlyOnce" as const
+  },
+  atMostOnce: {
     operation: createOrder({
       name: "create-order-at-most-once",
       timeout: "2 seconds",
@@ -46,8 +46,9 @@ const properties = {
     platform: PlatformModel.awsLambdaAsync,
     deduplicate: false,
     services: OrdersApiSimulated,
+    downstream: { failures: ["Rejected", "Unavailable"] },
     store: IdempotencyStore.IdempotencyStore
-  })
+  }
 }
 
 const knownGood = (it: Vitest.MethodsNonLive<IdempotencyStore.IdempotencyStore>, numRuns: number) => {
