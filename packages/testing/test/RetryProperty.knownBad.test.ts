@@ -171,6 +171,21 @@ describe("RetryProperty catches known-bad configurations", () => {
   })
 
   it.effect(
+    "a write that lands after its caller gave up is written once under timeout policy `markUnknown`",
+    () =>
+      Effect.gen(function*() {
+        const late = SimulatedDownstream.writeLandsLate({ applyAfter: "2500 millis", answerAfter: "2800 millis" })
+        const options = property({ timeout: "2 seconds", onTimeout: "markUnknown" }, { faults: false })
+        const report = yield* RetryProperty.play(options)(retriedOnce(late))
+        assert.deepStrictEqual(report.violations, [], report.text)
+        assert.strictEqual(report.writes, 1)
+        assert.include(report.timeline, "write #1 applied, after its caller gave up")
+        assert.strictEqual(report.guarantee, "atMostOnce")
+      }),
+    TIMEOUT
+  )
+
+  it.effect(
     "a crash after the downstream call, without deduplication: the lost completion leads to a second write",
     () =>
       Effect.gen(function*() {
