@@ -7,7 +7,10 @@ export default mergeConfig(
     test: {
       name: "testing",
       // added to the shared `test/**/*.test.ts`: the example users copy is a test file too
-      include: ["examples/**/*.test.ts"]
+      include: ["examples/**/*.test.ts"],
+      // DynamoDB Local (when Java is found; required in CI) and dynalite, started as the DynamoDB
+      // store's own tests start them, for the retry property on the real stores
+      globalSetup: ["../dynamodb/test/globalSetup.ts"]
     }
   })
 )

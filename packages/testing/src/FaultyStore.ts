@@ -1,38 +1,25 @@
 /**
- * A fault-injecting `IdempotencyStore`: wraps any store and injects, by script or at random, a
- * connection failure (`StoreUnavailable`, before the request reached the store or after it was
- * applied), latency (before the request, or after it was applied: a paused instance), or a crash of
- * the attempt at a named point of the protocol, so that lost completions can be reproduced.
+ * A fault-injecting `IdempotencyStore`: wraps any store and injects, into the calls made inside
+ * `withFaults(faults)`, a connection failure (`StoreUnavailable`, before the request reached the
+ * store or after it was applied), latency (before the request, or after it was applied: a paused
+ * instance), or a crash of the attempt at a named point of the protocol, so that lost completions
+ * can be reproduced. The faults are a list, written by hand or drawn by fast-check (`arbitrary`).
  *
  * ```ts
  * import { IdempotencyStore } from "@effect-idempotency/core"
  * import { FaultyStore } from "@effect-idempotency/testing"
+ * import { Effect } from "effect"
  *
- * // the first attempt crashes after its downstream call, before recording the outcome
- * const StoreLive = FaultyStore.layer(IdempotencyStore.layerMemoryWith({ warn: false }), {
- *   script: [FaultyStore.crash("afterDownstream")]
- * })
+ * // this attempt crashes after its downstream call, before recording the outcome
+ * const crashed = createOrder.run(request).pipe(
+ *   FaultyStore.withFaults([FaultyStore.crash("afterDownstream")]),
+ *   Effect.provide(FaultyStore.layer(IdempotencyStore.layerMemoryWith({ warn: false })))
+ * )
  * ```
- *
- * Crash points:
- *
- * | point | where the attempt dies |
- * | --- | --- |
- * | `beforeReserve` | before its reservation reaches the store |
- * | `afterReserve` | after the store applied its reservation, before the downstream call |
- * | `afterDownstream` | after the downstream call ended, before any record of it (`complete`, `release`, `markFailed`) |
- * | `beforeComplete` | after the downstream call, before `complete` records the outcome |
- * | `afterComplete` | after the store recorded the outcome, before the attempt answers |
- *
- * A crash interrupts the attempt's fiber, like a platform that kills the function instance: the
- * record keeps its lease, which bounds how long the key stays blocked.
  *
  * @since 0.1.0
  */
-import type { IdempotencyRecord } from "@effect-idempotency/core"
 import { IdempotencyError, IdempotencyStore } from "@effect-idempotency/core"
-import * as Clock from "effect/Clock"
-import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -40,7 +27,6 @@ import * as FastCheck from "effect/FastCheck"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
 import * as Layer from "effect/Layer"
-import * as Random from "effect/Random"
 import * as format from "./internal/format.js"
 import * as trace from "./internal/trace.js"
 
@@ -53,7 +39,15 @@ import * as trace from "./internal/trace.js"
 export type Method = "reserve" | "complete" | "release" | "markFailed" | "extend" | "get" | "purgeExpired"
 
 /**
- * A named point of the protocol where an attempt can crash.
+ * A named point of the protocol where an attempt can crash:
+ *
+ * | point | where the attempt dies |
+ * | --- | --- |
+ * | `beforeReserve` | before its reservation reaches the store |
+ * | `afterReserve` | after the store applied its reservation, before the downstream call |
+ * | `afterDownstream` | after the downstream call ended, before any record of it (`complete`, `release`, `markFailed`) |
+ * | `beforeComplete` | after the downstream call, before `complete` records the outcome |
+ * | `afterComplete` | after the store recorded the outcome, before the attempt answers |
  *
  * @since 0.1.0
  * @category models
@@ -61,14 +55,14 @@ export type Method = "reserve" | "complete" | "release" | "markFailed" | "extend
 export type CrashPoint = "beforeReserve" | "afterReserve" | "afterDownstream" | "beforeComplete" | "afterComplete"
 
 /**
- * A fault.
+ * A fault, applied once, to the first matching store call.
  *
  * - `Unavailable`: the call fails with `StoreUnavailable`. With `applied`, the store applied the
  *   request first and only the answer was lost.
  * - `Latency`: the call takes `millis` longer: before the request reaches the store, or, with
- *   `applied`, after the store applied it (the instance paused before it saw the answer: the clock
- *   jumps past leases from its point of view).
- * - `Crash`: the attempt dies at `point`.
+ *   `applied`, after the store applied it (the instance paused before it saw the answer).
+ * - `Crash`: the attempt's fiber is interrupted at `point`, like a platform that kills the instance:
+ *   the record keeps its lease, which bounds how long the key stays blocked.
  *
  * @since 0.1.0
  * @category models
@@ -107,12 +101,7 @@ export const latency = (
   method: Method,
   duration: Duration.DurationInput,
   options?: { readonly applied?: boolean | undefined }
-): Fault =>
-  Fault.Latency({
-    method,
-    millis: Math.max(0, Math.round(Duration.toMillis(Duration.decode(duration)))),
-    applied: options?.applied ?? false
-  })
+): Fault => Fault.Latency({ method, millis: format.toMillis(duration), applied: options?.applied ?? false })
 
 /**
  * The attempt pauses for `duration` right after its reservation was applied (a stalled instance:
@@ -138,20 +127,17 @@ export const crash = (point: CrashPoint): Fault => Fault.Crash({ point })
  * @since 0.1.0
  * @category utils
  */
-export const describe = (fault: Fault): string => {
-  switch (fault._tag) {
-    case "Unavailable":
-      return fault.applied
-        ? `store unavailable on ${fault.method} after the store applied it (answer lost)`
-        : `store unavailable on ${fault.method} (not applied)`
-    case "Latency":
-      return fault.applied
-        ? `pause of ${format.millis(fault.millis)} after the store applied ${fault.method}`
-        : `${format.millis(fault.millis)} latency before ${fault.method}`
-    case "Crash":
-      return `crash ${CRASH_POINTS[fault.point]}`
-  }
-}
+export const describe: (fault: Fault) => string = Fault.$match({
+  Unavailable: ({ applied, method }) =>
+    applied
+      ? `store unavailable on ${method} after the store applied it (answer lost)`
+      : `store unavailable on ${method} (not applied)`,
+  Latency: ({ applied, method, millis }) =>
+    applied
+      ? `pause of ${format.millis(millis)} after the store applied ${method}`
+      : `${format.millis(millis)} latency before ${method}`,
+  Crash: ({ point }) => `crash ${CRASH_POINTS[point]}`
+})
 
 const CRASH_POINTS: Record<CrashPoint, string> = {
   beforeReserve: "before reserve",
@@ -161,74 +147,12 @@ const CRASH_POINTS: Record<CrashPoint, string> = {
   afterComplete: "after complete"
 }
 
-/**
- * A fault that was injected.
- *
- * @since 0.1.0
- * @category models
- */
-export interface Injection {
-  /** `Clock` time of the injection. */
-  readonly at: number
-  readonly method: Method
-  readonly fault: Fault
-  /** The attempt that was hit, when the call ran inside a `RetryProperty` case. */
-  readonly attempt: string | undefined
-}
+/** The faults of the current fiber (and the fibers it forks), consumed as they apply. */
+const currentFaults = FiberRef.unsafeMake<Array<Fault>>([])
 
 /**
- * Faults drawn at random (with Effect's `Random`, so a seeded `Random` repeats them), per store call.
- *
- * @since 0.1.0
- * @category models
- */
-export interface RandomFaults {
-  /** Probability that a call fails with `StoreUnavailable` (before or after the store applied it, half each). */
-  readonly unavailable?: number | undefined
-  /** Probability and bound of latency before a call. */
-  readonly latency?: { readonly probability: number; readonly max: Duration.DurationInput } | undefined
-  /** Probability of a crash at each crash point a call passes. */
-  readonly crash?: number | undefined
-  /** The methods faults are drawn for. Default: every method. */
-  readonly methods?: ReadonlyArray<Method> | undefined
-}
-
-/**
- * Options of the fault-injecting store.
- *
- * @since 0.1.0
- * @category models
- */
-export interface Options {
-  /** Faults injected in order: each applies once, to the first matching call. */
-  readonly script?: Iterable<Fault> | undefined
-  /** Faults drawn at random for calls no scripted fault matches. */
-  readonly random?: RandomFaults | undefined
-}
-
-/**
- * Controls the faults of a fault-injecting store.
- *
- * @since 0.1.0
- * @category tags
- */
-export class FaultyStore extends Context.Tag("@effect-idempotency/testing/FaultyStore")<
-  FaultyStore,
-  {
-    /** Appends faults to the script. */
-    readonly inject: (faults: Iterable<Fault>) => Effect.Effect<void>
-    /** Every fault injected so far. */
-    readonly injected: Effect.Effect<ReadonlyArray<Injection>>
-  }
->() {}
-
-/** Faults local to a fiber (and the fibers it forks): consumed before the store's own script. */
-const localFaults = FiberRef.unsafeMake<Array<Fault> | undefined>(undefined)
-
-/**
- * Runs `effect` with its own faults: store calls made inside it (by a fault-injecting store) take
- * faults from `faults` first, then from the store's script. Used to give each attempt of a
- * simulated retry its own faults.
+ * Runs `effect` with `faults`: each applies once, to the first matching call that a fault-injecting
+ * store receives from `effect` or the fibers it forks. Give each attempt of a simulated retry its own.
  *
  * @since 0.1.0
  * @category combinators
@@ -239,216 +163,75 @@ export const withFaults: {
 } = dual(
   2,
   <A, E, R>(effect: Effect.Effect<A, E, R>, faults: Iterable<Fault>): Effect.Effect<A, E, R> =>
-    Effect.suspend(() => Effect.locally(effect, localFaults, Array.from(faults)))
+    Effect.suspend(() => Effect.locally(effect, currentFaults, Array.from(faults)))
 )
 
-type Phase = "before" | "after"
+const RECORDING: ReadonlyArray<Method> = ["complete", "release", "markFailed"]
 
-const RECORDING: ReadonlySet<Method> = new Set(["complete", "release", "markFailed"])
-
-/** Whether `fault` applies to a call of `method` in `phase`. */
-const matches = (fault: Fault, method: Method, phase: Phase): boolean => {
-  switch (fault._tag) {
-    case "Unavailable":
-    case "Latency":
-      return fault.method === method && (phase === "after") === fault.applied
-    case "Crash":
-      switch (fault.point) {
-        case "beforeReserve":
-          return phase === "before" && method === "reserve"
-        case "afterReserve":
-          return phase === "after" && method === "reserve"
-        case "afterDownstream":
-          return phase === "before" && RECORDING.has(method)
-        case "beforeComplete":
-          return phase === "before" && method === "complete"
-        case "afterComplete":
-          return phase === "after" && method === "complete"
-      }
+/** Whether `fault` applies to a call of `method`, before the request (`after: false`) or once it was applied. */
+const matches = (fault: Fault, method: Method, after: boolean): boolean => {
+  if (fault._tag !== "Crash") return fault.method === method && fault.applied === after
+  switch (fault.point) {
+    case "beforeReserve":
+    case "afterReserve":
+      return method === "reserve" && after === (fault.point === "afterReserve")
+    case "afterDownstream":
+      return !after && RECORDING.includes(method)
+    case "beforeComplete":
+    case "afterComplete":
+      return method === "complete" && after === (fault.point === "afterComplete")
   }
 }
 
-const takeFirst = (faults: Array<Fault> | undefined, method: Method, phase: Phase): Fault | undefined => {
-  if (faults === undefined) return undefined
-  const index = faults.findIndex((fault) => matches(fault, method, phase))
-  return index < 0 ? undefined : faults.splice(index, 1)[0]
-}
-
-const CRASHES: ReadonlyArray<readonly [CrashPoint, Method, Phase]> = [
-  ["beforeReserve", "reserve", "before"],
-  ["afterReserve", "reserve", "after"],
-  ["afterDownstream", "complete", "before"],
-  ["afterDownstream", "release", "before"],
-  ["afterDownstream", "markFailed", "before"],
-  ["afterComplete", "complete", "after"]
-]
-
-interface Drawn {
-  readonly before: Fault | undefined
-  readonly after: Fault | undefined
-}
-
-const none: Drawn = { before: undefined, after: undefined }
-
-/** Draws the random faults of one call: at most one before the request and one after it. */
-const drawRandom = (random: RandomFaults, method: Method): Effect.Effect<Drawn> =>
-  Effect.gen(function*() {
-    if (random.methods !== undefined && !random.methods.includes(method)) return none
-    let before: Fault | undefined
-    let after: Fault | undefined
-    const crash = random.crash ?? 0
-    for (const [point, m, phase] of CRASHES) {
-      if (m !== method || crash <= 0 || (yield* Random.next) >= crash) continue
-      if (phase === "before") return { before: Fault.Crash({ point }), after: undefined }
-      after = Fault.Crash({ point })
-    }
-    const unavailable = random.unavailable ?? 0
-    if (unavailable > 0 && (yield* Random.next) < unavailable) {
-      const applied = yield* Random.nextBoolean
-      if (!applied) return { before: Fault.Unavailable({ method, applied }), after: undefined }
-      after = after ?? Fault.Unavailable({ method, applied })
-    }
-    const latency = random.latency
-    if (latency !== undefined && (yield* Random.next) < latency.probability) {
-      const max = Math.max(0, Math.round(Duration.toMillis(Duration.decode(latency.max))))
-      before = Fault.Latency({ method, millis: yield* Random.nextIntBetween(0, max + 1), applied: false })
-    }
-    return { before, after }
+/** Takes the fault of the current fiber that applies to the call, if any, and applies it. */
+const inject = (method: Method, after: boolean): Effect.Effect<void, IdempotencyError.StoreUnavailable> =>
+  Effect.flatMap(FiberRef.get(currentFaults), (faults) => {
+    const index = faults.findIndex((fault) => matches(fault, method, after))
+    if (index < 0) return Effect.void
+    const fault = faults.splice(index, 1)[0]!
+    return Effect.zipRight(
+      trace.record("fault", describe(fault)),
+      Fault.$match(fault, {
+        Unavailable: () =>
+          Effect.fail(new IdempotencyError.StoreUnavailable({ method, cause: "injected fault: store unavailable" })),
+        Latency: ({ millis }) => Effect.sleep(Duration.millis(millis)),
+        Crash: () => Effect.interrupt
+      })
+    )
   })
 
+const wrap = <A, E>(method: Method, call: Effect.Effect<A, E>) =>
+  inject(method, false).pipe(Effect.zipRight(call), Effect.tap(() => inject(method, true)))
+
 /**
- * Wraps a store: returns the fault-injecting store and its control.
+ * Wraps a store: its calls meet the faults of the calling fiber (`withFaults`); without any, it is
+ * the store itself.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const make = (
-  store: IdempotencyStore.IdempotencyStore["Type"],
-  options?: Options
-): Effect.Effect<{
-  readonly store: IdempotencyStore.IdempotencyStore["Type"]
-  readonly control: FaultyStore["Type"]
-}> =>
-  Effect.sync(() => {
-    const script: Array<Fault> = options?.script === undefined ? [] : Array.from(options.script)
-    const injected: Array<Injection> = []
-
-    const scripted = (method: Method, phase: Phase): Effect.Effect<Fault | undefined> =>
-      Effect.map(FiberRef.get(localFaults), (local) =>
-        takeFirst(local, method, phase) ?? takeFirst(script, method, phase))
-
-    const inject = (method: Method, fault: Fault) =>
-      Effect.gen(function*() {
-        const at = yield* Clock.currentTimeMillis
-        const attempt = yield* FiberRef.get(trace.currentAttempt)
-        injected.push({ at, method, fault, attempt })
-        yield* trace.record("fault", describe(fault))
-      })
-
-    const unavailableError = (method: Method) =>
-      new IdempotencyError.StoreUnavailable({ method, cause: "injected fault: store unavailable" })
-
-    /** Applies the fault of a phase: fails, delays or crashes; `undefined` lets the call proceed. */
-    const applyFault = (method: Method, fault: Fault): Effect.Effect<void, IdempotencyError.StoreUnavailable> =>
-      Effect.zipRight(
-        inject(method, fault),
-        Fault.$match(fault, {
-          Unavailable: () =>
-            Effect.fail(unavailableError(method)),
-          Latency: ({ millis }) => millis > 0 ? Effect.sleep(Duration.millis(millis)) : Effect.void,
-          Crash: () => Effect.interrupt
-        })
-      )
-
-    const wrap = <A, E>(
-      method: Method,
-      call: Effect.Effect<A, E>
-    ): Effect.Effect<A, E | IdempotencyError.StoreUnavailable> =>
-      Effect.gen(function*() {
-        // a scripted fault takes the place of the random draw for its call
-        let before = yield* scripted(method, "before")
-        let drawnAfter: Fault | undefined
-        if (before === undefined && options?.random !== undefined) {
-          const drawn = yield* drawRandom(options.random, method)
-          before = drawn.before
-          drawnAfter = drawn.after
-        }
-        if (before !== undefined) yield* applyFault(method, before)
-        const result = yield* call
-        const after = (yield* scripted(method, "after")) ?? drawnAfter
-        if (after !== undefined) yield* applyFault(method, after)
-        return result
-      })
-
-    const faulty: IdempotencyStore.IdempotencyStore["Type"] = {
-      reserve: (request) => wrap("reserve", store.reserve(request)),
-      complete: (request) => wrap("complete", store.complete(request)),
-      release: (request) => wrap("release", store.release(request)),
-      markFailed: (request) => wrap("markFailed", store.markFailed(request)),
-      extend: (request) => wrap("extend", store.extend(request)),
-      get: (id: IdempotencyRecord.RecordId) => wrap("get", store.get(id)),
-      purgeExpired: (purgeOptions) => wrap("purgeExpired", store.purgeExpired(purgeOptions))
-    }
-
-    const control = FaultyStore.of({
-      inject: (faults) =>
-        Effect.sync(() => {
-          script.push(...faults)
-        }),
-      injected: Effect.sync(() => injected.slice())
-    })
-
-    return { store: faulty, control }
-  })
+export const make = (store: IdempotencyStore.IdempotencyStore["Type"]): IdempotencyStore.IdempotencyStore["Type"] => ({
+  reserve: (request) => wrap("reserve", store.reserve(request)),
+  complete: (request) => wrap("complete", store.complete(request)),
+  release: (request) => wrap("release", store.release(request)),
+  markFailed: (request) => wrap("markFailed", store.markFailed(request)),
+  extend: (request) => wrap("extend", store.extend(request)),
+  get: (id) => wrap("get", store.get(id)),
+  purgeExpired: (options) => wrap("purgeExpired", store.purgeExpired(options))
+})
 
 /**
- * Wraps the store of a layer: provides the fault-injecting store and its control.
+ * Wraps the store of a layer.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer: {
-  (options?: Options): <E, R>(
-    store: Layer.Layer<IdempotencyStore.IdempotencyStore, E, R>
-  ) => Layer.Layer<IdempotencyStore.IdempotencyStore | FaultyStore, E, R>
-  <E, R>(
-    store: Layer.Layer<IdempotencyStore.IdempotencyStore, E, R>,
-    options?: Options
-  ): Layer.Layer<IdempotencyStore.IdempotencyStore | FaultyStore, E, R>
-} = dual(
-  (args) => Layer.isLayer(args[0]),
-  <E, R>(
-    store: Layer.Layer<IdempotencyStore.IdempotencyStore, E, R>,
-    options?: Options
-  ): Layer.Layer<IdempotencyStore.IdempotencyStore | FaultyStore, E, R> =>
-    Layer.effectContext(
-      Effect.gen(function*() {
-        const base = yield* IdempotencyStore.IdempotencyStore
-        const { control, store: faulty } = yield* make(base, options)
-        return Context.make(IdempotencyStore.IdempotencyStore, faulty).pipe(Context.add(FaultyStore, control))
-      })
-    ).pipe(Layer.provide(store))
-)
-
-/**
- * Appends faults to the script of the fault-injecting store of the context.
- *
- * @since 0.1.0
- * @category accessors
- */
-export const inject = (faults: Iterable<Fault>): Effect.Effect<void, never, FaultyStore> =>
-  Effect.flatMap(FaultyStore, (control) => control.inject(faults))
-
-/**
- * Every fault the fault-injecting store of the context injected.
- *
- * @since 0.1.0
- * @category accessors
- */
-export const injected: Effect.Effect<ReadonlyArray<Injection>, never, FaultyStore> = Effect.flatMap(
-  FaultyStore,
-  (control) => control.injected
-)
+export const layer = <E, R>(
+  store: Layer.Layer<IdempotencyStore.IdempotencyStore, E, R>
+): Layer.Layer<IdempotencyStore.IdempotencyStore, E, R> =>
+  Layer.effect(IdempotencyStore.IdempotencyStore, Effect.map(IdempotencyStore.IdempotencyStore, make)).pipe(
+    Layer.provide(store)
+  )
 
 /**
  * Options of `arbitrary`.
@@ -475,28 +258,28 @@ export interface ArbitraryOptions {
  * @category arbitraries
  */
 export const arbitrary = (options: ArbitraryOptions): FastCheck.Arbitrary<ReadonlyArray<Fault>> => {
-  const max = Math.max(1, Math.round(Duration.toMillis(Duration.decode(options.maxLatency))))
   const methods = options.methods ?? ["reserve", "complete", "release", "markFailed", "extend"]
   const points = options.crashPoints ??
     ["beforeReserve", "afterReserve", "afterDownstream", "beforeComplete", "afterComplete"]
-  const choices: Array<{ readonly weight: number; readonly arbitrary: FastCheck.Arbitrary<Fault> }> = []
-  if (points.length > 0) {
-    choices.push({ weight: 3, arbitrary: FastCheck.constantFrom(...points).map((point) => Fault.Crash({ point })) })
-  }
+  const millis = FastCheck.integer({ min: 0, max: Math.max(1, format.toMillis(options.maxLatency)) })
+  const choices: Array<FastCheck.WeightedArbitrary<Fault>> = []
+  if (points.length > 0) choices.push({ weight: 3, arbitrary: FastCheck.constantFrom(...points).map(crash) })
   if (methods.length > 0) {
     const method = FastCheck.constantFrom(...methods)
-    choices.push({
-      weight: 3,
-      arbitrary: FastCheck.tuple(method, FastCheck.boolean()).map(([method, applied]) =>
-        Fault.Unavailable({ method, applied })
-      )
-    })
-    choices.push({
-      weight: 2,
-      arbitrary: FastCheck.tuple(method, FastCheck.integer({ min: 0, max }), FastCheck.boolean()).map((
-        [method, millis, applied]
-      ) => Fault.Latency({ method, millis, applied }))
-    })
+    choices.push(
+      {
+        weight: 3,
+        arbitrary: FastCheck.tuple(method, FastCheck.boolean()).map(([method, applied]) =>
+          Fault.Unavailable({ method, applied })
+        )
+      },
+      {
+        weight: 2,
+        arbitrary: FastCheck.tuple(method, millis, FastCheck.boolean()).map(([method, millis, applied]) =>
+          Fault.Latency({ method, millis, applied })
+        )
+      }
+    )
   }
   if (choices.length === 0) return FastCheck.constant([])
   return FastCheck.oneof(

@@ -1,48 +1,29 @@
 /**
- * A property of an idempotent operation under a platform's retries: plays random scenarios
- * (`PlatformModel` deliveries and retries, `SimulatedDownstream` behaviours per attempt,
- * `FaultyStore` faults per attempt) under `TestClock`, and fails with a readable counterexample,
- * the shrunk timeline of events, when
- *
- * - the downstream applied a write twice (`DuplicateWrite`),
- * - an attempt returned something other than the recorded outcome (`OutcomeMismatch`),
- * - a key stayed blocked past its lease (`BlockedPastLease`),
- * - an attempt failed in a way the protocol never should (`UnexpectedFailure`), or
- * - (with `require: "exactlyOnce"`) a retry could never learn the outcome (`OutcomeLost`).
- *
- * It reports which guarantee the configuration gave over every case played:
- *
- * | guarantee | observed |
- * | --- | --- |
- * | `exactlyOnce` | never two writes, and a retry always got the outcome, without help from the downstream |
- * | `exactlyOnceWithDeduplication` | as above, but only because the downstream deduplicated a repeated call by its key |
- * | `atMostOnce` | never two writes, but some key stayed blocked with its outcome unknown (`markUnknown`) |
- * | `atLeastOnce` | some request was written twice |
- *
- * After the platform's attempts, every case ends with a probe: one more attempt, with a healthy
- * downstream, once every lease has ended. It shows what a client that tries again would get: the
- * recorded outcome, a fresh execution (and maybe a second write), or a key still blocked.
+ * A property of an idempotent operation under a platform's retries, in two parts that compose with
+ * fast-check's own runner: `arbitrary(options)` draws scenarios (the platform's deliveries and
+ * retries, the downstream's behaviour on each attempt's calls, the store faults each attempt meets),
+ * and `check(options)(scenario)` plays one under the `TestClock` of the context, then probes what a
+ * client that tries again gets once every lease has ended, and fails with the case's timeline when a
+ * write was applied twice, an attempt did not get the recorded outcome, a key stayed blocked past its
+ * lease, an attempt failed as the protocol never should, or (`require: "exactlyOnce"`) a retry could
+ * never learn the outcome. `run` and `assert` hand both to `FastCheck.check` and report the guarantee
+ * the configuration gave over every case.
  *
  * ```ts
  * import { PlatformModel, RetryProperty } from "@effect-idempotency/testing"
- * import { assert, it } from "@effect/vitest"
- * import { Effect } from "effect"
+ * import { it } from "@effect/vitest"
  *
- * it.effect("create-order writes once under Lambda's retries", () =>
- *   Effect.gen(function*() {
- *     const property = RetryProperty.make({
- *       operation: createOrder, // Idempotency.make({ ... }), calling the downstream through OrdersApi
- *       payload: { sku: "A-1", quantity: 1 },
- *       platform: PlatformModel.awsLambdaAsync,
- *       deduplicate: true, // the orders API deduplicates by the forwarded Idempotency-Key
- *       services: OrdersApiSimulated // OrdersApi over SimulatedDownstream
- *     })
- *     const report = yield* RetryProperty.assert(property, { numRuns: 200 })
- *     assert.strictEqual(report.guarantee, "exactlyOnceWithDeduplication")
- *   }))
+ * const property = {
+ *   operation: createOrder, // Idempotency.make({ ... }), calling the downstream through OrdersApi
+ *   payload: { sku: "A-1", quantity: 1 },
+ *   platform: PlatformModel.awsLambdaAsync,
+ *   deduplicate: true, // the orders API deduplicates by the forwarded Idempotency-Key
+ *   services: OrdersApiSimulated // OrdersApi over SimulatedDownstream
+ * }
+ *
+ * it.effect.prop("create-order writes once", [RetryProperty.arbitrary(property)], ([scenario]) =>
+ *   RetryProperty.check(property)(scenario), { fastCheck: { numRuns: 200 } })
  * ```
- *
- * Or one case per fast-check run, with `it.effect.prop("...", [property.arbitrary], ([scenario]) => property.check(scenario))`.
  *
  * @since 0.1.0
  */
@@ -60,8 +41,6 @@ import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
-import * as Random from "effect/Random"
-import * as Ref from "effect/Ref"
 import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
@@ -75,12 +54,16 @@ import * as format from "./internal/format.js"
 import type { Seen } from "./internal/observedStore.js"
 import { spyStore, trackInFlight } from "./internal/observedStore.js"
 import { runProbe } from "./internal/probe.js"
+import { stepwise as moveStepwise } from "./internal/stepwise.js"
 import * as trace from "./internal/trace.js"
 import * as PlatformModel from "./PlatformModel.js"
 import * as SimulatedDownstream from "./SimulatedDownstream.js"
 
 /**
- * The guarantee a configuration gave.
+ * The guarantee a configuration gave: `exactlyOnce` (never two writes, and a retry always got the
+ * outcome), `exactlyOnceWithDeduplication` (the same, only because the downstream deduplicated a
+ * repeated call by its key), `atMostOnce` (never two writes, but a key stayed blocked with its outcome
+ * unknown: `markUnknown`), `atLeastOnce` (a request was written twice).
  *
  * @since 0.1.0
  * @category models
@@ -96,43 +79,22 @@ export type Guarantee = "exactlyOnce" | "exactlyOnceWithDeduplication" | "atMost
  */
 export type Requirement = "exactlyOnce" | "atMostOnce" | "atLeastOnce"
 
-const RANK: Record<Guarantee, number> = {
-  atLeastOnce: 0,
-  atMostOnce: 1,
-  exactlyOnceWithDeduplication: 2,
-  exactlyOnce: 3
+/** The guarantees, weakest first, and how they read. */
+const GUARANTEES: Record<Guarantee, string> = {
+  atLeastOnce: "at least once",
+  atMostOnce: "at most once",
+  exactlyOnceWithDeduplication: "exactly once, with the downstream's deduplication",
+  exactlyOnce: "exactly once"
+}
+
+const weakest = (a: Guarantee, b: Guarantee): Guarantee => {
+  const rank = Object.keys(GUARANTEES)
+  return rank.indexOf(a) <= rank.indexOf(b) ? a : b
 }
 
 /**
- * The weaker of two guarantees.
- *
- * @since 0.1.0
- * @category utils
- */
-export const weakest = (a: Guarantee, b: Guarantee): Guarantee => RANK[a] <= RANK[b] ? a : b
-
-/**
- * A readable name of a guarantee.
- *
- * @since 0.1.0
- * @category utils
- */
-export const describeGuarantee = (guarantee: Guarantee): string => {
-  switch (guarantee) {
-    case "exactlyOnce":
-      return "exactly once"
-    case "exactlyOnceWithDeduplication":
-      return "exactly once, with the downstream's deduplication"
-    case "atMostOnce":
-      return "at most once"
-    case "atLeastOnce":
-      return "at least once"
-  }
-}
-
-/**
- * What one attempt of a scenario meets: the downstream's behaviours for its calls (in order; a
- * call past the list succeeds at once) and the store faults it hits.
+ * What one attempt of a scenario meets: the downstream's behaviours for its calls (in order; a call
+ * past the list succeeds at once) and the store faults it hits.
  *
  * @since 0.1.0
  * @category models
@@ -150,41 +112,23 @@ export interface AttemptPlan {
  */
 export type Scenario = PlatformModel.Plan<AttemptPlan>
 
-/**
- * A one-line description of what an attempt meets.
- *
- * @since 0.1.0
- * @category utils
- */
-export const describeAttemptPlan = (plan: AttemptPlan): string => {
-  const parts = plan.downstream.map((behaviour, i) =>
-    `${plan.downstream.length > 1 ? `call ${i + 1} ` : ""}downstream ${SimulatedDownstream.describe(behaviour)}`
-  )
-  for (const fault of plan.faults) parts.push(FaultyStore.describe(fault))
-  return parts.length === 0 ? "no fault" : parts.join("; ")
-}
-
-/**
- * A multi-line description of a scenario.
- *
- * @since 0.1.0
- * @category utils
- */
-export const describeScenario = (scenario: Scenario): string =>
-  scenario.deliveries.map((delivery, d) => {
-    const attempts = delivery.attempts.map((attempt, i) =>
-      `    ${i === 0 ? "try 1" : `retry ${i} (${format.millis(attempt.waitMs)} after a failure)`}: ${
-        describeAttemptPlan(attempt.value)
-      }`
-    )
-    return [`  delivery ${d + 1}: ${delivery.source} at ${format.offset(delivery.atMs)}`, ...attempts].join("\n")
-  }).join("\n")
-
-const withToString = (scenario: Scenario): Scenario =>
-  Object.defineProperty({ ...scenario }, FastCheck.toStringMethod, {
-    value: () => `\n${describeScenario(scenario)}\n`,
-    enumerable: false
-  })
+const describeScenario = (scenario: Scenario): string =>
+  scenario.deliveries.map((delivery, d) =>
+    [
+      `  delivery ${d + 1}: ${delivery.source} at ${format.offset(delivery.atMs)}`,
+      ...delivery.attempts.map(({ value, waitMs }, i) => {
+        const calls = value.downstream.map((behaviour, call) =>
+          `${value.downstream.length > 1 ? `call ${call + 1} ` : ""}downstream ${
+            SimulatedDownstream.describe(behaviour)
+          }`
+        )
+        const meets = [...calls, ...value.faults.map(FaultyStore.describe)]
+        return `    ${i === 0 ? "try 1" : `retry ${i} (${format.millis(waitMs)} after a failure)`}: ${
+          meets.length === 0 ? "no fault" : meets.join("; ")
+        }`
+      })
+    ].join("\n")
+  ).join("\n")
 
 /**
  * A violation found in one case.
@@ -208,26 +152,13 @@ export type Violation = Data.TaggedEnum<{
  */
 export const Violation = Data.taggedEnum<Violation>()
 
-/**
- * A one-line description of a violation.
- *
- * @since 0.1.0
- * @category utils
- */
-export const describeViolation = (violation: Violation): string => {
-  switch (violation._tag) {
-    case "DuplicateWrite":
-      return `duplicate write: ${violation.detail}`
-    case "OutcomeMismatch":
-      return `outcome mismatch (${violation.attempt}): ${violation.detail}`
-    case "BlockedPastLease":
-      return `blocked past its lease (${violation.attempt}): ${violation.detail}`
-    case "UnexpectedFailure":
-      return `unexpected failure (${violation.attempt}): ${violation.detail}`
-    case "OutcomeLost":
-      return `outcome lost: ${violation.detail}`
-  }
-}
+const describeViolation: (violation: Violation) => string = Violation.$match({
+  DuplicateWrite: ({ detail }) => `duplicate write: ${detail}`,
+  OutcomeMismatch: ({ attempt, detail }) => `outcome mismatch (${attempt}): ${detail}`,
+  BlockedPastLease: ({ attempt, detail }) => `blocked past its lease (${attempt}): ${detail}`,
+  UnexpectedFailure: ({ attempt, detail }) => `unexpected failure (${attempt}): ${detail}`,
+  OutcomeLost: ({ detail }) => `outcome lost: ${detail}`
+})
 
 /**
  * The result of one case.
@@ -240,8 +171,6 @@ export interface CaseReport {
   readonly violations: ReadonlyArray<Violation>
   /** The guarantee this case is consistent with. */
   readonly guarantee: Guarantee
-  /** Attempts played, the probe included. */
-  readonly attempts: number
   /** Writes the downstream applied. */
   readonly writes: number
   /** Calls the downstream deduplicated by their key. */
@@ -250,24 +179,8 @@ export interface CaseReport {
   readonly outcomeLost: boolean
   /** The events of the case, one per line, with times relative to its start. */
   readonly timeline: string
-  /** The violations, the scenario and the timeline, for a failure message. */
+  /** The violations, the scenario and the timeline. */
   readonly text: string
-}
-
-/**
- * Totals over the cases a property played.
- *
- * @since 0.1.0
- * @category models
- */
-export interface Summary {
-  readonly cases: number
-  /** The weakest guarantee over every case played (`exactlyOnce` before any case). */
-  readonly guarantee: Guarantee
-  readonly casesWithDuplicates: number
-  readonly casesDeduplicated: number
-  readonly casesWithOutcomeLost: number
-  readonly casesWithViolations: number
 }
 
 /**
@@ -293,32 +206,13 @@ export class RetryPropertyFailure extends Schema.TaggedError<RetryPropertyFailur
 }
 
 /**
- * The definition of the property.
+ * What the scenarios are drawn from.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Options<P, A, E, R, ROut = never, RS = never> {
-  /** The operation under test (from `Idempotency.make`). */
-  readonly operation: Idempotency.Operation<P, A, E, R>
-  /** The request every delivery sends, with one key. */
-  readonly payload: P
-  /** The request's scope (a tenant id), if the operation uses one. */
-  readonly scope?: string | undefined
+export interface ScenarioOptions {
   readonly platform: PlatformModel.Platform
-  /** Whether the simulated downstream deduplicates by the forwarded key. */
-  readonly deduplicate: boolean
-  /**
-   * The services the operation calls, built over the simulated downstream (for example the
-   * application's `OrdersApi` tag, implemented with `SimulatedDownstream.call`). Built per case.
-   */
-  readonly services?: Layer.Layer<ROut, never, SimulatedDownstream.SimulatedDownstream> | undefined
-  /**
-   * The store each case uses. Default: a fresh memory store per case. Pass
-   * `IdempotencyStore.IdempotencyStore` to use the store of the context (a real store: every case
-   * uses a key of its own).
-   */
-  readonly store?: Effect.Effect<IdempotencyStore.IdempotencyStore["Type"], never, RS> | undefined
   /** The downstream behaviours drawn per attempt. */
   readonly downstream?: {
     /** Codes of scripted failures (map them to your API's errors in `services`). Default `["Unavailable"]`. */
@@ -327,7 +221,10 @@ export interface Options<P, A, E, R, ROut = never, RS = never> {
     readonly kinds?: ReadonlyArray<SimulatedDownstream.Behaviour["_tag"]> | undefined
     /** The longest latency drawn. Default: 1.5 times the platform's time limit. */
     readonly maxLatency?: Duration.DurationInput | undefined
-    /** How many downstream calls of an attempt get a drawn behaviour; later calls succeed at once. Default 1. */
+    /**
+     * How many downstream calls of an attempt get a drawn behaviour. Default 1: a second call of the
+     * same attempt succeeds at once.
+     */
     readonly calls?: number | undefined
   } | undefined
   /**
@@ -335,6 +232,35 @@ export interface Options<P, A, E, R, ROut = never, RS = never> {
    * platform's `stalls`); `false` for none. Default: all.
    */
   readonly faults?: boolean | Partial<FaultyStore.ArbitraryOptions> | undefined
+}
+
+/**
+ * The definition of the property.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<P, A, E, R, ROut = never, RS = never> extends ScenarioOptions {
+  /** The operation under test: any object with a `name` and `runDetailed`, as `Idempotency` makes them. */
+  readonly operation: Pick<Idempotency.Operation<P, A, E, R>, "name" | "runDetailed">
+  /** The request every delivery sends, with one key. */
+  readonly payload: P
+  /** The request's scope (a tenant id), if the operation uses one. */
+  readonly scope?: string | undefined
+  /** Whether the simulated downstream deduplicates by the forwarded key: on every endpoint, or on those listed. */
+  readonly deduplicate: boolean | ReadonlyArray<string>
+  /**
+   * The services the operation calls, built over the simulated downstream (for example the
+   * application's `OrdersApi` tag, implemented with `SimulatedDownstream`). Built per case.
+   */
+  readonly services?: Layer.Layer<ROut, never, SimulatedDownstream.SimulatedDownstream> | undefined
+  /**
+   * The store each case uses. Default: a fresh memory store per case, under a `TestClock` at zero.
+   * `IdempotencyStore.IdempotencyStore` uses the store of the context, a real one: every case uses a
+   * key of its own, `TestClock` starts at the wall clock (for native expiry, such as DynamoDB's TTL)
+   * and moves one wake-up at a time, only while no store request is in flight.
+   */
+  readonly store?: Effect.Effect<IdempotencyStore.IdempotencyStore["Type"], never, RS> | undefined
   /** The guarantee the property requires. Default `atMostOnce`: a duplicate write fails it. */
   readonly require?: Requirement | undefined
   /**
@@ -342,109 +268,93 @@ export interface Options<P, A, E, R, ROut = never, RS = never> {
    * serverless adapters do. Default: the operation's own timeout.
    */
   readonly deadlineMargin?: Duration.DurationInput | undefined
-  /** Whether the platform retries after an attempt's outcome. Default: after anything but a success. */
-  readonly retryOn?:
-    | ((outcome: PlatformModel.AttemptOutcome<Idempotency.Result<A>, E | IdempotencyError.IdempotencyError>) => boolean)
-    | undefined
-  /**
-   * Where `TestClock` starts in each case: `zero`, or the wall clock (`wall`, for stores that keep
-   * native expiry, such as DynamoDB's TTL). Default: `zero` with the memory store, `wall` otherwise.
-   */
-  readonly clock?: "zero" | "wall" | undefined
-  /**
-   * Move `TestClock` one wake-up at a time, only while no store request is in flight, so that
-   * simulated time never passes during real I/O (slower). Default: on for a store other than the
-   * default memory store.
-   */
-  readonly stepwise?: boolean | undefined
 }
 
 /**
- * A property, ready to play cases.
+ * What a case of the property needs from the context.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Property<R> {
-  readonly name: string
-  /** A one-line description of the configuration under test. */
-  readonly description: string
-  /** The scenarios, for `it.effect.prop` or `run`. */
-  readonly arbitrary: FastCheck.Arbitrary<Scenario>
-  /** Plays one case under the `TestClock` of the context (the case's own logs are silenced). */
-  readonly play: (scenario: Scenario) => Effect.Effect<CaseReport, never, R>
-  /**
-   * Plays one case and fails with the counterexample when it found a violation (it succeeds with
-   * nothing, as fast-check's predicates must).
-   */
-  readonly check: (scenario: Scenario) => Effect.Effect<void, RetryPropertyFailure, R>
-  /** Totals over every case this property played so far. */
-  readonly summary: Effect.Effect<Summary>
+export type Requirements<R, ROut, RS> =
+  | Exclude<R, ROut | SimulatedDownstream.SimulatedDownstream | IdempotencyStore.IdempotencyStore>
+  | RS
+
+/**
+ * The scenarios of a property, for `it.effect.prop` or `run`. They shrink toward fewer deliveries,
+ * earlier times, healthy downstream calls and no faults, and print as the readable scenario.
+ *
+ * @since 0.1.0
+ * @category arbitraries
+ */
+export const arbitrary = (options: ScenarioOptions): FastCheck.Arbitrary<Scenario> => {
+  const { downstream, faults, platform } = options
+  const behaviour = SimulatedDownstream.arbitrary({
+    maxLatency: downstream?.maxLatency ?? Duration.millis(Math.round(PlatformModel.timeLimitMillis(platform) * 1.5)),
+    failures: downstream?.failures,
+    kinds: downstream?.kinds
+  })
+  const attempt: FastCheck.Arbitrary<AttemptPlan> = FastCheck.record({
+    downstream: FastCheck.array(behaviour, { minLength: 1, maxLength: Math.max(1, downstream?.calls ?? 1) }),
+    faults: faults === false
+      ? FastCheck.constant([])
+      : FaultyStore.arbitrary({ maxLatency: PlatformModel.stallMillis(platform), ...(faults === true ? {} : faults) })
+  })
+  return PlatformModel.arbitrary(platform, attempt).map((scenario) =>
+    Object.defineProperty({ ...scenario }, FastCheck.toStringMethod, {
+      value: () => `\n${describeScenario(scenario)}\n`
+    })
+  )
 }
 
-const UNEXPECTED: ReadonlySet<string> = new Set([
+const UNEXPECTED: ReadonlyArray<string> = [
   "InvalidIdempotencyKey",
   "InvalidPayload",
   "KeyReused",
   "StoreError",
   "StoredOutcomeInvalid"
-])
+]
 
-interface Played<A, E> {
+type Ending = PlatformModel.AttemptOutcome<Idempotency.Result<unknown>, unknown>
+
+interface Played {
   readonly label: string
-  readonly startedAt: number
-  readonly endedAt: number
-  readonly outcome: PlatformModel.AttemptOutcome<Idempotency.Result<A>, E>
-}
-
-const HEALTHY: AttemptPlan = { downstream: [], faults: [] }
-
-/** The summary of no cases. */
-const emptySummary: Summary = {
-  cases: 0,
-  guarantee: "exactlyOnce",
-  casesWithDuplicates: 0,
-  casesDeduplicated: 0,
-  casesWithOutcomeLost: 0,
-  casesWithViolations: 0
+  readonly outcome: Ending
 }
 
 /**
- * The checks of one case: no request written twice, every attempt returns the recorded outcome or
- * a failure the protocol allows, and no key is blocked past the leases the operation asked for.
+ * The checks of one case: no request written twice, no execution while a recorded outcome is live,
+ * every attempt ends with the recorded outcome (value or failure) or a failure the protocol allows,
+ * and no key is blocked past the leases the operation asked for.
  */
-const findViolations = <A, E>(input: {
-  readonly played: ReadonlyArray<Played<A, E>>
+const findViolations = (input: {
+  readonly played: ReadonlyArray<Played>
   readonly seen: Seen
-  readonly duplicates: ReadonlyArray<ReadonlyArray<SimulatedDownstream.Write>>
+  readonly writes: ReadonlyArray<SimulatedDownstream.Write>
   readonly requirement: Requirement
   readonly start: number
-  readonly leaseUntil: number
+  readonly probeAt: number
 }): { readonly violations: ReadonlyArray<Violation>; readonly outcomeLost: boolean } => {
-  const { duplicates, leaseUntil, played, requirement, seen, start } = input
+  const { played, probeAt, requirement, seen, start, writes } = input
   const violations: Array<Violation> = []
   const at = (ms: number) => format.offset(ms - start)
 
-  // 1. no request is written twice
-  for (const group of duplicates) {
-    if (requirement === "atLeastOnce") break
-    const first = group[0]!
+  for (const group of requirement === "atLeastOnce" ? [] : SimulatedDownstream.duplicates(writes)) {
+    const { body, endpoint } = group[0]!
+    const each = group.map((write) =>
+      `write #${write.id} at ${at(write.at)} (${write.attempt ?? "outside any attempt"})`
+    )
     violations.push(Violation.DuplicateWrite({
       writes: group,
-      detail: `the downstream applied ${first.endpoint} ${format.short(first.body, 60)} ${group.length} times: ${
-        group.map((write) => `write #${write.id} at ${at(write.at)} (${write.attempt ?? "outside any attempt"})`)
-          .join(", ")
-      }`
+      detail: `the downstream applied ${endpoint} ${format.short(body, 60)} ${group.length} times: ${each.join(", ")}`
     }))
   }
 
-  // 2. no execution starts while a recorded outcome is live
   for (const reserve of seen.reserves) {
-    if (reserve.result._tag !== "Reserved") continue
     const live = seen.completions.find((completion) =>
       completion.seq < reserve.seq && reserve.at < completion.expiresAt
     )
-    if (live !== undefined) {
+    if (reserve.result._tag === "Reserved" && live !== undefined) {
       violations.push(Violation.OutcomeMismatch({
         attempt: reserve.attempt ?? "an attempt",
         detail: `executed again at ${at(reserve.at)} although ${live.attempt ?? "an attempt"} recorded the outcome at ${
@@ -454,100 +364,76 @@ const findViolations = <A, E>(input: {
     }
   }
 
-  // 3. every attempt returns the recorded outcome, or a failure the protocol allows
-  const lastReserve = (label: string) => {
-    const mine = seen.reserves.filter((reserve) => reserve.attempt === label)
-    return mine[mine.length - 1]
-  }
-  const groups = new Map<string, Array<{ readonly label: string; readonly value: A }>>()
-  const addToGroup = (token: string, label: string, value: A) => {
-    const group = groups.get(token)
-    if (group === undefined) groups.set(token, [{ label, value }])
-    else group.push({ label, value })
-  }
+  // an attempt that ends with a value or a failure of the operation's own ends with the recorded
+  // outcome: the first attempt that ended with it says what it is
+  const firstEnding = new Map<string, { readonly label: string; readonly ending: unknown }>()
   let outcomeLost = false
-  for (const attempt of played) {
-    if (attempt.outcome._tag === "Killed") continue
-    const exit = attempt.outcome.exit
-    const reserve = lastReserve(attempt.label)
-    const existing = reserve?.result._tag === "Existing" ? reserve.result.record : undefined
-    if (Exit.isSuccess(exit)) {
-      const result = exit.value
-      if (result.replayed) {
-        if (existing === undefined || existing.status !== "COMPLETED" || existing.outcome?._tag !== "Success") {
-          violations.push(Violation.OutcomeMismatch({
-            attempt: attempt.label,
-            detail: `returned ${format.short(result.value)} as a replay, but the store held no recorded success`
-          }))
-        } else {
-          addToGroup(existing.token, attempt.label, result.value)
-        }
-      } else if (reserve !== undefined && reserve.result._tag === "Reserved") {
-        const token = reserve.result.token
-        const recorded = seen.completions.find((completion) => completion.token === token)
-        if (recorded !== undefined && recorded.outcome._tag === "Success") {
-          addToGroup(recorded.token, attempt.label, result.value)
-        }
+  for (const { label, outcome } of played) {
+    if (outcome._tag === "Killed") continue
+    const exit = outcome.exit
+    const failure = Exit.isFailure(exit) ? Cause.failureOption(exit.cause) : Option.none()
+    if (Exit.isFailure(exit) && Option.isNone(failure)) {
+      // an interruption is a crash; a defect the simulated downstream was scripted to die with is its exit
+      const defects = Array.from(Cause.defects(exit.cause))
+      if (!defects.every((defect) => defect instanceof SimulatedDownstream.SimulatedDefect)) {
+        violations.push(Violation.UnexpectedFailure({
+          attempt: label,
+          detail: `died: ${Cause.pretty(exit.cause).split("\n")[0]}`
+        }))
       }
-      continue
-    }
-    if (Cause.isInterruptedOnly(exit.cause)) continue
-    const failure = Cause.failureOption(exit.cause)
-    if (Option.isNone(failure)) {
-      // a defect the simulated downstream was scripted to die with is the downstream's exit
-      const scripted = Cause.defects(exit.cause)
-      if (scripted.length > 0 && Array.from(scripted).every((d) => d instanceof SimulatedDownstream.SimulatedDefect)) {
-        continue
-      }
-      violations.push(Violation.UnexpectedFailure({
-        attempt: attempt.label,
-        detail: `died: ${Cause.pretty(exit.cause).split("\n")[0]}`
-      }))
-      continue
-    }
-    const error = failure.value
-    if (IdempotencyError.isIdempotencyError(error)) {
-      if (UNEXPECTED.has(error._tag)) {
-        violations.push(Violation.UnexpectedFailure({ attempt: attempt.label, detail: describeError(error) }))
+    } else if (Option.isSome(failure) && IdempotencyError.isIdempotencyError(failure.value)) {
+      const error = failure.value
+      if (UNEXPECTED.includes(error._tag)) {
+        violations.push(Violation.UnexpectedFailure({ attempt: label, detail: describeError(error) }))
       } else if (error._tag === "DownstreamTimeout" && error.replayed && error.policy !== "markUnknown") {
         violations.push(Violation.BlockedPastLease({
-          attempt: attempt.label,
+          attempt: label,
           detail: `the lease had ended, but the store did not let the attempt take the key over (${
             describeError(error)
           })`
         }))
-      } else if (attempt.label === "probe" && error._tag === "IdempotencyConflict") {
-        violations.push(Violation.BlockedPastLease({
-          attempt: attempt.label,
-          detail: `still ${describeError(error)} at ${at(attempt.startedAt)}, after every lease had ended (${
-            at(leaseUntil)
-          })`
-        }))
-      } else if (attempt.label === "probe" && error._tag === "DownstreamTimeout" && error.replayed) {
+      } else if (label === "probe" && error._tag === "DownstreamTimeout" && error.replayed) {
         outcomeLost = true
-      } else if (attempt.label === "probe") {
-        violations.push(Violation.UnexpectedFailure({
-          attempt: attempt.label,
-          detail: `failed with a healthy downstream and store: ${describeError(error)}`
-        }))
+      } else if (label === "probe") {
+        violations.push(
+          error._tag === "IdempotencyConflict"
+            ? Violation.BlockedPastLease({
+              attempt: label,
+              detail: `still ${describeError(error)} at ${at(probeAt)}, after every lease had ended`
+            })
+            : Violation.UnexpectedFailure({
+              attempt: label,
+              detail: `failed with a healthy downstream and store: ${describeError(error)}`
+            })
+        )
       }
-    } else if (existing !== undefined && existing.status === "COMPLETED" && existing.outcome?._tag === "Success") {
-      violations.push(Violation.OutcomeMismatch({
-        attempt: attempt.label,
-        detail: `failed with ${describeError(error)} although the recorded outcome is a success`
-      }))
-    }
-  }
-  for (const group of groups.values()) {
-    const [first, ...rest] = group
-    for (const other of rest) {
-      if (!isDeepStrictEqual(first!.value, other.value)) {
+    } else {
+      const succeeded = Exit.isSuccess(exit)
+      const ending = succeeded ? exit.value.value : Option.getOrUndefined(failure)
+      const result = seen.reserves.filter((reserve) => reserve.attempt === label).pop()?.result
+      const recorded = result?._tag === "Existing"
+        ? result.record.status === "COMPLETED" ? result.record : undefined
+        : seen.completions.find((completion) => result !== undefined && completion.token === result.token)
+      const kind = recorded?.outcome?._tag
+      if (kind === undefined ? succeeded && exit.value.replayed : (kind === "Success") !== succeeded) {
         violations.push(Violation.OutcomeMismatch({
-          attempt: other.label,
-          detail: `returned ${format.short(other.value)}, but ${first!.label} returned ${
-            format.short(first!.value)
-          } for the same recorded outcome`
+          attempt: label,
+          detail: `${succeeded ? "returned" : "failed with"} ${format.short(ending)}${
+            succeeded && exit.value.replayed ? " as a replay" : ""
+          }, but the recorded outcome is ${kind === undefined ? "none" : `a ${kind}`}`
         }))
+      } else if (recorded !== undefined && (kind === "Success" || kind === "Failure")) {
+        const first = firstEnding.get(recorded.token)
+        if (first === undefined) {
+          firstEnding.set(recorded.token, { label, ending })
+        } else if (!isDeepStrictEqual(first.ending, ending)) {
+          violations.push(Violation.OutcomeMismatch({
+            attempt: label,
+            detail: `ended with ${format.short(ending)}, but ${first.label} ended with ${
+              format.short(first.ending)
+            } for the same recorded outcome; they differ ${format.difference(first.ending, ending)}`
+          }))
+        }
       }
     }
   }
@@ -559,133 +445,108 @@ const findViolations = <A, E>(input: {
   return { violations, outcomeLost }
 }
 
-/**
- * Builds the property of an operation.
- *
- * @since 0.1.0
- * @category constructors
- */
-export const make = <P, A, E, R, ROut = never, RS = never>(
-  options: Options<P, A, E, R, ROut, RS>
-): Property<Exclude<R, ROut | SimulatedDownstream.SimulatedDownstream | IdempotencyStore.IdempotencyStore> | RS> => {
-  const operation = options.operation
-  const platform = options.platform
-  const requirement: Requirement = options.require ?? "atMostOnce"
-  const timeLimitMs = PlatformModel.timeLimitMillis(platform)
-  const clockStart = options.clock ?? (options.store === undefined ? "zero" : "wall")
-  const stepwise = options.stepwise ?? options.store !== undefined
-  const margin = options.deadlineMargin === undefined ? undefined : Duration.decode(options.deadlineMargin)
+const HEALTHY: AttemptPlan = { downstream: [], faults: [] }
 
-  const behaviour = SimulatedDownstream.arbitrary({
-    maxLatency: options.downstream?.maxLatency ?? Duration.millis(Math.round(timeLimitMs * 1.5)),
-    failures: options.downstream?.failures,
-    kinds: options.downstream?.kinds
-  })
-  const faultOptions = options.faults === undefined || options.faults === true
-    ? {}
-    : options.faults === false
-    ? undefined
-    : options.faults
-  const faults = faultOptions === undefined
-    ? FastCheck.constant<ReadonlyArray<FaultyStore.Fault>>([])
-    : FaultyStore.arbitrary({ maxLatency: PlatformModel.stallMillis(platform), ...faultOptions })
-  const attemptPlan: FastCheck.Arbitrary<AttemptPlan> = FastCheck.record({
-    downstream: FastCheck.array(behaviour, { minLength: 1, maxLength: Math.max(1, options.downstream?.calls ?? 1) }),
-    faults
-  })
-  const arbitrary = PlatformModel.arbitrary(platform, attemptPlan).map(withToString)
-
-  const description = `${operation.name} on ${PlatformModel.describe(platform)}; the downstream ${
-    options.deduplicate ? "deduplicates by the forwarded key" : "does not deduplicate"
+const describeProperty = (options: {
+  readonly operation: { readonly name: string }
+  readonly platform: PlatformModel.Platform
+  readonly deduplicate: boolean | ReadonlyArray<string>
+}): string =>
+  `${options.operation.name} on ${PlatformModel.describe(options.platform)}; the downstream ${
+    options.deduplicate === true
+      ? "deduplicates by the forwarded key"
+      : options.deduplicate === false || options.deduplicate.length === 0
+      ? "does not deduplicate"
+      : `deduplicates by the forwarded key on ${options.deduplicate.join(", ")}`
   }`
 
-  const summaryRef = Ref.unsafeMake<Summary>(emptySummary)
+/**
+ * Plays one case under the `TestClock` of the context and reports what it found: its violations,
+ * the guarantee it is consistent with, its timeline. Never fails.
+ *
+ * @since 0.1.0
+ * @category checking
+ */
+export const play = <P, A, E, R, ROut = never, RS = never>(
+  options: Options<P, A, E, R, ROut, RS>
+): (scenario: Scenario) => Effect.Effect<CaseReport, never, Requirements<R, ROut, RS>> => {
+  const { operation, platform } = options
+  const requirement = options.require ?? "atMostOnce"
+  const timeLimitMs = PlatformModel.timeLimitMillis(platform)
+  const marginMs = options.deadlineMargin === undefined ? undefined : format.toMillis(options.deadlineMargin)
+  const store = options.store ?? IdempotencyStore.makeMemory({ warn: false })
+  const description = describeProperty(options)
 
-  const storeEffect: Effect.Effect<IdempotencyStore.IdempotencyStore["Type"], never, RS> = options.store ??
-    IdempotencyStore.makeMemory({ warn: false })
-
-  const play = (scenario: Scenario, caseTrace: trace.Trace) =>
-    Effect.gen(function*() {
-      if (clockStart === "wall") {
+  return (scenario) => {
+    const caseTrace = trace.makeTrace()
+    return Effect.gen(function*() {
+      if (options.store !== undefined) {
         yield* TestClock.setTime(yield* TestServices.provideLive(Clock.currentTimeMillis))
       }
       const start = yield* Clock.currentTimeMillis
       const seen: Seen = { seq: 0, reserves: [], completions: [], leaseEnd: start }
-      const base = yield* storeEffect
+      const base = yield* store
       const tracked = trackInFlight(base)
-      const { store } = yield* FaultyStore.make(spyStore(tracked.store, start, seen))
       const downstream = yield* SimulatedDownstream.make({ deduplicate: options.deduplicate })
-      const downstreamContext = Context.make(SimulatedDownstream.SimulatedDownstream, downstream)
+      const simulated = Context.make(SimulatedDownstream.SimulatedDownstream, downstream)
       const services = options.services === undefined
         ? Context.empty() as Context.Context<ROut>
-        : yield* Layer.build(options.services).pipe(Effect.provide(downstreamContext))
+        : yield* Layer.build(options.services).pipe(Effect.provide(simulated))
       const context = Context.merge(
-        Context.add(downstreamContext, IdempotencyStore.IdempotencyStore, store),
+        Context.add(
+          simulated,
+          IdempotencyStore.IdempotencyStore,
+          FaultyStore.make(spyStore(tracked.store, start, seen))
+        ),
         services
       )
       const key = `retry-property-${randomUUID()}`
-      const recordId = IdempotencyRecord.makeRecordId({
-        operation: operation.name,
-        key: IdempotencyKey.unsafeMake(key),
-        scope: options.scope
-      })
+      const settle = options.store === undefined ? undefined : tracked.settle
 
       const invoke = (attempt: PlatformModel.AttemptContext<AttemptPlan>) =>
-        Effect.gen(function*() {
-          const now = yield* Clock.currentTimeMillis
-          const timeout = margin === undefined
-            ? undefined
-            : Duration.millis(Math.max(0, attempt.deadline - now - Duration.toMillis(margin)))
-          return yield* operation.runDetailed({
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          operation.runDetailed({
             key,
             payload: options.payload,
             ...(options.scope === undefined ? {} : { scope: options.scope }),
-            ...(timeout === undefined ? {} : { timeout })
-          })
-        }).pipe(
-          SimulatedDownstream.scripted(attempt.value.downstream),
-          FaultyStore.withFaults(attempt.value.faults),
-          Effect.provide(context)
-        )
+            ...(marginMs === undefined
+              ? {}
+              : { timeout: Duration.millis(Math.max(0, attempt.deadline - now - marginMs)) })
+          })).pipe(
+            SimulatedDownstream.scripted(attempt.value.downstream),
+            FaultyStore.withFaults(attempt.value.faults),
+            Effect.provide(context)
+          )
+      const describe = (outcome: PlatformModel.AttemptOutcome<Idempotency.Result<A>, unknown>) =>
+        outcome._tag === "Killed"
+          ? `stopped by the platform at its time limit (${format.millis(timeLimitMs)})`
+          : describeExit(outcome.exit)
+      const attempts = yield* PlatformModel.play(scenario, invoke, { describe, ...(settle && { settle }) })
+      const played: Array<Played> = attempts.map((attempt) => ({ label: `attempt ${attempt.id}`, ...attempt }))
 
-      const playOptions = {
-        describe: (
-          outcome: PlatformModel.AttemptOutcome<Idempotency.Result<A>, E | IdempotencyError.IdempotencyError>
-        ) =>
-          outcome._tag === "Killed"
-            ? `stopped by the platform at its time limit (${format.millis(timeLimitMs)})`
-            : describeExit(outcome.exit),
-        ...(options.retryOn === undefined ? {} : { retryOn: options.retryOn }),
-        ...(stepwise ? { settle: tracked.settle } : {})
-      }
-      const attempts = yield* PlatformModel.play(scenario, invoke, playOptions)
-      const played: Array<Played<A, E | IdempotencyError.IdempotencyError>> = attempts.map((attempt) => ({
-        label: `attempt ${attempt.id}`,
-        startedAt: attempt.startedAt,
-        endedAt: attempt.endedAt,
-        outcome: attempt.outcome
-      }))
-
-      // The probe: one more attempt with a healthy downstream, from the moment the last attempt
-      // ended (the platform's retry windows may have run on past it), or, if the key is still in
-      // progress, once every lease the operation asked for has ended.
-      const lastEnd = played.reduce((max, attempt) => Math.max(max, attempt.endedAt), start)
+      // The probe: one more attempt with a healthy downstream, when the last attempt ended (the
+      // platform's retry windows may have run on past it), or, if the key is still in progress, once
+      // every lease the operation asked for has ended.
+      const lastEnd = attempts.reduce((max, attempt) => Math.max(max, attempt.endedAt), start)
       const now = yield* Clock.currentTimeMillis
-      const current = yield* Effect.either(base.get(recordId))
+      const current = yield* Effect.either(base.get(IdempotencyRecord.makeRecordId({
+        operation: operation.name,
+        key: IdempotencyKey.unsafeMake(key),
+        scope: options.scope
+      })))
       const inProgress = current._tag === "Left" ||
-        (Option.isSome(current.right) && current.right.value.status === "IN_PROGRESS")
-      const leaseUntil = inProgress ? seen.leaseEnd : lastEnd
-      const probeAt = Math.max(lastEnd, leaseUntil)
+        Option.exists(current.right, (record) => record.status === "IN_PROGRESS")
+      const probeStart = inProgress ? Math.max(lastEnd, seen.leaseEnd) : lastEnd
       // the clock stays where it is when that changes nothing: the record reads the same at both times
       const unchanged = current._tag === "Right" && Option.isSome(current.right) &&
-        (!inProgress || leaseUntil <= now)
-      if (!unchanged && probeAt !== now) yield* TestClock.setTime(probeAt)
-      const probeStart = yield* Clock.currentTimeMillis
+        (!inProgress || seen.leaseEnd <= now)
+      if (!unchanged && probeStart !== now) yield* TestClock.setTime(probeStart)
+      const probeAt = yield* Clock.currentTimeMillis
       yield* trace.record(
         "probe",
-        leaseUntil > lastEnd
-          ? `probe: a client tries again once the lease has ended (${format.offset(leaseUntil - start)})`
-          : "probe: a client tries again"
+        `probe: a client tries again${
+          probeStart > lastEnd ? ` once the lease has ended (${format.offset(probeStart - start)})` : ""
+        }`
       ).pipe(Effect.locally(trace.currentAttempt, "probe"))
       const probe = yield* runProbe(
         invoke({
@@ -694,134 +555,82 @@ export const make = <P, A, E, R, ROut = never, RS = never>(
           source: "resend",
           try: 1,
           value: HEALTHY,
-          startedAt: probeStart,
-          deadline: probeStart + scenario.timeLimitMs
+          startedAt: probeAt,
+          deadline: probeAt + timeLimitMs
         }),
-        scenario.timeLimitMs,
-        stepwise ? tracked.settle : undefined,
-        playOptions.describe
+        timeLimitMs,
+        settle,
+        describe
       )
-      played.push({ label: "probe", startedAt: probeStart, endedAt: probe.endedAt, outcome: probe.outcome })
+      played.push({ label: "probe", outcome: probe.outcome })
+
+      // writes still on their way land before the writes are counted
+      const landing = (yield* downstream.calls).reduce(
+        (last, call) =>
+          call.effect === "pending" && call.behaviour._tag === "WriteLandsLate"
+            ? Math.max(last, call.at + call.behaviour.applyAfterMs)
+            : last,
+        0
+      )
+      if (landing > (yield* Clock.currentTimeMillis)) {
+        yield* settle === undefined
+          ? TestClock.setTime(landing)
+          : moveStepwise(landing, settle)
+      }
 
       const calls = yield* downstream.calls
       const writes = yield* downstream.writes
-      const duplicates = yield* downstream.duplicates
-      const { outcomeLost, violations } = findViolations({
-        played,
-        seen,
-        duplicates,
-        requirement,
-        start,
-        leaseUntil
-      })
-
+      const { outcomeLost, violations } = findViolations({ played, seen, writes, requirement, start, probeAt })
       const deduplicated = calls.filter((call) => call.effect === "deduplicated").length
-      const guarantee: Guarantee = duplicates.length > 0
+      const guarantee: Guarantee = SimulatedDownstream.duplicates(writes).length > 0
         ? "atLeastOnce"
         : outcomeLost
         ? "atMostOnce"
         : deduplicated > 0
         ? "exactlyOnceWithDeduplication"
         : "exactlyOnce"
-
       const timeline = renderTimeline(caseTrace, start)
-      const report: CaseReport = {
-        scenario,
-        violations,
-        guarantee,
-        attempts: played.length,
-        writes: writes.length,
-        deduplicated,
-        outcomeLost,
-        timeline,
-        text: [
-          `Retry property of ${description}`,
-          violations.length === 0
-            ? "No violation."
-            : ["Violations:", ...violations.map((violation) => `  - ${describeViolation(violation)}`)].join("\n"),
-          `This case gives: ${describeGuarantee(guarantee)}.`,
-          "Scenario:",
-          describeScenario(scenario),
-          "Timeline:",
-          timeline
-        ].join("\n")
-      }
-      yield* Ref.update(summaryRef, (summary) => tally(summary, report))
-      return report
+      const text = [
+        `Retry property of ${description}`,
+        violations.length === 0
+          ? "No violation."
+          : ["Violations:", ...violations.map((violation) => `  - ${describeViolation(violation)}`)].join("\n"),
+        `This case gives: ${GUARANTEES[guarantee]}.`,
+        "Scenario:",
+        describeScenario(scenario),
+        "Timeline:",
+        timeline
+      ].join("\n")
+      return { scenario, violations, guarantee, writes: writes.length, deduplicated, outcomeLost, timeline, text }
     }).pipe(
       Effect.scoped,
       Effect.locally(trace.currentTrace, caseTrace),
       Logger.withMinimumLogLevel(LogLevel.None)
     )
-
-  const playCase = (scenario: Scenario) => Effect.suspend(() => play(scenario, trace.makeTrace()))
-
-  const check = (scenario: Scenario) =>
-    Effect.flatMap(playCase(scenario), (report) =>
-      report.violations.length === 0
-        ? Effect.void
-        : Effect.fail(
-          new RetryPropertyFailure({
-            operation: operation.name,
-            violations: report.violations.map(describeViolation),
-            guarantee: report.guarantee,
-            text: report.text
-          })
-        ))
-
-  return {
-    name: operation.name,
-    description,
-    arbitrary,
-    play: playCase,
-    check,
-    summary: Ref.get(summaryRef)
   }
 }
 
-const tally = (summary: Summary, report: CaseReport): Summary => ({
-  cases: summary.cases + 1,
-  guarantee: weakest(summary.guarantee, report.guarantee),
-  casesWithDuplicates: summary.casesWithDuplicates + (report.guarantee === "atLeastOnce" ? 1 : 0),
-  casesDeduplicated: summary.casesDeduplicated + (report.deduplicated > 0 ? 1 : 0),
-  casesWithOutcomeLost: summary.casesWithOutcomeLost + (report.outcomeLost ? 1 : 0),
-  casesWithViolations: summary.casesWithViolations + (report.violations.length > 0 ? 1 : 0)
-})
-
 /**
- * How many cases `run` plays, and with which seed.
+ * Plays one case under the `TestClock` of the context (`it.effect.prop` provides a fresh one per
+ * run) and fails with `RetryPropertyFailure`, whose message is the case's violations, scenario and
+ * timeline, when it found a violation. It succeeds with nothing, as fast-check's predicates must.
  *
  * @since 0.1.0
- * @category models
+ * @category checking
  */
-export interface Parameters {
-  /** Cases to play. Default 100. */
-  readonly numRuns?: number | undefined
-  /**
-   * How many fast-check runs share the cases, each with a seed of its own, played concurrently
-   * (each case waits on its own `TestClock`, so concurrent cases overlap their waits). Default 8.
-   */
-  readonly concurrency?: number | undefined
-  /** The base seed: each concurrent run derives its own from it. With `path`, the seed of the run to replay. */
-  readonly seed?: number | undefined
-  /** fast-check's path of one case: with `seed`, replays that case alone (as a counterexample tells). */
-  readonly path?: string | undefined
+export const check = <P, A, E, R, ROut = never, RS = never>(
+  options: Options<P, A, E, R, ROut, RS>
+): (scenario: Scenario) => Effect.Effect<void, RetryPropertyFailure, Requirements<R, ROut, RS>> => {
+  const playCase = play(options)
+  return (scenario) =>
+    Effect.flatMap(playCase(scenario), (report) =>
+      report.violations.length === 0
+        ? Effect.void
+        : Effect.fail(failure(options.operation.name, report.violations, report.guarantee, report.text)))
 }
 
-/**
- * The counterexample of a failed run: the shrunk scenario and its report.
- *
- * @since 0.1.0
- * @category models
- */
-export interface Counterexample {
-  readonly scenario: Scenario
-  readonly report: CaseReport
-  readonly shrinks: number
-  /** Replays this case with `{ seed, path }`. */
-  readonly seed: number
-  readonly path: string
-}
+const failure = (operation: string, violations: ReadonlyArray<Violation>, guarantee: Guarantee, text: string) =>
+  new RetryPropertyFailure({ operation, violations: violations.map(describeViolation), guarantee, text })
 
 /**
  * The result of `run`.
@@ -831,142 +640,91 @@ export interface Counterexample {
  */
 export interface Report {
   readonly passed: boolean
-  /** The guarantee over every case played (shrinking included). */
+  /** The weakest guarantee over every case played, shrinking included. */
   readonly guarantee: Guarantee
   /** Cases played before a failure, or all of them (shrinking excluded). */
   readonly numRuns: number
-  /** Totals over every case played, shrinking included. */
-  readonly summary: Summary
-  readonly counterexample: Counterexample | undefined
+  /** Cases played, shrinking included, in which a request was written twice, the downstream deduplicated a call, or the outcome was lost. */
+  readonly casesWithDuplicates: number
+  readonly casesDeduplicated: number
+  readonly casesWithOutcomeLost: number
+  /** The shrunk case that failed. `{ seed, path }` replays it. */
+  readonly counterexample: CaseReport | undefined
+  readonly seed: number
+  readonly path: string | undefined
   /** A readable account: the guarantee, or the counterexample. */
   readonly text: string
 }
 
-/** The seed of the `index`-th run: a mix of the base seed and the index, so that runs of nearby seeds differ. */
-const shardSeed = (seed: number, index: number): number => {
-  let h = Math.imul(seed ^ 0x9e3779b9, 0x85ebca6b) ^ Math.imul(index + 1, 0xc2b2ae35)
-  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b)
-  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35)
-  return (h ^ (h >>> 16)) | 0
-}
-
 /**
- * Runs the property with fast-check: plays `numRuns` cases, each on a fresh `TestClock`, and on a
- * violation shrinks the scenario to a minimal counterexample. Never fails: the report says
- * whether the property held.
+ * Runs the property with fast-check's own runner, `FastCheck.check` (its `parameters`: `numRuns`,
+ * `seed`, and `path` to replay one case), each case on a fresh `TestClock`. Fast-check shrinks a
+ * failing scenario to a minimal counterexample. Never fails: the report says whether the property
+ * held, and the guarantee the configuration gave.
  *
  * @since 0.1.0
  * @category running
  */
-export const run = <R>(property: Property<R>, parameters?: Parameters): Effect.Effect<Report, never, R> =>
+export const run = <P, A, E, R, ROut = never, RS = never>(
+  options: Options<P, A, E, R, ROut, RS>,
+  parameters?: FastCheck.Parameters<[Scenario]>
+): Effect.Effect<Report, never, Requirements<R, ROut, RS>> =>
   Effect.gen(function*() {
-    const runtime = yield* Effect.runtime<R>()
-    const numRuns = Math.max(1, parameters?.numRuns ?? 100)
-    const shards = parameters?.path === undefined
-      ? Math.max(1, Math.min(numRuns, Math.floor(parameters?.concurrency ?? 8)))
-      : 1
-    const seed = parameters?.seed ?? (yield* Random.nextIntBetween(-(2 ** 31), 2 ** 31 - 1))
-    let summary = emptySummary
-    // the first run to find a violation shrinks it; the other runs stop playing cases
-    let owner: number | undefined
-    // fast-check drives the cases through promises: each case runs on this fiber's runtime, with a
-    // fresh TestClock of its own
-    const runCase = (shard: number) => (scenario: Scenario): Promise<boolean> =>
-      owner !== undefined && owner !== shard
-        ? Promise.resolve(true)
-        : Runtime.runPromise(runtime)(Effect.provide(property.play(scenario), TestContext.TestContext)).then(
-          (report) => {
-            summary = tally(summary, report)
-            if (report.violations.length === 0) return true
-            owner = owner ?? shard
-            return false
-          }
-        )
-    const results = yield* Effect.forEach(
-      Array.from({ length: shards }, (_, i) => i),
-      (i) => {
-        const seedOfRun = shards === 1 ? seed : shardSeed(seed, i)
-        const shardRuns = Math.floor(numRuns / shards) + (i < numRuns % shards ? 1 : 0)
-        return Effect.map(
-          Effect.promise(() =>
-            FastCheck.check(FastCheck.asyncProperty(property.arbitrary, runCase(i)), {
-              numRuns: shardRuns,
-              seed: seedOfRun,
-              ...(parameters?.path === undefined ? {} : { path: parameters.path })
-            })
-          ),
-          (details) => ({ seed: seedOfRun, details })
-        )
-      },
-      { concurrency: "unbounded" }
+    const runtime = yield* Effect.runtime<Requirements<R, ROut, RS>>()
+    const playCase = play(options)
+    const totals = { guarantee: "exactlyOnce" as Guarantee, duplicates: 0, deduplicated: 0, lost: 0 }
+    // fast-check shrinks toward the last case that failed: its report is the counterexample's
+    let failed = undefined as CaseReport | undefined
+    const property = FastCheck.asyncProperty(arbitrary(options), (scenario) =>
+      Runtime.runPromise(runtime)(Effect.provide(playCase(scenario), TestContext.TestContext)).then((report) => {
+        totals.guarantee = weakest(totals.guarantee, report.guarantee)
+        totals.duplicates += report.guarantee === "atLeastOnce" ? 1 : 0
+        totals.deduplicated += report.deduplicated > 0 ? 1 : 0
+        totals.lost += report.outcomeLost ? 1 : 0
+        if (report.violations.length > 0) {
+          failed = report
+        }
+        return report.violations.length === 0
+      }))
+    const details = yield* Effect.promise(() =>
+      FastCheck.check(property, parameters)
     )
-    const played = results.reduce((sum, result) => sum + result.details.numRuns, 0)
-    const failed = owner === undefined ? undefined : results[owner]
-    if (failed === undefined) {
-      return {
-        passed: true,
-        guarantee: summary.guarantee,
-        numRuns: played,
-        summary,
-        counterexample: undefined,
-        text: `Retry property of ${property.description}: ${played} cases passed; the configuration gives ${
-          describeGuarantee(summary.guarantee)
-        }.`
-      } satisfies Report
-    }
-    const details = failed.details
-    if (details.counterexample === null) {
-      return {
-        passed: false,
-        guarantee: summary.guarantee,
-        numRuns: played,
-        summary,
-        counterexample: undefined,
-        text: `Retry property of ${property.description}: fast-check failed: ${String(details.errorInstance)}`
-      } satisfies Report
-    }
-    const [scenario] = details.counterexample
-    // replay the shrunk case for its report
-    const report = yield* Effect.provide(property.play(scenario), TestContext.TestContext)
-    const counterexample: Counterexample = {
-      scenario,
-      report,
-      shrinks: details.numShrinks,
-      seed: failed.seed,
-      path: details.counterexamplePath ?? ""
-    }
+    const { counterexamplePath: path, numRuns, numShrinks, seed } = details
+    const text = details.failed
+      ? `Counterexample after ${numRuns} case(s), shrunk ${numShrinks} time(s) (replay with seed ${seed}, path "${path}").\n${
+        failed?.text ?? `fast-check failed: ${String(details.errorInstance)}`
+      }`
+      : `Retry property of ${
+        describeProperty(options)
+      }: ${numRuns} cases passed (seed ${seed}); the configuration gives ${GUARANTEES[totals.guarantee]}.`
     return {
-      passed: false,
-      guarantee: weakest(summary.guarantee, report.guarantee),
-      numRuns: played,
-      summary,
-      counterexample,
-      text: [
-        `Counterexample after ${played} case(s), shrunk ${details.numShrinks} time(s) (replay with seed ${failed.seed}, path "${counterexample.path}").`,
-        report.text
-      ].join("\n")
-    } satisfies Report
+      passed: !details.failed,
+      guarantee: totals.guarantee,
+      numRuns,
+      casesWithDuplicates: totals.duplicates,
+      casesDeduplicated: totals.deduplicated,
+      casesWithOutcomeLost: totals.lost,
+      counterexample: details.failed ? failed : undefined,
+      seed,
+      path: path ?? undefined,
+      text
+    }
   })
 
 /**
- * Runs the property and fails with `RetryPropertyFailure` (its message is the counterexample)
- * when it does not hold.
+ * Runs the property (see `run`) and fails with `RetryPropertyFailure`, whose message is the
+ * counterexample, when it does not hold.
  *
  * @since 0.1.0
  * @category running
  */
-export const assert = <R>(
-  property: Property<R>,
-  parameters?: Parameters
-): Effect.Effect<Report, RetryPropertyFailure, R> =>
-  Effect.flatMap(run(property, parameters), (report) =>
+export const assert = <P, A, E, R, ROut = never, RS = never>(
+  options: Options<P, A, E, R, ROut, RS>,
+  parameters?: FastCheck.Parameters<[Scenario]>
+): Effect.Effect<Report, RetryPropertyFailure, Requirements<R, ROut, RS>> =>
+  Effect.flatMap(run(options, parameters), (report) =>
     report.passed
       ? Effect.succeed(report)
       : Effect.fail(
-        new RetryPropertyFailure({
-          operation: property.name,
-          violations: report.counterexample?.report.violations.map(describeViolation) ?? [],
-          guarantee: report.guarantee,
-          text: report.text
-        })
+        failure(options.operation.name, report.counterexample?.violations ?? [], report.guarantee, report.text)
       ))

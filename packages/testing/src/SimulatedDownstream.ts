@@ -1,19 +1,26 @@
 /**
- * A simulated downstream service to swap in for a real API in tests: it records every write it
- * applies, can deduplicate by a forwarded `Idempotency-Key`, and behaves per call as scripted:
- * succeed, fail with a given error, answer late (after the write was applied, so the caller times
- * out), never answer, apply the write and then fail, die before or after the write (a defect in
- * the client, such as a response parser that throws), or ignore interruption.
+ * A simulated downstream service to swap in for a real API in tests. It records every write it
+ * applies, deduplicates by the `Idempotency-Key` a call carries (on every endpoint, or on those
+ * named), and behaves per call as the calling fiber's script says (`scripted`): succeed, fail, answer
+ * late, never answer, apply the write and then fail or die, ignore interruption, or apply the write
+ * even after the caller gave up.
+ *
+ * Inside an idempotent operation a call carries, unless told otherwise, the key that
+ * `IdempotencyHttpClient` would send for it: the step key of the `withStep` name in effect, else of
+ * the endpoint. Name an endpoint as the request's method and URL (`POST https://api.example/orders`),
+ * as the middleware names a step.
  *
  * ```ts
  * import { SimulatedDownstream } from "@effect-idempotency/testing"
  * import { Effect } from "effect"
  *
  * const program = Effect.gen(function*() {
- *   // the first call writes, then answers after 30 seconds; the second succeeds
- *   yield* SimulatedDownstream.enqueue([SimulatedDownstream.answerLate({ answerAfter: "30 seconds" })])
- *   const receipt = yield* SimulatedDownstream.call({ endpoint: "POST /orders", idempotencyKey: "k1", body: { sku: "A-1" } })
- *   const writes = yield* SimulatedDownstream.writes
+ *   const downstream = yield* SimulatedDownstream.SimulatedDownstream
+ *   // the write is applied at once, the answer comes after 30 seconds
+ *   yield* downstream.call({ endpoint: "POST /orders", body: { sku: "A-1" } }).pipe(
+ *     SimulatedDownstream.scripted([SimulatedDownstream.answerLate({ answerAfter: "30 seconds" })])
+ *   )
+ *   return yield* downstream.writes
  * }).pipe(Effect.provide(SimulatedDownstream.layer({ deduplicate: true })))
  * ```
  *
@@ -21,15 +28,19 @@
  *
  * @since 0.1.0
  */
+import { IdempotencyContext } from "@effect-idempotency/core"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FastCheck from "effect/FastCheck"
+import * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
+import { globalValue } from "effect/GlobalValue"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as format from "./internal/format.js"
 import * as trace from "./internal/trace.js"
@@ -37,16 +48,19 @@ import * as trace from "./internal/trace.js"
 /**
  * How the downstream handles one call. Times are milliseconds from the start of the call.
  *
- * - `Succeed`: applies the write after `latencyMs` and answers at once.
- * - `Fail`: answers with `SimulatedDownstreamError` (with `code`) after `latencyMs`; nothing is applied.
- * - `AnswerLate`: applies the write after `applyAfterMs` and answers after `answerAfterMs`: a caller
- *   whose timeout is shorter sees a timeout although the write happened.
- * - `NeverAnswer`: never answers; applies the write after `applyAfterMs` when `applied`.
- * - `ApplyThenFail`: applies the write after `latencyMs`, then answers with an error (`code`).
- * - `Die`: dies (a defect, `SimulatedDefect`) after `latencyMs`; nothing is applied.
- * - `ApplyThenDie`: applies the write after `latencyMs`, then dies: the outcome of a defect is unknown.
- * - `IgnoreInterruption`: like `AnswerLate`, inside an uninterruptible region: a caller that gives
- *   up must wait for it, and then knows its outcome.
+ * | behaviour | the call |
+ * | --- | --- |
+ * | `Succeed` | applies the write after `latencyMs` and answers |
+ * | `Fail` | fails with `SimulatedDownstreamError { code }` after `latencyMs`; applies nothing |
+ * | `AnswerLate` | applies the write after `applyAfterMs`, answers after `answerAfterMs`: a shorter timeout sees a timeout although the write happened |
+ * | `NeverAnswer` | never answers; applies the write after `applyAfterMs` when `applied` |
+ * | `ApplyThenFail` | applies the write after `latencyMs`, then fails with `code` |
+ * | `Die` | dies (`SimulatedDefect`) after `latencyMs`; applies nothing |
+ * | `ApplyThenDie` | applies the write after `latencyMs`, then dies: a defect whose outcome is unknown |
+ * | `IgnoreInterruption` | like `AnswerLate`, uninterruptible: a caller that gives up waits for it, and then knows its outcome |
+ * | `WriteLandsLate` | like `AnswerLate`, but the write is applied after `applyAfterMs` even when the caller gave up before: the request had reached the server |
+ *
+ * Every other behaviour applies nothing once its caller gave up.
  *
  * @since 0.1.0
  * @category models
@@ -60,6 +74,7 @@ export type Behaviour = Data.TaggedEnum<{
   Die: { readonly latencyMs: number }
   ApplyThenDie: { readonly latencyMs: number }
   IgnoreInterruption: { readonly applyAfterMs: number; readonly answerAfterMs: number }
+  WriteLandsLate: { readonly applyAfterMs: number; readonly answerAfterMs: number }
 }>
 
 /**
@@ -70,8 +85,23 @@ export type Behaviour = Data.TaggedEnum<{
  */
 export const Behaviour = Data.taggedEnum<Behaviour>()
 
-const toMillis = (input: Duration.DurationInput | undefined): number =>
-  input === undefined ? 0 : Math.max(0, Math.round(Duration.toMillis(Duration.decode(input))))
+const ms = (input: Duration.DurationInput | undefined): number => input === undefined ? 0 : format.toMillis(input)
+
+/**
+ * When a late answer applies the write (default at once) and when it answers (never before the write).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LateAnswer {
+  readonly applyAfter?: Duration.DurationInput | undefined
+  readonly answerAfter: Duration.DurationInput
+}
+
+const late = (options: LateAnswer) => ({
+  applyAfterMs: ms(options.applyAfter),
+  answerAfterMs: Math.max(ms(options.applyAfter), ms(options.answerAfter))
+})
 
 /**
  * Applies the write after `latency` (default 0) and answers.
@@ -79,17 +109,16 @@ const toMillis = (input: Duration.DurationInput | undefined): number =>
  * @since 0.1.0
  * @category constructors
  */
-export const succeed = (latency?: Duration.DurationInput): Behaviour =>
-  Behaviour.Succeed({ latencyMs: toMillis(latency) })
+export const succeed = (latency?: Duration.DurationInput): Behaviour => Behaviour.Succeed({ latencyMs: ms(latency) })
 
 /**
- * Answers with an error with `code` after `latency` (default 0), without applying the write.
+ * Fails with `code` after `latency` (default 0), without applying the write.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const fail = (code: string, latency?: Duration.DurationInput): Behaviour =>
-  Behaviour.Fail({ code, latencyMs: toMillis(latency) })
+  Behaviour.Fail({ code, latencyMs: ms(latency) })
 
 /**
  * Applies the write after `applyAfter` (default 0) and answers after `answerAfter`.
@@ -97,13 +126,7 @@ export const fail = (code: string, latency?: Duration.DurationInput): Behaviour 
  * @since 0.1.0
  * @category constructors
  */
-export const answerLate = (options: {
-  readonly applyAfter?: Duration.DurationInput | undefined
-  readonly answerAfter: Duration.DurationInput
-}): Behaviour => {
-  const applyAfterMs = toMillis(options.applyAfter)
-  return Behaviour.AnswerLate({ applyAfterMs, answerAfterMs: Math.max(applyAfterMs, toMillis(options.answerAfter)) })
-}
+export const answerLate = (options: LateAnswer): Behaviour => Behaviour.AnswerLate(late(options))
 
 /**
  * Never answers. With `applied`, the write is applied after `applyAfter` (default 0) anyway.
@@ -114,17 +137,16 @@ export const answerLate = (options: {
 export const neverAnswer = (options?: {
   readonly applied?: boolean | undefined
   readonly applyAfter?: Duration.DurationInput | undefined
-}): Behaviour =>
-  Behaviour.NeverAnswer({ applied: options?.applied ?? false, applyAfterMs: toMillis(options?.applyAfter) })
+}): Behaviour => Behaviour.NeverAnswer({ applied: options?.applied ?? false, applyAfterMs: ms(options?.applyAfter) })
 
 /**
- * Applies the write after `latency` (default 0), then answers with an error with `code`.
+ * Applies the write after `latency` (default 0), then fails with `code`.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const applyThenFail = (code: string, latency?: Duration.DurationInput): Behaviour =>
-  Behaviour.ApplyThenFail({ code, latencyMs: toMillis(latency) })
+  Behaviour.ApplyThenFail({ code, latencyMs: ms(latency) })
 
 /**
  * Dies after `latency` (default 0) without applying the write.
@@ -132,7 +154,7 @@ export const applyThenFail = (code: string, latency?: Duration.DurationInput): B
  * @since 0.1.0
  * @category constructors
  */
-export const die = (latency?: Duration.DurationInput): Behaviour => Behaviour.Die({ latencyMs: toMillis(latency) })
+export const die = (latency?: Duration.DurationInput): Behaviour => Behaviour.Die({ latencyMs: ms(latency) })
 
 /**
  * Applies the write after `latency` (default 0), then dies.
@@ -141,7 +163,7 @@ export const die = (latency?: Duration.DurationInput): Behaviour => Behaviour.Di
  * @category constructors
  */
 export const applyThenDie = (latency?: Duration.DurationInput): Behaviour =>
-  Behaviour.ApplyThenDie({ latencyMs: toMillis(latency) })
+  Behaviour.ApplyThenDie({ latencyMs: ms(latency) })
 
 /**
  * Applies the write after `applyAfter` (default 0) and answers after `answerAfter`, ignoring
@@ -150,31 +172,16 @@ export const applyThenDie = (latency?: Duration.DurationInput): Behaviour =>
  * @since 0.1.0
  * @category constructors
  */
-export const ignoreInterruption = (options: {
-  readonly applyAfter?: Duration.DurationInput | undefined
-  readonly answerAfter: Duration.DurationInput
-}): Behaviour => {
-  const applyAfterMs = toMillis(options.applyAfter)
-  return Behaviour.IgnoreInterruption({
-    applyAfterMs,
-    answerAfterMs: Math.max(applyAfterMs, toMillis(options.answerAfter))
-  })
-}
+export const ignoreInterruption = (options: LateAnswer): Behaviour => Behaviour.IgnoreInterruption(late(options))
 
 /**
- * The defect a `Die` or `ApplyThenDie` behaviour dies with.
+ * Applies the write after `applyAfter` (default 0) whether or not the caller still waits, and answers
+ * after `answerAfter`: a write that lands after the caller gave up.
  *
  * @since 0.1.0
- * @category errors
+ * @category constructors
  */
-export class SimulatedDefect extends Data.TaggedError("SimulatedDefect")<{ readonly call: number }> {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Simulated downstream call ${this.call} died`
-  }
-}
+export const writeLandsLate = (options: LateAnswer): Behaviour => Behaviour.WriteLandsLate(late(options))
 
 /**
  * A one-line description of a behaviour, for timelines and counterexamples.
@@ -182,38 +189,21 @@ export class SimulatedDefect extends Data.TaggedError("SimulatedDefect")<{ reado
  * @since 0.1.0
  * @category utils
  */
-export const describe = (behaviour: Behaviour): string => {
-  const at = (ms: number) => format.offset(ms)
-  switch (behaviour._tag) {
-    case "Succeed":
-      return behaviour.latencyMs === 0 ? "succeeds" : `succeeds at ${at(behaviour.latencyMs)}`
-    case "Fail":
-      return `fails with ${behaviour.code} at ${at(behaviour.latencyMs)}, writes nothing`
-    case "AnswerLate":
-      return `writes at ${at(behaviour.applyAfterMs)}, answers at ${at(behaviour.answerAfterMs)}`
-    case "NeverAnswer":
-      return behaviour.applied
-        ? `writes at ${at(behaviour.applyAfterMs)}, never answers`
-        : "never answers, writes nothing"
-    case "ApplyThenFail":
-      return `writes at ${at(behaviour.latencyMs)}, then fails with ${behaviour.code}`
-    case "Die":
-      return `dies at ${at(behaviour.latencyMs)}, writes nothing`
-    case "ApplyThenDie":
-      return `writes at ${at(behaviour.latencyMs)}, then dies`
-    case "IgnoreInterruption":
-      return `writes at ${at(behaviour.applyAfterMs)}, answers at ${at(behaviour.answerAfterMs)}, ignoring interruption`
-  }
-}
-
-/**
- * Whether a behaviour applies the write (when the caller waits long enough).
- *
- * @since 0.1.0
- * @category predicates
- */
-export const appliesWrite = (behaviour: Behaviour): boolean =>
-  behaviour._tag !== "Fail" && behaviour._tag !== "Die" && !(behaviour._tag === "NeverAnswer" && !behaviour.applied)
+export const describe: (behaviour: Behaviour) => string = Behaviour.$match({
+  Succeed: ({ latencyMs }) => latencyMs === 0 ? "succeeds" : `succeeds at ${format.offset(latencyMs)}`,
+  Fail: ({ code, latencyMs }) => `fails with ${code} at ${format.offset(latencyMs)}, writes nothing`,
+  AnswerLate: ({ answerAfterMs, applyAfterMs }) =>
+    `writes at ${format.offset(applyAfterMs)}, answers at ${format.offset(answerAfterMs)}`,
+  NeverAnswer: ({ applied, applyAfterMs }) =>
+    applied ? `writes at ${format.offset(applyAfterMs)}, never answers` : "never answers, writes nothing",
+  ApplyThenFail: ({ code, latencyMs }) => `writes at ${format.offset(latencyMs)}, then fails with ${code}`,
+  Die: ({ latencyMs }) => `dies at ${format.offset(latencyMs)}, writes nothing`,
+  ApplyThenDie: ({ latencyMs }) => `writes at ${format.offset(latencyMs)}, then dies`,
+  IgnoreInterruption: ({ answerAfterMs, applyAfterMs }) =>
+    `writes at ${format.offset(applyAfterMs)}, answers at ${format.offset(answerAfterMs)}, ignoring interruption`,
+  WriteLandsLate: ({ answerAfterMs, applyAfterMs }) =>
+    `writes at ${format.offset(applyAfterMs)} even if abandoned, answers at ${format.offset(answerAfterMs)}`
+})
 
 /**
  * A call to the downstream.
@@ -222,11 +212,18 @@ export const appliesWrite = (behaviour: Behaviour): boolean =>
  * @category models
  */
 export interface Request {
-  /** What is called, for example `POST /orders`. Writes of one endpoint and body are one request. */
-  readonly endpoint?: string | undefined
-  /** The forwarded `Idempotency-Key`, if any. */
-  readonly idempotencyKey?: string | undefined
+  /**
+   * What is called: the request's method and URL, `POST https://api.example/orders`. Writes of one
+   * endpoint and body are one request; deduplication is per endpoint.
+   */
+  readonly endpoint: string
   readonly body: unknown
+  /**
+   * The `Idempotency-Key` the call carries. Default: inside an idempotent operation, the key
+   * `IdempotencyHttpClient` would send (the step key of the `withStep` name in effect, else of the
+   * endpoint); outside one, none. `false`: none (a client that forwards no key).
+   */
+  readonly idempotencyKey?: string | false | undefined
 }
 
 /**
@@ -238,7 +235,7 @@ export interface Request {
 export interface Receipt {
   /** The number of the write (1, 2, ...). A deduplicated call answers with the original write's number. */
   readonly writeId: number
-  /** `true` when the call was deduplicated: the write had been applied by an earlier call with its key. */
+  /** `true` when the call was deduplicated: an earlier call with its key had applied the write. */
   readonly replayed: boolean
 }
 
@@ -262,45 +259,54 @@ export interface Write {
 }
 
 /**
- * A call the downstream received, and what became of it.
+ * A call the downstream received, and what became of it so far.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Call {
+export interface Call extends Omit<Write, "id" | "call" | "at"> {
   readonly index: number
+  /** `Clock` time when it was received. */
   readonly at: number
-  readonly endpoint: string
-  readonly idempotencyKey: string | undefined
-  readonly body: unknown
   readonly behaviour: Behaviour
-  readonly attempt: string | undefined
-  /** What the call did to the downstream's state (so far). */
+  /** What the call did to the downstream's state. */
   readonly effect: "pending" | "applied" | "deduplicated" | "none"
   /** The write it applied, or the write it was deduplicated to. */
   readonly writeId: number | undefined
-  /** How the call ended for the caller (so far). */
+  /** How the call ended for the caller. */
   readonly answer: "pending" | "succeeded" | "failed" | "abandoned"
 }
 
 /**
- * The error a scripted failure answers with. `code` is the one given in the script; map it to the
- * real API's errors in the layer that adapts the simulation.
+ * The error a scripted failure answers with. Map `code` to the real API's errors in the layer that
+ * adapts the simulation.
  *
  * @since 0.1.0
  * @category errors
  */
 export class SimulatedDownstreamError extends Schema.TaggedError<SimulatedDownstreamError>(
   "@effect-idempotency/testing/SimulatedDownstreamError"
-)("SimulatedDownstreamError", {
-  code: Schema.String,
-  call: Schema.Number
-}) {
+)("SimulatedDownstreamError", { code: Schema.String, call: Schema.Number }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
     return `Simulated downstream call ${this.call} failed with ${this.code}`
+  }
+}
+
+/**
+ * The defect a `Die` or `ApplyThenDie` behaviour dies with.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SimulatedDefect extends Data.TaggedError("SimulatedDefect")<{ readonly call: number }> {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Simulated downstream call ${this.call} died`
   }
 }
 
@@ -313,16 +319,12 @@ export class SimulatedDownstreamError extends Schema.TaggedError<SimulatedDownst
 export class SimulatedDownstream extends Context.Tag("@effect-idempotency/testing/SimulatedDownstream")<
   SimulatedDownstream,
   {
-    /** Calls the downstream: behaves as the next scripted behaviour says. */
+    /** Calls the downstream: behaves as the next behaviour of the calling fiber's script says. */
     readonly call: (request: Request) => Effect.Effect<Receipt, SimulatedDownstreamError>
-    /** Appends behaviours to the script (consumed one per call, in call order). */
-    readonly enqueue: (behaviours: Iterable<Behaviour>) => Effect.Effect<void>
     /** Every call received so far. */
     readonly calls: Effect.Effect<ReadonlyArray<Call>>
     /** Every write applied so far. */
     readonly writes: Effect.Effect<ReadonlyArray<Write>>
-    /** The requests applied more than once: groups of writes with one endpoint and one body. */
-    readonly duplicates: Effect.Effect<ReadonlyArray<ReadonlyArray<Write>>>
   }
 >() {}
 
@@ -334,25 +336,21 @@ export class SimulatedDownstream extends Context.Tag("@effect-idempotency/testin
  */
 export interface Options {
   /**
-   * Deduplicate by the forwarded key: a call whose `idempotencyKey` was already applied applies
-   * nothing and answers with the original write. Calls without a key are never deduplicated.
+   * Deduplicate by the key a call carries, on every endpoint (`true`) or on the endpoints listed: a
+   * call whose key was applied on its endpoint applies nothing and answers with the original write.
+   * A call without a key is never deduplicated. Default `false`.
    */
-  readonly deduplicate: boolean
-  /** The behaviours of the first calls, in call order. */
-  readonly script?: Iterable<Behaviour> | undefined
-  /** The behaviour once the script is used up. Default `succeed()`. */
+  readonly deduplicate?: boolean | ReadonlyArray<string> | undefined
+  /** The behaviour of a call once the calling fiber's script is used up. Default `succeed()`. */
   readonly otherwise?: Behaviour | undefined
 }
 
-const DEFAULT_ENDPOINT = "write"
-
-/** A script local to a fiber (and the fibers it forks): consumed before the service's own script. */
-const localScript = FiberRef.unsafeMake<Array<Behaviour> | undefined>(undefined)
+/** The behaviours of the calls a fiber (and the fibers it forks) makes, consumed in call order. */
+const currentScript = FiberRef.unsafeMake<Array<Behaviour>>([])
 
 /**
- * Runs `effect` with its own script: downstream calls made inside it take their behaviours from
- * `behaviours` first (in order), then from the service's script. Used to give each attempt of a
- * simulated retry its own downstream behaviour.
+ * Runs `effect` with its own script: the downstream calls it makes behave as `behaviours` say, in
+ * order, then as the downstream's `otherwise`. Give each attempt of a simulated retry its own.
  *
  * @since 0.1.0
  * @category combinators
@@ -363,8 +361,24 @@ export const scripted: {
 } = dual(
   2,
   <A, E, R>(effect: Effect.Effect<A, E, R>, behaviours: Iterable<Behaviour>): Effect.Effect<A, E, R> =>
-    Effect.suspend(() => Effect.locally(effect, localScript, Array.from(behaviours)))
+    Effect.suspend(() => Effect.locally(effect, currentScript, Array.from(behaviours)))
 )
+
+/**
+ * The step name `IdempotencyHttpClient.withStep` sets. It is the middleware's own fiber reference,
+ * found by its global key, so that a simulated call derives the key the middleware would send.
+ */
+const currentStep = globalValue(
+  Symbol.for("@effect-idempotency/platform/IdempotencyHttpClient/currentStep"),
+  () => FiberRef.unsafeMake(Option.none<string>())
+)
+
+/** The key `IdempotencyHttpClient` sends for a request to `endpoint` made by the current fiber. */
+const forwardedKey = (endpoint: string): Effect.Effect<string | undefined> =>
+  Effect.flatMap(IdempotencyContext.current, (context) =>
+    Option.isNone(context)
+      ? Effect.succeed(undefined)
+      : Effect.map(FiberRef.get(currentStep), (step) => context.value.stepKey(Option.getOrElse(step, () => endpoint))))
 
 /**
  * Builds a simulated downstream.
@@ -372,167 +386,116 @@ export const scripted: {
  * @since 0.1.0
  * @category constructors
  */
-export const make = (options: Options): Effect.Effect<SimulatedDownstream["Type"]> =>
+export const make = (options?: Options): Effect.Effect<SimulatedDownstream["Type"]> =>
   Effect.sync(() => {
-    // Each call reads and updates this state in synchronous steps: no other fiber runs in between.
-    const script: Array<Behaviour> = options.script === undefined ? [] : Array.from(options.script)
-    const otherwise = options.otherwise ?? succeed()
+    // each step of a call reads and updates this state synchronously: no other fiber runs in between
     const calls: Array<Call> = []
     const writes: Array<Write> = []
     const byKey = new Map<string, Write>()
+    const dedup = options?.deduplicate ?? false
+    const deduplicates = (endpoint: string) => dedup === true || (Array.isArray(dedup) && dedup.includes(endpoint))
 
-    const next = Effect.map(FiberRef.get(localScript), (local) => local?.shift() ?? script.shift() ?? otherwise)
-
-    const update = (index: number, patch: Partial<Call>) =>
-      Effect.sync(() => {
+    const update = (index: number, patch: Partial<Call>, event?: string) =>
+      Effect.suspend(() => {
         calls[index - 1] = { ...calls[index - 1]!, ...patch }
+        return event === undefined ? Effect.void : trace.record("downstream", `call ${index}: ${event}`)
       })
-
-    const sleep = (ms: number) => ms > 0 ? Effect.sleep(Duration.millis(ms)) : Effect.void
 
     const apply = (index: number): Effect.Effect<Receipt> =>
       Effect.flatMap(Clock.currentTimeMillis, (at): Effect.Effect<Receipt> => {
         const call = calls[index - 1]!
-        const existing = options.deduplicate && call.idempotencyKey !== undefined
-          ? byKey.get(call.idempotencyKey)
-          : undefined
+        const id = `${call.endpoint}\u0000${call.idempotencyKey}`
+        const existing = call.idempotencyKey !== undefined && deduplicates(call.endpoint) ? byKey.get(id) : undefined
         if (existing !== undefined) {
-          return Effect.as(
-            Effect.zipRight(
-              update(index, { effect: "deduplicated", writeId: existing.id }),
-              trace.record("downstream", `call ${index}: deduplicated by its key, write #${existing.id} not repeated`)
-            ),
-            { writeId: existing.id, replayed: true }
-          )
+          const event = `deduplicated by its key, write #${existing.id} not repeated`
+          return Effect.as(update(index, { effect: "deduplicated", writeId: existing.id }, event), {
+            writeId: existing.id,
+            replayed: true
+          })
         }
-        const write: Write = {
-          id: writes.length + 1,
-          call: index,
-          at,
-          endpoint: call.endpoint,
-          idempotencyKey: call.idempotencyKey,
-          body: call.body,
-          attempt: call.attempt
-        }
+        const { attempt, body, endpoint, idempotencyKey } = call
+        const write: Write = { id: writes.length + 1, call: index, at, endpoint, idempotencyKey, body, attempt }
         writes.push(write)
-        if (call.idempotencyKey !== undefined && !byKey.has(call.idempotencyKey)) byKey.set(call.idempotencyKey, write)
-        return Effect.as(
-          Effect.zipRight(
-            update(index, { effect: "applied", writeId: write.id }),
-            trace.record("downstream", `call ${index}: write #${write.id} applied`)
-          ),
-          { writeId: write.id, replayed: false }
-        )
+        if (call.idempotencyKey !== undefined && !byKey.has(id)) byKey.set(id, write)
+        const late = call.answer === "abandoned" ? ", after its caller gave up" : ""
+        return Effect.as(update(index, { effect: "applied", writeId: write.id }, `write #${write.id} applied${late}`), {
+          writeId: write.id,
+          replayed: false
+        })
       })
-
-    const answer = (index: number, receipt: Receipt) =>
-      Effect.as(
-        Effect.zipRight(update(index, { answer: "succeeded" }), trace.record("downstream", `call ${index}: answered`)),
-        receipt
-      )
-
-    const failWith = (index: number, code: string) =>
-      Effect.zipRight(
-        Effect.zipRight(
-          update(index, { answer: "failed" }),
-          trace.record("downstream", `call ${index}: failed (${code})`)
-        ),
-        Effect.fail(new SimulatedDownstreamError({ code, call: index }))
-      )
-
-    const dieWith = (index: number) =>
-      Effect.zipRight(
-        Effect.zipRight(update(index, { answer: "failed" }), trace.record("downstream", `call ${index}: died`)),
-        Effect.die(new SimulatedDefect({ call: index }))
-      )
 
     const call = (request: Request): Effect.Effect<Receipt, SimulatedDownstreamError> =>
       Effect.gen(function*() {
-        const behaviour = yield* next
-        const at = yield* Clock.currentTimeMillis
-        const attempt = yield* FiberRef.get(trace.currentAttempt)
+        const script = yield* FiberRef.get(currentScript)
+        const behaviour = script.shift() ?? options?.otherwise ?? succeed()
+        const idempotencyKey = request.idempotencyKey === false
+          ? undefined
+          : request.idempotencyKey ?? (yield* forwardedKey(request.endpoint))
         const index = calls.length + 1
-        const endpoint = request.endpoint ?? DEFAULT_ENDPOINT
         calls.push({
           index,
-          at,
-          endpoint,
-          idempotencyKey: request.idempotencyKey,
+          at: yield* Clock.currentTimeMillis,
+          endpoint: request.endpoint,
+          idempotencyKey,
           body: request.body,
+          attempt: yield* FiberRef.get(trace.currentAttempt),
           behaviour,
-          attempt,
           effect: "pending",
           writeId: undefined,
           answer: "pending"
         })
         yield* trace.record(
           "downstream",
-          `call ${index} ${endpoint} (${format.key(request.idempotencyKey)}): ${describe(behaviour)}`
+          `call ${index} ${request.endpoint} (${format.key(idempotencyKey)}): ${describe(behaviour)}`
         )
+
+        const sleep = (millis: number) => millis > 0 ? Effect.sleep(Duration.millis(millis)) : Effect.void
+        /** Applies the write after `millis`, waits `then` more, and goes on with its receipt. */
+        const writeAfter = <X, Y>(millis: number, then: number, next: (receipt: Receipt) => Effect.Effect<X, Y>) =>
+          sleep(millis).pipe(Effect.zipRight(apply(index)), Effect.tap(() => sleep(then)), Effect.flatMap(next))
+        const nothingAfter = <X, Y>(millis: number, next: Effect.Effect<X, Y>) =>
+          Effect.zipRight(update(index, { effect: "none" }), Effect.zipRight(sleep(millis), next))
+        const answer = (receipt: Receipt) => Effect.as(update(index, { answer: "succeeded" }, "answered"), receipt)
+        const failWith = (code: string) =>
+          Effect.zipRight(
+            update(index, { answer: "failed" }, `failed (${code})`),
+            Effect.fail(new SimulatedDownstreamError({ code, call: index }))
+          )
+        const dies = Effect.zipRight(
+          update(index, { answer: "failed" }, "died"),
+          Effect.die(new SimulatedDefect({ call: index }))
+        )
+
         const body: Effect.Effect<Receipt, SimulatedDownstreamError> = Behaviour.$match(behaviour, {
-          Succeed: ({ latencyMs }) =>
-            sleep(latencyMs).pipe(Effect.zipRight(apply(index)), Effect.flatMap((receipt) => answer(index, receipt))),
-          Fail: ({ code, latencyMs }) =>
-            sleep(latencyMs).pipe(
-              Effect.zipRight(update(index, { effect: "none" })),
-              Effect.zipRight(failWith(index, code))
-            ),
+          Succeed: ({ latencyMs }) => writeAfter(latencyMs, 0, answer),
+          Fail: ({ code, latencyMs }) => nothingAfter(latencyMs, failWith(code)),
           AnswerLate: ({ answerAfterMs, applyAfterMs }) =>
-            sleep(applyAfterMs).pipe(
-              Effect.zipRight(apply(index)),
-              Effect.tap(() => sleep(answerAfterMs - applyAfterMs)),
-              Effect.flatMap((receipt) => answer(index, receipt))
-            ),
+            writeAfter(applyAfterMs, answerAfterMs - applyAfterMs, answer),
           NeverAnswer: ({ applied, applyAfterMs }) =>
-            applied
-              ? sleep(applyAfterMs).pipe(Effect.zipRight(apply(index)), Effect.zipRight(Effect.never))
-              : Effect.zipRight(update(index, { effect: "none" }), Effect.never),
-          ApplyThenFail: ({ code, latencyMs }) =>
-            sleep(latencyMs).pipe(Effect.zipRight(apply(index)), Effect.zipRight(failWith(index, code))),
-          Die: ({ latencyMs }) =>
-            sleep(latencyMs).pipe(
-              Effect.zipRight(update(index, { effect: "none" })),
-              Effect.zipRight(dieWith(index))
-            ),
-          ApplyThenDie: ({ latencyMs }) =>
-            sleep(latencyMs).pipe(Effect.zipRight(apply(index)), Effect.zipRight(dieWith(index))),
+            applied ? writeAfter(applyAfterMs, 0, () => Effect.never) : nothingAfter(0, Effect.never),
+          ApplyThenFail: ({ code, latencyMs }) => writeAfter(latencyMs, 0, () => failWith(code)),
+          Die: ({ latencyMs }) => nothingAfter(latencyMs, dies),
+          ApplyThenDie: ({ latencyMs }) => writeAfter(latencyMs, 0, () => dies),
           IgnoreInterruption: ({ answerAfterMs, applyAfterMs }) =>
-            Effect.uninterruptible(
-              sleep(applyAfterMs).pipe(
-                Effect.zipRight(apply(index)),
-                Effect.tap(() => sleep(answerAfterMs - applyAfterMs)),
-                Effect.flatMap((receipt) => answer(index, receipt))
-              )
+            Effect.uninterruptible(writeAfter(applyAfterMs, answerAfterMs - applyAfterMs, answer)),
+          WriteLandsLate: ({ answerAfterMs, applyAfterMs }) =>
+            // the write runs on its own: the caller giving up does not stop it
+            Effect.flatMap(
+              Effect.forkDaemon(writeAfter(applyAfterMs, 0, Effect.succeed)),
+              (write) => sleep(answerAfterMs).pipe(Effect.zipRight(Fiber.join(write)), Effect.flatMap(answer))
             )
         })
         return yield* Effect.onInterrupt(body, () =>
           // a call that answered inside an uninterruptible region was not abandoned
-          calls[index - 1]!.answer !== "pending" ? Effect.void : Effect.zipRight(
-            update(index, { answer: "abandoned" }),
-            trace.record("downstream", `call ${index}: abandoned by the caller before it answered`)
-          ))
+          calls[index - 1]!.answer === "pending"
+            ? update(index, { answer: "abandoned" }, "abandoned by the caller before it answered")
+            : Effect.void)
       })
-
-    const duplicates = Effect.sync(() => {
-      const groups = new Map<string, Array<Write>>()
-      for (const write of writes) {
-        const id = `${write.endpoint}\u0000${format.canonical(write.body)}`
-        const group = groups.get(id)
-        if (group === undefined) groups.set(id, [write])
-        else group.push(write)
-      }
-      return Array.from(groups.values()).filter((group) => group.length > 1)
-    })
 
     return SimulatedDownstream.of({
       call,
-      enqueue: (behaviours) =>
-        Effect.sync(() => {
-          script.push(...behaviours)
-        }),
       calls: Effect.sync(() => calls.slice()),
-      writes: Effect.sync(() => writes.slice()),
-      duplicates
+      writes: Effect.sync(() => writes.slice())
     })
   })
 
@@ -542,57 +505,23 @@ export const make = (options: Options): Effect.Effect<SimulatedDownstream["Type"
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options): Layer.Layer<SimulatedDownstream> =>
+export const layer = (options?: Options): Layer.Layer<SimulatedDownstream> =>
   Layer.effect(SimulatedDownstream, make(options))
 
 /**
- * Calls the downstream of the context.
+ * The requests applied more than once: groups of writes with one endpoint and one body.
  *
  * @since 0.1.0
- * @category accessors
+ * @category utils
  */
-export const call = (request: Request): Effect.Effect<Receipt, SimulatedDownstreamError, SimulatedDownstream> =>
-  Effect.flatMap(SimulatedDownstream, (downstream) => downstream.call(request))
-
-/**
- * Appends behaviours to the script of the downstream of the context.
- *
- * @since 0.1.0
- * @category accessors
- */
-export const enqueue = (behaviours: Iterable<Behaviour>): Effect.Effect<void, never, SimulatedDownstream> =>
-  Effect.flatMap(SimulatedDownstream, (downstream) => downstream.enqueue(behaviours))
-
-/**
- * Every write the downstream of the context applied.
- *
- * @since 0.1.0
- * @category accessors
- */
-export const writes: Effect.Effect<ReadonlyArray<Write>, never, SimulatedDownstream> = Effect.flatMap(
-  SimulatedDownstream,
-  (downstream) => downstream.writes
-)
-
-/**
- * Every call the downstream of the context received.
- *
- * @since 0.1.0
- * @category accessors
- */
-export const calls: Effect.Effect<ReadonlyArray<Call>, never, SimulatedDownstream> = Effect.flatMap(
-  SimulatedDownstream,
-  (downstream) => downstream.calls
-)
-
-/**
- * The requests the downstream of the context applied more than once.
- *
- * @since 0.1.0
- * @category accessors
- */
-export const duplicates: Effect.Effect<ReadonlyArray<ReadonlyArray<Write>>, never, SimulatedDownstream> = Effect
-  .flatMap(SimulatedDownstream, (downstream) => downstream.duplicates)
+export const duplicates = (writes: ReadonlyArray<Write>): ReadonlyArray<ReadonlyArray<Write>> => {
+  const groups = new Map<string, Array<Write>>()
+  for (const write of writes) {
+    const id = `${write.endpoint}\u0000${format.canonical(write.body)}`
+    groups.set(id, [...(groups.get(id) ?? []), write])
+  }
+  return Array.from(groups.values()).filter((group) => group.length > 1)
+}
 
 /**
  * Options of `arbitrary`.
@@ -620,51 +549,39 @@ export interface ArbitraryOptions {
  * @category arbitraries
  */
 export const arbitrary = (options: ArbitraryOptions): FastCheck.Arbitrary<Behaviour> => {
-  const max = Math.max(1, toMillis(options.maxLatency))
+  const max = Math.max(1, ms(options.maxLatency))
   const latency = FastCheck.oneof(
     { withCrossShrink: true },
     { weight: 3, arbitrary: FastCheck.integer({ min: 0, max: Math.min(max, 200) }) },
     { weight: 2, arbitrary: FastCheck.integer({ min: 0, max }) }
   )
-  const codes = options.failures ?? ["Unavailable"]
-  const code = FastCheck.constantFrom(...(codes.length === 0 ? ["Unavailable"] : codes))
-  const kinds = new Set<Behaviour["_tag"]>(
-    options.kinds ??
-      ["Succeed", "Fail", "AnswerLate", "NeverAnswer", "ApplyThenFail", "Die", "ApplyThenDie", "IgnoreInterruption"]
-  )
-  const all: ReadonlyArray<
-    readonly [Behaviour["_tag"], { readonly weight: number; readonly arbitrary: FastCheck.Arbitrary<Behaviour> }]
-  > = [
-    ["Succeed", { weight: 5, arbitrary: latency.map((latencyMs) => Behaviour.Succeed({ latencyMs })) }],
-    ["Fail", {
-      weight: 1,
-      arbitrary: FastCheck.tuple(code, latency).map(([code, latencyMs]) => Behaviour.Fail({ code, latencyMs }))
-    }],
-    ["AnswerLate", {
-      weight: 2,
-      arbitrary: FastCheck.tuple(latency, FastCheck.integer({ min: 0, max })).map(([applyAfterMs, extra]) =>
-        Behaviour.AnswerLate({ applyAfterMs, answerAfterMs: applyAfterMs + extra })
-      )
-    }],
-    ["NeverAnswer", {
-      weight: 1,
-      arbitrary: FastCheck.tuple(FastCheck.boolean(), latency).map(([applied, applyAfterMs]) =>
+  const code = FastCheck.constantFrom(...(options.failures?.length ? options.failures : ["Unavailable"]))
+  const twoTimes = FastCheck.tuple(latency, FastCheck.integer({ min: 0, max })).map(([applyAfterMs, extra]) => ({
+    applyAfterMs,
+    answerAfterMs: applyAfterMs + extra
+  }))
+  const all: { readonly [K in Behaviour["_tag"]]: readonly [number, FastCheck.Arbitrary<Behaviour>] } = {
+    Succeed: [5, latency.map((latencyMs) => Behaviour.Succeed({ latencyMs }))],
+    Fail: [1, FastCheck.tuple(code, latency).map(([code, latencyMs]) => Behaviour.Fail({ code, latencyMs }))],
+    AnswerLate: [2, twoTimes.map(Behaviour.AnswerLate)],
+    NeverAnswer: [
+      1,
+      FastCheck.tuple(FastCheck.boolean(), latency).map(([applied, applyAfterMs]) =>
         Behaviour.NeverAnswer({ applied, applyAfterMs })
       )
-    }],
-    ["ApplyThenFail", {
-      weight: 1,
-      arbitrary: FastCheck.tuple(code, latency).map(([code, latencyMs]) => Behaviour.ApplyThenFail({ code, latencyMs }))
-    }],
-    ["Die", { weight: 1, arbitrary: latency.map((latencyMs) => Behaviour.Die({ latencyMs })) }],
-    ["ApplyThenDie", { weight: 1, arbitrary: latency.map((latencyMs) => Behaviour.ApplyThenDie({ latencyMs })) }],
-    ["IgnoreInterruption", {
-      weight: 1,
-      arbitrary: FastCheck.tuple(latency, FastCheck.integer({ min: 0, max })).map(([applyAfterMs, extra]) =>
-        Behaviour.IgnoreInterruption({ applyAfterMs, answerAfterMs: applyAfterMs + extra })
-      )
-    }]
-  ]
-  const chosen = all.filter(([tag]) => kinds.has(tag)).map(([, entry]) => entry)
-  return FastCheck.oneof({ withCrossShrink: true }, ...(chosen.length === 0 ? [all[0]![1]] : chosen))
+    ],
+    ApplyThenFail: [
+      1,
+      FastCheck.tuple(code, latency).map(([code, latencyMs]) => Behaviour.ApplyThenFail({ code, latencyMs }))
+    ],
+    Die: [1, latency.map((latencyMs) => Behaviour.Die({ latencyMs }))],
+    ApplyThenDie: [1, latency.map((latencyMs) => Behaviour.ApplyThenDie({ latencyMs }))],
+    IgnoreInterruption: [1, twoTimes.map(Behaviour.IgnoreInterruption)],
+    WriteLandsLate: [1, twoTimes.map(Behaviour.WriteLandsLate)]
+  }
+  const kinds = options.kinds?.length ? options.kinds : (Object.keys(all) as Array<Behaviour["_tag"]>)
+  return FastCheck.oneof(
+    { withCrossShrink: true },
+    ...kinds.map((kind) => ({ weight: all[kind][0], arbitrary: all[kind][1] }))
+  )
 }

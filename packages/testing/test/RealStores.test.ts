@@ -1,8 +1,9 @@
 /**
  * The known-good properties on the real stores, with fewer cases than on the memory store: the
  * PostgreSQL store (the server named by `TEST_PG_URL`, else embedded PGlite), with expiry on
- * Effect's `Clock`, and the DynamoDB store on dynalite (in this process, on 127.0.0.1). The clock
- * moves stepwise: simulated time never passes while a store request is in flight.
+ * Effect's `Clock`, and the DynamoDB store on every endpoint the DynamoDB package's global setup
+ * starts (DynamoDB Local and dynalite, on 127.0.0.1). The clock moves stepwise: simulated time never
+ * passes while a store request is in flight.
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
 import { DynamoDbClient, DynamoDbStore, DynamoDbTable } from "@effect-idempotency/dynamodb"
@@ -11,31 +12,37 @@ import { PlatformModel, RetryProperty } from "@effect-idempotency/testing"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Vitest } from "@effect/vitest"
-import { assert, layer } from "@effect/vitest"
+import { assert, describe, layer } from "@effect/vitest"
 import { PGlite } from "@electric-sql/pglite"
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as TestServices from "effect/TestServices"
-import { createRequire } from "node:module"
-import type * as net from "node:net"
+import { randomUUID } from "node:crypto"
+import { inject } from "vitest"
 import { createOrder, order, OrdersApiSimulated, runs } from "./utils/orders.js"
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    readonly dynamodbBackends: ReadonlyArray<{ readonly name: string; readonly endpoint: string }>
+  }
+}
 
 const TIMEOUT = { timeout: 600_000 }
 
 /** The two known-good configurations, played against the store of the context. */
 const properties = {
-  exactlyOnce: RetryProperty.make({
+  exactlyOnce: {
     operation: createOrder({ name: "create-order-exactly-once", timeout: "2 seconds", onTimeout: "keepLease" }),
     payload: order,
     platform: PlatformModel.awsLambdaAsync,
     deduplicate: true,
     services: OrdersApiSimulated,
     store: IdempotencyStore.IdempotencyStore,
-    require: "exactlyOnce"
-  }),
-  atMostOnce: RetryProperty.make({
+    require: "exactlyOnce" as const
+  },
+  atMostOnce: {
     operation: createOrder({
       name: "create-order-at-most-once",
       timeout: "2 seconds",
@@ -46,8 +53,9 @@ const properties = {
     platform: PlatformModel.awsLambdaAsync,
     deduplicate: false,
     services: OrdersApiSimulated,
+    downstream: { failures: ["Rejected", "Unavailable"] },
     store: IdempotencyStore.IdempotencyStore
-  })
+  }
 }
 
 const knownGood = (it: Vitest.MethodsNonLive<IdempotencyStore.IdempotencyStore>, numRuns: number) => {
@@ -98,50 +106,34 @@ const PgStore = Layer.unwrapScoped(
     ).pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 10 }))))
 )
 
-layer(PgStore, { timeout: "2 minutes" })(
-  `RetryProperty on the PostgreSQL store (${serverUrl === undefined ? "PGlite" : "TEST_PG_URL"})`,
-  (it) => knownGood(it, runs(60))
-)
+// DynamoDB: DynamoDB Local (when Java is found; required in CI), which returns the existing item
+// on a failed condition, and dynalite, which does not, so the store reads it back: both paths
 
-// DynamoDB
-
-interface DynaliteServer {
-  listen(port: number, host: string, callback: () => void): void
-  address(): net.AddressInfo | string | null
-  close(callback: (error?: Error) => void): void
+const dynamoStore = (endpoint: string) => {
+  const tableName = `retry-property-${randomUUID()}`
+  return DynamoDbStore.layerWith({ tableName }).pipe(
+    Layer.provide(Layer.effectDiscard(TestServices.provideLive(DynamoDbTable.create({ tableName })))),
+    Layer.provide(
+      DynamoDbClient.layer({
+        endpoint,
+        region: "us-east-1",
+        credentials: { accessKeyId: "local", secretAccessKey: "local" }
+      })
+    )
+  )
 }
 
-/** dynalite, in memory, on a free loopback port, for the life of the layer. */
-const dynaliteEndpoint = Effect.gen(function*() {
-  const create = createRequire(import.meta.url)("dynalite") as (options: Record<string, unknown>) => DynaliteServer
-  const server = yield* Effect.acquireRelease(
-    Effect.async<DynaliteServer>((resume) => {
-      const server = create({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 })
-      server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
-    }),
-    (server) => Effect.async<void>((resume) => server.close(() => resume(Effect.void)))
+// the properties on every store run at once: each case waits on its own TestClock
+describe.concurrent("RetryProperty on the real stores", () => {
+  layer(PgStore, { timeout: "2 minutes" })(
+    `on the PostgreSQL store (${serverUrl === undefined ? "PGlite" : "TEST_PG_URL"})`,
+    (it) => knownGood(it, runs(60))
   )
-  const address = server.address()
-  return `http://127.0.0.1:${typeof address === "object" && address !== null ? address.port : 0}`
+
+  for (const backend of inject("dynamodbBackends")) {
+    layer(dynamoStore(backend.endpoint), { timeout: "2 minutes" })(
+      `on the DynamoDB store (${backend.name})`,
+      (it) => knownGood(it, runs(60))
+    )
+  }
 })
-
-const DynamoStore = Layer.unwrapScoped(
-  Effect.map(dynaliteEndpoint, (endpoint) =>
-    DynamoDbStore.layerWith({ tableName: "retry-property" }).pipe(
-      Layer.provide(
-        Layer.effectDiscard(TestServices.provideLive(DynamoDbTable.create({ tableName: "retry-property" })))
-      ),
-      Layer.provide(
-        DynamoDbClient.layer({
-          endpoint,
-          region: "us-east-1",
-          credentials: { accessKeyId: "local", secretAccessKey: "local" }
-        })
-      )
-    ))
-)
-
-layer(DynamoStore, { timeout: "2 minutes" })(
-  "RetryProperty on the DynamoDB store (dynalite)",
-  (it) => knownGood(it, runs(60))
-)

@@ -1,3 +1,13 @@
+import * as Duration from "effect/Duration"
+
+/**
+ * A duration in whole milliseconds, at least 0.
+ *
+ * @internal
+ */
+export const toMillis = (input: Duration.DurationInput): number =>
+  Math.max(0, Math.round(Duration.toMillis(Duration.decode(input))))
+
 /**
  * Formats a duration in milliseconds for a timeline: `850ms`, `12.5s`, `1m 8s`, `6h 0m 3s`.
  *
@@ -67,3 +77,49 @@ export const short = (value: unknown, max = 80): string => {
  */
 export const key = (value: string | undefined): string =>
   value === undefined ? "no key" : value.length > 10 ? `key ${value.slice(0, 8)}...` : `key ${value}`
+
+const kind = (value: unknown): string => {
+  if (value === null || value === undefined) return String(value)
+  if (typeof value !== "object") return `a ${typeof value}`
+  if (Array.isArray(value)) return "an array"
+  if (value instanceof Date) return "a Date"
+  const prototype = Object.getPrototypeOf(value)
+  return prototype === Object.prototype || prototype === null
+    ? "a plain object"
+    : `an instance of ${prototype.constructor?.name ?? "an anonymous class"}`
+}
+
+const scalar = (value: unknown): string =>
+  Object.is(value, -0) ? "-0" : typeof value === "bigint" ? `${value}n` : JSON.stringify(value) ?? String(value)
+
+/**
+ * Where and how two values that are not deeply equal differ, also when they print the same: a
+ * class instance and a plain object, a Date and a string, -0 and 0, a member that is `undefined`
+ * and one that is absent. For example `at .createdAt: a Date vs a string`.
+ *
+ * @internal
+ */
+export const difference = (a: unknown, b: unknown): string => {
+  const go = (x: unknown, y: unknown, path: string): string | undefined => {
+    if (Object.is(x, y)) return undefined
+    const at = path === "" ? "at the top" : `at ${path}`
+    if (kind(x) !== kind(y)) return `${at}: ${kind(x)} vs ${kind(y)}`
+    if (typeof x !== "object" || x === null) return `${at}: ${scalar(x)} vs ${scalar(y)}`
+    if (x instanceof Date) {
+      return x.getTime() === (y as Date).getTime()
+        ? undefined
+        : `${at}: ${x.toISOString()} vs ${(y as Date).toISOString()}`
+    }
+    const left = x as Record<string, unknown>
+    const right = y as Record<string, unknown>
+    for (const key of new Set([...Object.keys(left), ...Object.keys(right)])) {
+      const member = Array.isArray(x) ? `${path}[${key}]` : `${path}.${key}`
+      if (!Object.hasOwn(right, key)) return `at ${member}: ${kind(left[key])} vs absent`
+      if (!Object.hasOwn(left, key)) return `at ${member}: absent vs ${kind(right[key])}`
+      const found = go(left[key], right[key], member)
+      if (found !== undefined) return found
+    }
+    return undefined
+  }
+  return go(a, b, "") ?? "in a way their members do not show"
+}

@@ -2,7 +2,7 @@
  * An order-creating operation over a simulated orders API, with its policies as parameters: the
  * configurations the kit's own tests check.
  */
-import { Idempotency, IdempotencyContext } from "@effect-idempotency/core"
+import { Idempotency } from "@effect-idempotency/core"
 import type { IdempotencyPolicy } from "@effect-idempotency/core"
 import { SimulatedDownstream } from "@effect-idempotency/testing"
 import * as Context from "effect/Context"
@@ -25,25 +25,35 @@ export class OrdersUnavailable extends Schema.TaggedError<OrdersUnavailable>()("
 
 /** The application's orders API. */
 export class OrdersApi extends Context.Tag("test/OrdersApi")<OrdersApi, {
-  readonly create: (
-    order: Order,
-    idempotencyKey: string | undefined
-  ) => Effect.Effect<{ readonly orderId: number }, OrderRejected | OrdersUnavailable>
+  readonly create: (order: Order) => Effect.Effect<{ readonly orderId: number }, OrderRejected | OrdersUnavailable>
 }>() {}
 
-/** The orders API over the simulated downstream: code `Rejected` is a rejection, any other is transient. */
-export const OrdersApiSimulated: Layer.Layer<OrdersApi, never, SimulatedDownstream.SimulatedDownstream> = Layer.effect(
-  OrdersApi,
-  Effect.map(SimulatedDownstream.SimulatedDownstream, (downstream) => ({
-    create: (order, idempotencyKey) =>
-      downstream.call({ endpoint: "POST /orders", idempotencyKey, body: order }).pipe(
-        Effect.map((receipt) => ({ orderId: receipt.writeId })),
-        Effect.mapError((error) =>
-          error.code === "Rejected" ? new OrderRejected({ call: error.call }) : new OrdersUnavailable()
+/**
+ * The orders API over the simulated downstream: code `Rejected` is a rejection, any other is
+ * transient. Its client forwards the key as `IdempotencyHttpClient` would, unless `forwardKey` is
+ * `false`.
+ */
+export const ordersApi = (
+  options?: { readonly forwardKey?: boolean }
+): Layer.Layer<OrdersApi, never, SimulatedDownstream.SimulatedDownstream> =>
+  Layer.effect(
+    OrdersApi,
+    Effect.map(SimulatedDownstream.SimulatedDownstream, (downstream) => ({
+      create: (order) =>
+        downstream.call({
+          endpoint: "POST /orders",
+          body: order,
+          ...(options?.forwardKey === false ? { idempotencyKey: false } : {})
+        }).pipe(
+          Effect.map((receipt) => ({ orderId: receipt.writeId })),
+          Effect.mapError((error) =>
+            error.code === "Rejected" ? new OrderRejected({ call: error.call }) : new OrdersUnavailable()
+          )
         )
-      )
-  }))
-)
+    }))
+  )
+
+export const OrdersApiSimulated = ordersApi()
 
 export interface Config {
   readonly name?: string
@@ -55,8 +65,6 @@ export interface Config {
   readonly lease?: Duration.DurationInput
   readonly heartbeat?: Duration.DurationInput
   readonly inProgress?: IdempotencyPolicy.InProgressPolicy
-  /** Forward the step key to the orders API (default true). */
-  readonly forwardKey?: boolean
   /** The defect policy (default: the timeout policy). */
   readonly onDefect?: IdempotencyPolicy.TimeoutPolicy
 }
@@ -76,12 +84,7 @@ export const createOrder = (config: Config) =>
     ...(config.heartbeat === undefined ? {} : { heartbeat: config.heartbeat }),
     ...(config.inProgress === undefined ? {} : { inProgress: config.inProgress }),
     ...(config.onDefect === undefined ? {} : { onDefect: config.onDefect }),
-    execute: (order: Order) =>
-      Effect.gen(function*() {
-        const api = yield* OrdersApi
-        const key = config.forwardKey === false ? undefined : yield* IdempotencyContext.stepKey("orders")
-        return yield* api.create(order, key)
-      })
+    execute: (order: Order) => Effect.flatMap(OrdersApi, (api) => api.create(order))
   })
 
 export const order: Order = { sku: "A-1", quantity: 2 }
