@@ -78,7 +78,8 @@ const knownGood = (it: Vitest.MethodsNonLive<IdempotencyStore.IdempotencyStore>,
 
 // PostgreSQL
 
-const TABLE = "idem_retry_property"
+// a table of this run's own, dropped at the end: runs against one server never share it
+const TABLE = `idem_retry_property_${randomUUID().slice(0, 8)}`
 const serverUrl = process.env.TEST_PG_URL === "" ? undefined : process.env.TEST_PG_URL
 
 /** Embedded PGlite, served on a loopback port for the `pg` driver. */
@@ -94,13 +95,18 @@ const pgliteUrl = Effect.gen(function*() {
 
 const PgStore = Layer.unwrapScoped(
   Effect.map(serverUrl === undefined ? pgliteUrl : Effect.succeed(serverUrl), (url) =>
-    Layer.effect(
+    Layer.scoped(
       IdempotencyStore.IdempotencyStore,
       Effect.gen(function*() {
         const sql = yield* SqlClient.SqlClient
         const table = yield* PgIdempotencyTable.make({ table: TABLE })
-        yield* sql.unsafe(`DROP TABLE IF EXISTS ${table.qualified}`).withoutTransform
-        yield* PgIdempotencyMigration.migration({ table: TABLE })
+        const drop =
+          sql.unsafe(`DROP TABLE IF EXISTS ${table.qualified}; DROP FUNCTION IF EXISTS ${table.reserveFunction}`)
+            .withoutTransform
+        yield* Effect.acquireRelease(
+          Effect.zipRight(drop, PgIdempotencyMigration.migration({ table: TABLE })),
+          () => Effect.ignore(drop)
+        )
         return yield* PgIdempotencyStore.make({ table: TABLE, clock: "effect" })
       })
     ).pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 10 }))))
