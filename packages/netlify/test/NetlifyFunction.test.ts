@@ -1,11 +1,11 @@
 import {
-  Idempotency,
   IdempotencyContext,
   IdempotencyError,
   IdempotencyKey,
   IdempotencyRecord,
   IdempotencyStore
 } from "@effect-idempotency/core"
+import { HttpIdempotency } from "@effect-idempotency/http"
 import {
   FunctionResponse,
   Invocation,
@@ -408,7 +408,12 @@ describe("NetlifyFunction.idempotent", () => {
         operation: "create-order",
         key: IdempotencyKey.unsafeMake("key-stale")
       })
-      const fingerprint = yield* Idempotency.fingerprint(Order, order)
+      // the fingerprint of the request the test sends: its method, path and body bytes
+      const fingerprint = yield* HttpIdempotency.fingerprint({
+        method: "POST",
+        path: "/.netlify/functions/orders",
+        body: new TextEncoder().encode(JSON.stringify(order))
+      })
       const token = "t-stale"
       yield* store.reserve({
         id,
