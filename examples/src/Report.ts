@@ -90,7 +90,10 @@ const runText = (run: Scenario.Run, index: number): Array<string> => {
 /** The readable report. */
 export const text = (report: Scenario.Report, failures: ReadonlyArray<string>): string =>
   [
-    "A Netlify function retried after a timeout: the downstream wrote, but its answer came after the time limit.",
+    report.via === "server"
+      ? "An HTTP server's route (HttpRouter, IdempotencyMiddleware) retried after a timeout: the downstream wrote, " +
+        "but its answer came after the time limit."
+      : "A Netlify function retried after a timeout: the downstream wrote, but its answer came after the time limit.",
     `store: ${report.store}`,
     `time limit ${ms(report.settings.timeLimit)}, margin ${ms(report.settings.margin)} (downstream timeout ${
       Duration.toMillis(report.settings.timeLimit) - Duration.toMillis(report.settings.margin)
@@ -130,6 +133,7 @@ const attemptJson = (attempt: Platform.Attempt) => ({
 /** The report as one JSON value. */
 export const json = (report: Scenario.Report, failures: ReadonlyArray<string>) => ({
   store: report.store,
+  via: report.via,
   settings: {
     timeLimitMs: Duration.toMillis(report.settings.timeLimit),
     marginMs: Duration.toMillis(report.settings.margin),
