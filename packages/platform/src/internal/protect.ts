@@ -117,7 +117,12 @@ export const capture = (
  */
 export const fromStored = (stored: StoredResponse.StoredResponse): HttpServerResponse.HttpServerResponse => {
   const options = { status: stored.status, headers: Headers.fromInput(stored.headers) }
-  return stored.body.byteLength === 0 ? HttpServerResponse.empty(options) : HttpServerResponse.raw(stored.body, options)
+  if (stored.body.byteLength === 0) return HttpServerResponse.empty(options)
+  const contentType = stored.headers["content-type"]
+  // with its type, the body is sent with its length; without one, none is added
+  return contentType === undefined
+    ? HttpServerResponse.raw(stored.body, options)
+    : HttpServerResponse.uint8Array(stored.body, { ...options, contentType })
 }
 
 /**
