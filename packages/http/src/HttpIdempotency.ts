@@ -34,10 +34,10 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Encoding from "effect/Encoding"
 import * as LogLevel from "effect/LogLevel"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import { Buffer } from "node:buffer"
 import { createHash } from "node:crypto"
 import type { InvalidRequestBody, RequestBodyTooLarge, RequestFailure } from "./HttpIdempotencyError.js"
 import { InsufficientTime, MissingIdempotencyKey } from "./HttpIdempotencyError.js"
@@ -286,21 +286,34 @@ export interface HttpIdempotency {
  * @since 0.1.0
  * @category models
  */
-export const RequestFingerprint = Schema.Struct({
-  method: Schema.String,
-  path: Schema.String,
-  query: Schema.String,
+export interface RequestFingerprint {
+  readonly method: string
+  readonly path: string
+  readonly query: string
   /** The values of `fingerprintHeaders`, in their order (`""` when absent). */
-  headers: Schema.Array(Schema.String),
+  readonly headers: ReadonlyArray<string>
   /** The SHA-256 of the body's bytes, base64. */
-  body: Schema.String
-})
+  readonly body: string
+}
+
+const isRequestFingerprint = (u: unknown): u is RequestFingerprint => {
+  if (typeof u !== "object" || u === null) return false
+  const self = u as Record<string, unknown>
+  return typeof self.method === "string" && typeof self.path === "string" && typeof self.query === "string" &&
+    typeof self.body === "string" && Array.isArray(self.headers) &&
+    self.headers.every((value) => typeof value === "string")
+}
 
 /**
+ * The schema of a fingerprint's input: the value as it is (it is JSON already), checked, with no
+ * transformation to run per request.
+ *
  * @since 0.1.0
- * @category models
+ * @category schemas
  */
-export type RequestFingerprint = typeof RequestFingerprint.Type
+export const RequestFingerprint: Schema.Schema<RequestFingerprint> = Schema.declare(isRequestFingerprint, {
+  identifier: "RequestFingerprint"
+})
 
 /**
  * The SHA-256 of a body, as the fingerprint holds it.
@@ -345,26 +358,50 @@ class Downstream extends Context.Tag("@effect-idempotency/http/HttpIdempotency/D
   Effect.Effect<StoredResponse.StoredResponse, unknown>
 >() {}
 
-/** The recorded response: status, headers, body as base64; a body over the limit does not encode. */
-const storedSchema = (maxBytes: number) => {
-  const Body = Schema.transformOrFail(Schema.String, Schema.Uint8ArrayFromSelf, {
-    strict: true,
-    decode: (text, _, ast) =>
-      Either.match(Encoding.decodeBase64(text), {
-        onLeft: () => ParseResult.fail(new ParseResult.Type(ast, text, "not base64")),
-        onRight: ParseResult.succeed
-      }),
-    encode: (bytes, _, ast) =>
-      bytes === NOT_KEPT || bytes.byteLength > maxBytes
-        ? ParseResult.fail(new ParseResult.Type(ast, bytes, "the body cannot be kept"))
-        : ParseResult.succeed(Encoding.encodeBase64(bytes))
-  }).annotations({ identifier: `a body of at most ${maxBytes} bytes, read whole` })
-  return Schema.Struct({
-    status: Schema.Int,
-    headers: Schema.Record({ key: Schema.String, value: Schema.String }),
-    body: Body
-  })
+/** A response as the store keeps it: its body as base64. */
+interface EncodedResponse {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: string
 }
+
+const isHeaders = (u: unknown): u is Readonly<Record<string, string>> => {
+  if (typeof u !== "object" || u === null || Array.isArray(u)) return false
+  for (const name in u) {
+    if (typeof (u as Record<string, unknown>)[name] !== "string") return false
+  }
+  return true
+}
+
+const toBase64 = (bytes: Uint8Array): string =>
+  Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64")
+
+const fromBase64 = (text: string): Uint8Array => {
+  const buffer = Buffer.from(text, "base64")
+  return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength)
+}
+
+/**
+ * The recorded response, coded by hand (it runs twice per fresh request and once per replay): the
+ * body as base64; a body over the limit, or one that could not be read whole, does not encode, so
+ * the core records the outcome as omitted.
+ */
+const storedSchema = (maxBytes: number): Schema.Schema<StoredResponse.StoredResponse, EncodedResponse> =>
+  Schema.declare<StoredResponse.StoredResponse, EncodedResponse, readonly []>([], {
+    decode: () => (input, _, ast) => {
+      const self = input as Partial<Record<keyof EncodedResponse, unknown>> | null
+      return typeof self === "object" && self !== null && typeof self.status === "number" &&
+          Number.isInteger(self.status) && isHeaders(self.headers) && typeof self.body === "string"
+        ? ParseResult.succeed({ status: self.status, headers: self.headers, body: fromBase64(self.body) })
+        : ParseResult.fail(new ParseResult.Type(ast, input, "not a recorded response"))
+    },
+    encode: () => (input, _, ast) => {
+      const self = input as StoredResponse.StoredResponse
+      return self.body === NOT_KEPT || self.body.byteLength > maxBytes
+        ? ParseResult.fail(new ParseResult.Type(ast, input, "the body cannot be kept"))
+        : ParseResult.succeed({ status: self.status, headers: self.headers, body: toBase64(self.body) })
+    }
+  }, { identifier: `a response whose body has at most ${maxBytes} bytes, read whole` })
 
 const bypass: Answer<never> = { _tag: "Bypass" }
 
