@@ -3,6 +3,7 @@
  * called with a real `HttpClient`, on the PostgreSQL server and on DynamoDB Local; and the OpenAPI
  * document of an idempotent endpoint.
  */
+import { IdempotencyStore } from "@effect-idempotency/core"
 import { IdempotencyHttpApi } from "@effect-idempotency/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as HttpApi from "@effect/platform/HttpApi"
@@ -10,6 +11,7 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as HttpApp from "@effect/platform/HttpApp"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { assert, describe, it, layer } from "@effect/vitest"
@@ -233,6 +235,36 @@ for (const backend of backends) {
     }
   )
 }
+
+describe("IdempotencyHttpApi without its app middleware", () => {
+  it.scoped("an idempotent endpoint reached by a router alone fails closed, without running", () =>
+    Effect.gen(function*() {
+      const calls = new Calls()
+      const context = yield* Layer.build(
+        HttpApiBuilder.api(Api).pipe(
+          Layer.provide(ordersLive(calls)),
+          Layer.provide(IdempotencyHttpApi.layer(Api)),
+          Layer.provide(IdempotencyStore.layerMemoryWith({ warn: false })),
+          Layer.provideMerge(HttpApiBuilder.Router.Live),
+          Layer.provide(HttpApiBuilder.Middleware.layer)
+        )
+      )
+      // the routes as HttpApiBuilder built them, without the app middleware around them
+      const router = yield* Effect.provide(HttpApiBuilder.Router.router, context)
+      const handler = HttpApp.toWebHandler(Effect.provide(router, NodeHttpServer.layerContext))
+      const response = yield* Effect.promise(() =>
+        handler(
+          new Request("http://127.0.0.1/orders", {
+            method: "POST",
+            headers: { "content-type": "application/json", "idempotency-key": "k-1" },
+            body: order
+          })
+        )
+      )
+      assert.strictEqual(response.status, 500)
+      assert.strictEqual(calls.runs("create", "k-1"), 0)
+    }))
+})
 
 describe("IdempotencyHttpApi in the OpenAPI document", () => {
   const spec = OpenApi.fromApi(Api) as unknown as {
