@@ -171,6 +171,11 @@ export interface IdempotentOptions<P, IP, E, ROut, LE> extends CommonOptions<E> 
    */
   readonly record?: ((response: HttpIdempotency.ResponseHead) => boolean) | undefined
   /**
+   * The methods run idempotently; the others run the handler without a key. Default `POST` and
+   * `PATCH` (Netlify's background and event-triggered functions are invoked with `POST`).
+   */
+  readonly methods?: ReadonlyArray<string> | undefined
+  /**
    * The largest response body kept, in bytes. A larger response is answered once and recorded as
    * not replayable: retries get 500 and the handler never runs again for the key. Default 1 MiB.
    */
@@ -288,6 +293,7 @@ export const idempotent = <P, IP, E, ROut, LE>(options: IdempotentOptions<P, IP,
     completeRetry: options.completeRetry,
     storedHeaders: options.storedHeaders ?? FunctionResponse.DEFAULT_STORED_HEADERS,
     record: options.record,
+    methods: options.methods,
     maxBodyBytes: options.maxBodyBytes,
     maxResponseBytes: options.maxResponseBytes,
     interruptOnAbort: options.interruptOnAbort,

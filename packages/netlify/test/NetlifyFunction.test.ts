@@ -540,6 +540,27 @@ describe("NetlifyFunction.idempotent", () => {
       assert.deepStrictEqual(yield* Ref.get(contexts), [false, false, true])
     }))
 
+  it.scopedLive("a method that is not covered runs the handler without a key and without the store", () =>
+    Effect.gen(function*() {
+      const { calls, layer } = yield* controllableStore
+      const { executions, handler } = yield* orderFunction(layer, { methods: ["POST"] })
+      const patch = (key?: string) =>
+        Effect.promise(() =>
+          handler(
+            new Request("http://127.0.0.1/.netlify/functions/orders", {
+              method: "PATCH",
+              headers: key === undefined ? {} : { "Idempotency-Key": key },
+              body: JSON.stringify(order)
+            }),
+            {}
+          )
+        )
+      assert.strictEqual((yield* patch()).status, 201)
+      assert.strictEqual((yield* patch("key-patch")).status, 201)
+      assert.strictEqual(yield* Ref.get(executions), 2)
+      assert.strictEqual(yield* Ref.get(calls), 0)
+    }))
+
   it.scopedLive("503 when too little time is left for the downstream and the margin", () =>
     Effect.gen(function*() {
       const { calls, layer } = yield* controllableStore
