@@ -3,12 +3,28 @@
  */
 import * as Duration from "effect/Duration"
 import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as Platform from "./Platform.js"
 import type * as Scenario from "./Scenario.js"
 
 const ms = (duration: Duration.DurationInput) => `${Duration.toMillis(duration)} ms`
 
 const pad = (value: number, width: number) => String(Math.round(value)).padStart(width)
+
+const StoredValue = Schema.parseJson(Schema.Struct({
+  status: Schema.Number,
+  headers: Schema.Record({ key: Schema.String, value: Schema.String }),
+  body: Schema.Uint8ArrayFromBase64
+}))
+
+/** A recorded response as people read it: the status, the headers, and the body as text. */
+const describeStored = (value: string): string =>
+  Option.match(Schema.decodeUnknownOption(StoredValue)(value), {
+    onNone: () => value,
+    onSome: (stored) =>
+      `${stored.status} ${JSON.stringify(stored.headers)} ${new TextDecoder().decode(stored.body)} ` +
+      `(${stored.body.byteLength} bytes, kept as base64)`
+  })
 
 const outcomeOf = (attempt: Platform.Attempt): string =>
   Option.match(attempt.response, {
@@ -58,7 +74,9 @@ const runText = (run: Scenario.Run, index: number): Array<string> => {
       }: ${run.tableRows}${check(run.tableRows)}`
     ]),
     `   final state: ${finalState(run)}`,
-    ...run.records.flatMap((record) => record.value === undefined ? [] : [`   stored response: ${record.value}`]),
+    ...run.records.flatMap((record) =>
+      record.value === undefined ? [] : [`   stored response: ${describeStored(record.value)}`]
+    ),
     `   a retry got the stored result: ${run.replayed ? `yes, from the ${run.replayedBy}` : "no"}`,
     "",
     "   timeline:",
@@ -72,7 +90,10 @@ const runText = (run: Scenario.Run, index: number): Array<string> => {
 /** The readable report. */
 export const text = (report: Scenario.Report, failures: ReadonlyArray<string>): string =>
   [
-    "A Netlify function retried after a timeout: the downstream wrote, but its answer came after the time limit.",
+    report.via === "server"
+      ? "An HTTP server's route (HttpRouter, IdempotencyMiddleware) retried after a timeout: the downstream wrote, " +
+        "but its answer came after the time limit."
+      : "A Netlify function retried after a timeout: the downstream wrote, but its answer came after the time limit.",
     `store: ${report.store}`,
     `time limit ${ms(report.settings.timeLimit)}, margin ${ms(report.settings.margin)} (downstream timeout ${
       Duration.toMillis(report.settings.timeLimit) - Duration.toMillis(report.settings.margin)
@@ -112,6 +133,7 @@ const attemptJson = (attempt: Platform.Attempt) => ({
 /** The report as one JSON value. */
 export const json = (report: Scenario.Report, failures: ReadonlyArray<string>) => ({
   store: report.store,
+  via: report.via,
   settings: {
     timeLimitMs: Duration.toMillis(report.settings.timeLimit),
     marginMs: Duration.toMillis(report.settings.margin),

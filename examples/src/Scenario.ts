@@ -23,6 +23,7 @@ import * as Downstream from "./Downstream.js"
 import * as Journal from "./Journal.js"
 import * as ObservedStore from "./ObservedStore.js"
 import * as OrderFunction from "./OrderFunction.js"
+import * as OrderServer from "./OrderServer.js"
 import * as Platform from "./Platform.js"
 import type * as Stores from "./Stores.js"
 
@@ -71,8 +72,17 @@ export interface Run {
 export interface Report {
   readonly store: string
   readonly settings: Settings
+  /** What the platform invokes: the Netlify function, or the same work behind an HTTP server. */
+  readonly via: Via
   readonly runs: ReadonlyArray<Run>
 }
+
+/**
+ * `function`: the Netlify function (`@effect-idempotency/netlify`), invoked in process and stopped
+ * at its time limit. `server`: an `HttpRouter` route with `IdempotencyMiddleware` on a loopback
+ * `NodeHttpServer`, called over the network with the time limit as its cut-off.
+ */
+export type Via = "function" | "server"
 
 export interface RunSpec {
   readonly name: RunName
@@ -110,7 +120,7 @@ export const specs: ReadonlyArray<RunSpec> = [
   }
 ]
 
-const runOne = (spec: RunSpec, store: Stores.Store, settings: Settings) =>
+const runOne = (spec: RunSpec, store: Stores.Store, settings: Settings, via: Via) =>
   Effect.scoped(Effect.gen(function*() {
     const journal = yield* Journal.make
     const timeLimit = Duration.decode(settings.timeLimit)
@@ -121,19 +131,24 @@ const runOne = (spec: RunSpec, store: Stores.Store, settings: Settings) =>
     })
     const observed = yield* ObservedStore.make(store.store, journal)
     const options = { downstreamUrl: downstream.url, timeLimit, logger: journal.logger }
-    const handler: NetlifyFunction.Handler = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        spec.onTimeout === undefined
-          ? OrderFunction.unprotected(options)
-          : OrderFunction.idempotent({
-            ...options,
-            store: observed.layer,
-            margin: settings.margin,
-            onTimeout: spec.onTimeout
-          })
-      ),
-      (handler) => Effect.promise(() => handler.dispose())
-    )
+    const protectedOptions = spec.onTimeout === undefined ? undefined : {
+      ...options,
+      store: observed.layer,
+      margin: settings.margin,
+      onTimeout: spec.onTimeout
+    }
+    const handler: NetlifyFunction.Handler = via === "server"
+      ? yield* (protectedOptions === undefined
+        ? OrderServer.unprotected(options)
+        : OrderServer.idempotent(protectedOptions))
+      : yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          protectedOptions === undefined
+            ? OrderFunction.unprotected(options)
+            : OrderFunction.idempotent(protectedOptions)
+        ),
+        (handler) => Effect.promise(() => handler.dispose())
+      )
     const key = randomUUID()
     const attempts = yield* Platform.run(
       handler,
@@ -174,11 +189,12 @@ const runOne = (spec: RunSpec, store: Stores.Store, settings: Settings) =>
 export const run = (
   store: Stores.Store,
   settings: Settings = defaults,
-  runs: ReadonlyArray<RunSpec> = specs
+  runs: ReadonlyArray<RunSpec> = specs,
+  via: Via = "function"
 ): Effect.Effect<Report, unknown> =>
   Effect.map(
-    Effect.forEach(runs, (spec) => runOne(spec, store, settings)),
-    (runs) => ({ store: store.description, settings, runs })
+    Effect.forEach(runs, (spec) => runOne(spec, store, settings, via)),
+    (runs) => ({ store: store.description, settings, via, runs })
   )
 
 /** What the verification demands: each protected run ends with one downstream order and one record. */

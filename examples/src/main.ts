@@ -8,6 +8,7 @@
  *   npm start -- --dynamodb-endpoint http://127.0.0.1:8000   DynamoDB Local
  *   npm start -- --redis-url redis://127.0.0.1:6379         a Redis or Valkey server
  *   npm start -- --time-limit 3000 --retry-delays 500,1000
+ *   npm start -- --via server                    the same work behind an HTTP server (IdempotencyMiddleware)
  *
  * Exits with 1 when a protected run does not end with exactly one downstream record and one
  * idempotency record, and with 2 when the scenario could not run.
@@ -23,10 +24,11 @@ import * as Stores from "./Stores.js"
 
 const usage = `usage: npm start -- [--json] [--store pglite|memory | --pg-url <url> | --dynamodb-endpoint <url>
                       | --redis-url <url>]
-                      [--time-limit <ms>] [--retry-delays <ms>,<ms>]`
+                      [--time-limit <ms>] [--retry-delays <ms>,<ms>] [--via function|server]`
 
 interface Args {
   readonly json: boolean
+  readonly via: Scenario.Via
   readonly store: Stores.Choice
   readonly settings: Scenario.Settings
 }
@@ -39,6 +41,7 @@ const parseMillis = (flag: string, value: string | undefined): Duration.Duration
 
 const parse = (argv: ReadonlyArray<string>): Args => {
   let json = false
+  let via: Scenario.Via = "function"
   let store: Stores.Choice = { _tag: "PGlite" }
   let settings: Scenario.Settings = Scenario.defaults
   for (let i = 0; i < argv.length; i++) {
@@ -77,6 +80,12 @@ const parse = (argv: ReadonlyArray<string>): Args => {
         settings = { ...settings, timeLimit, margin: TimeLimit.defaultMargin(timeLimit) }
         break
       }
+      case "--via": {
+        const value = argv[++i]
+        if (value !== "function" && value !== "server") throw new Error("--via needs function or server")
+        via = value
+        break
+      }
       case "--retry-delays":
         settings = { ...settings, retryDelays: (argv[++i] ?? "").split(",").map((v) => parseMillis(flag, v)) }
         break
@@ -89,13 +98,13 @@ const parse = (argv: ReadonlyArray<string>): Args => {
         throw new Error(`unknown option ${flag}`)
     }
   }
-  return { json, store, settings }
+  return { json, via, store, settings }
 }
 
 const main = (args: Args) =>
   Effect.scoped(Effect.gen(function*() {
     const store = yield* Stores.make(args.store)
-    const report = yield* Scenario.run(store, args.settings)
+    const report = yield* Scenario.run(store, args.settings, Scenario.specs, args.via)
     const failures = Scenario.failures(report)
     process.stdout.write(
       args.json ? `${JSON.stringify(Report.json(report, failures), null, 2)}\n` : Report.text(report, failures)

@@ -35,3 +35,22 @@ scenarioSuite(
   // the run's key prefix: the global setup deletes its keys at the end
   { _tag: "Redis", url: inject("redisUrl"), prefix: `${inject("redisKeyPrefix")}examples:` }
 )
+
+// the same scenario through an HTTP server: an HttpRouter route with IdempotencyMiddleware on
+// NodeHttpServer, called over loopback, on the PostgreSQL server and on DynamoDB Local
+const dynamodbLocal = inject("dynamodbBackends").find((backend) => backend.name === "DynamoDB Local") ??
+  inject("dynamodbBackends")[0]!
+
+scenarioSuite(
+  `through IdempotencyMiddleware on an HTTP server: PostgreSQL store on ${
+    serverUrl === undefined ? "PGlite (TEST_PG_URL is not set)" : "the TEST_PG_URL server"
+  }`,
+  serverUrl === undefined ? { _tag: "PGlite" } : { _tag: "Postgres", url: serverUrl },
+  "server"
+)
+
+scenarioSuite(
+  `through IdempotencyMiddleware on an HTTP server: DynamoDB store on ${dynamodbLocal.name}`,
+  { _tag: "DynamoDB", endpoint: dynamodbLocal.endpoint, tableName: `examples-${randomUUID()}` },
+  "server"
+)

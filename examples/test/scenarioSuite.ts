@@ -41,14 +41,17 @@ const runNamed = (report: Scenario.Report, name: Scenario.RunName) => {
   return run!
 }
 
-/** The scenario's tests on one store, started once for them (with the live clock). */
-export const scenarioSuite = (name: string, choice: Stores.Choice) =>
+/**
+ * The scenario's tests on one store, started once for them (with the live clock), through the
+ * Netlify function or the HTTP server's middleware.
+ */
+export const scenarioSuite = (name: string, choice: Stores.Choice, via: Scenario.Via = "function") =>
   layer(Layer.scoped(ScenarioStore, Stores.make(choice)), { excludeTestServices: true, timeout: "60 seconds" })(
     name,
     (it) => {
       it.effect("the three runs end with the counts of the verification", () =>
         Effect.gen(function*() {
-          const report = yield* Scenario.run(yield* ScenarioStore, settings)
+          const report = yield* Scenario.run(yield* ScenarioStore, settings, Scenario.specs, via)
           assert.deepStrictEqual(Scenario.failures(report), [])
 
           const without = runNamed(report, "withoutIdempotency")
@@ -107,7 +110,7 @@ export const scenarioSuite = (name: string, choice: Stores.Choice) =>
               onTimeout: "release",
               dedupByKey: false
             }
-            const report = yield* Scenario.run(yield* ScenarioStore, settings, [atLeastOnce])
+            const report = yield* Scenario.run(yield* ScenarioStore, settings, [atLeastOnce], via)
             const run = runNamed(report, "withIdempotency")
             // release deletes the record at the timeout: the retry executes, and the downstream writes twice
             assert.deepStrictEqual(statuses(run.attempts), ["504", "201"])

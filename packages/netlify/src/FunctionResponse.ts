@@ -1,13 +1,14 @@
 /**
  * The response of a function, as data: a status, headers and a text body. An idempotent function
- * stores it (with selected headers) as its operation's outcome and replays it to every retry.
+ * answers it as a web `Response`; `@effect-idempotency/http` records it (status, selected headers,
+ * the body's bytes) and replays it to every retry.
  *
  * @since 0.1.0
  */
 import type { IdempotencyError } from "@effect-idempotency/core"
+import { HttpIdempotency, StoredResponse } from "@effect-idempotency/http"
 import * as Schema from "effect/Schema"
 import type { NetlifyError } from "./NetlifyError.js"
-import { httpStatus } from "./NetlifyError.js"
 
 /**
  * The header set on a replayed response.
@@ -15,16 +16,17 @@ import { httpStatus } from "./NetlifyError.js"
  * @since 0.1.0
  * @category constants
  */
-export const REPLAYED_HEADER = "Idempotent-Replayed"
+export const REPLAYED_HEADER = StoredResponse.REPLAYED_HEADER
 
 /**
- * The headers a stored response keeps by default; the others (cookies, for example) are sent with
- * the fresh response only.
+ * The headers a stored response keeps by default (`HttpIdempotency.DEFAULT_STORED_HEADERS`:
+ * `content-type`, `content-encoding`, `content-language`, `content-location`, `location`); the others
+ * (cookies, for example) are sent with the fresh response only.
  *
  * @since 0.1.0
  * @category constants
  */
-export const DEFAULT_STORED_HEADERS: ReadonlyArray<string> = ["content-type", "content-language", "location"]
+export const DEFAULT_STORED_HEADERS: ReadonlyArray<string> = HttpIdempotency.DEFAULT_STORED_HEADERS
 
 /**
  * A function response. Header names are lower case.
@@ -141,15 +143,8 @@ export const markReplayed = (response: FunctionResponse): FunctionResponse =>
 export const isReplayed = (response: FunctionResponse): boolean =>
   response.headers[REPLAYED_HEADER.toLowerCase()] === "true"
 
-const titles: Record<number, string> = {
-  400: "Bad Request",
-  409: "Conflict",
-  413: "Content Too Large",
-  422: "Unprocessable Content",
-  500: "Internal Server Error",
-  503: "Service Unavailable",
-  504: "Gateway Timeout"
-}
+const fromStored = (response: StoredResponse.StoredResponse): FunctionResponse =>
+  new FunctionResponse({ status: response.status, headers: response.headers, body: StoredResponse.text(response) })
 
 /**
  * An RFC 9457 problem response.
@@ -158,36 +153,19 @@ const titles: Record<number, string> = {
  * @category constructors
  */
 export const problem = (status: number, detail: string, init?: Omit<Init, "status">): FunctionResponse =>
-  new FunctionResponse({
-    status,
-    headers: { "content-type": "application/problem+json", ...lowerCase(init?.headers) },
-    body: JSON.stringify({ type: "about:blank", title: titles[status] ?? "Error", status, detail })
-  })
+  fromStored(StoredResponse.problem(status, detail, { headers: lowerCase(init?.headers) }))
 
 /**
  * The response of a library or adapter failure: its status (see `NetlifyError.httpStatus`), a
  * problem body with the error's message, `Retry-After` (whole seconds, rounded up) on a conflict,
- * and `Idempotent-Replayed: true` when a stored "outcome unknown" is replayed.
+ * and `Idempotent-Replayed: true` when a stored "outcome unknown" is replayed
+ * (`StoredResponse.fromError` of `@effect-idempotency/http`).
  *
  * @since 0.1.0
  * @category constructors
  */
-export const fromError = (error: NetlifyError | IdempotencyError.IdempotencyError): FunctionResponse => {
-  const status = httpStatus(error)
-  switch (error._tag) {
-    case "IdempotencyConflict":
-      return problem(status, error.message, {
-        headers: { "retry-after": String(Math.max(0, Math.ceil(error.retryAfterMillis / 1000))) }
-      })
-    case "DownstreamTimeout":
-      return error.replayed ? markReplayed(problem(status, error.message)) : problem(status, error.message)
-    case "StoredOutcomeInvalid":
-      // the stored value is internal: say only that it could not be replayed
-      return problem(status, "The stored outcome of this request could not be replayed")
-    default:
-      return problem(status, error.message)
-  }
-}
+export const fromError = (error: NetlifyError | IdempotencyError.IdempotencyError): FunctionResponse =>
+  fromStored(StoredResponse.fromError(error))
 
 /**
  * Converts a response to a web `Response`.

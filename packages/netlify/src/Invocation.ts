@@ -4,11 +4,12 @@
  *
  * @since 0.1.0
  */
+import { HttpIdempotency, IdempotentFetch } from "@effect-idempotency/http"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import { InvalidRequestBody, RequestBodyTooLarge } from "./NetlifyError.js"
+import type { InvalidRequestBody, RequestBodyTooLarge } from "./NetlifyError.js"
 
 /**
  * The largest request body a function accepts unless told otherwise: 1 MiB.
@@ -16,34 +17,9 @@ import { InvalidRequestBody, RequestBodyTooLarge } from "./NetlifyError.js"
  * @since 0.1.0
  * @category constants
  */
-export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+export const DEFAULT_MAX_BODY_BYTES = HttpIdempotency.DEFAULT_MAX_BODY_BYTES
 
-/** Reads a body as UTF-8 text, never more than `limit` bytes of it. */
-const readBounded = async (request: Request, limit: number): Promise<string | RequestBodyTooLarge> => {
-  const declared = Number(request.headers.get("content-length") ?? Number.NaN)
-  if (Number.isFinite(declared) && declared > limit) return new RequestBodyTooLarge({ limitBytes: limit })
-  if (request.body === null) return ""
-  const reader = request.body.getReader()
-  const chunks: Array<Uint8Array> = []
-  let size = 0
-  while (true) {
-    const { done, value } = await reader.read()
-    if (done) break
-    size += value.byteLength
-    if (size > limit) {
-      await reader.cancel()
-      return new RequestBodyTooLarge({ limitBytes: limit })
-    }
-    chunks.push(value)
-  }
-  const bytes = new Uint8Array(size)
-  let offset = 0
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset)
-    offset += chunk.byteLength
-  }
-  return new TextDecoder().decode(bytes)
-}
+const decoder = new TextDecoder()
 
 /**
  * The part of Netlify's `Context` (the handler's second argument) the adapter reads. Netlify's own
@@ -101,19 +77,33 @@ export const make = (options: {
 }): Effect.Effect<Invocation["Type"]> =>
   Effect.map(
     Effect.cached(
-      Effect.tryPromise({
-        try: () => readBounded(options.request, options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
-        catch: () => new InvalidRequestBody({ reason: "Unreadable", detail: "the body could not be read" })
-      }).pipe(Effect.flatMap((text) => typeof text === "string" ? Effect.succeed(text) : Effect.fail(text)))
+      Effect.map(
+        IdempotentFetch.readBody(options.request, options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES),
+        (bytes) => decoder.decode(bytes)
+      )
     ),
-    (text) => ({
-      request: options.request,
-      context: options.context,
-      startedAt: options.startedAt,
-      deadline: options.startedAt + Duration.toMillis(options.timeLimit),
-      text
-    })
+    (text) =>
+      fromIncoming(
+        { request: options.request, context: options.context, startedAt: options.startedAt, text },
+        options.timeLimit
+      )
   )
+
+/**
+ * The invocation of a request the fetch handler of `@effect-idempotency/http` received.
+ *
+ * @internal
+ */
+export const fromIncoming = (
+  incoming: Pick<IdempotentFetch.Incoming<NetlifyContext>, "request" | "context" | "startedAt" | "text">,
+  timeLimit: Duration.Duration
+): Invocation["Type"] => ({
+  request: incoming.request,
+  context: incoming.context ?? {},
+  startedAt: incoming.startedAt,
+  deadline: incoming.startedAt + Duration.toMillis(timeLimit),
+  text: incoming.text
+})
 
 /**
  * The web request of the current invocation.

@@ -2,10 +2,11 @@
  * Netlify Functions from Effect handlers: `(req: Request, context: Context) => Promise<Response>`.
  *
  * Each handler owns one runtime per warm instance, built from its Layer on the first invocation
- * and reused by the next ones. An idempotent function reads the key of each request (the
- * `Idempotency-Key` header, or a key derived from the payload), runs the handler inside an
- * idempotent operation whose outcome is the response itself (status, selected headers, body),
- * and replays that response to every retry with `Idempotent-Replayed: true`.
+ * and reused by the next ones. An idempotent function is the Web fetch handler of
+ * `@effect-idempotency/http` (`IdempotentFetch.make`), with Netlify's time limit as the cut-off:
+ * it reads the key of each request (the `Idempotency-Key` header, or a key derived from the
+ * payload), runs the handler at most once per key, records its response (status, selected headers,
+ * body), and replays that response to every retry with `Idempotent-Replayed: true`.
  *
  * ```ts
  * // netlify/functions/create-order.ts
@@ -24,25 +25,20 @@
  *
  * @since 0.1.0
  */
-import type { IdempotencyPolicy, IdempotencyStore } from "@effect-idempotency/core"
-import { Idempotency, IdempotencyError, IdempotencyKey } from "@effect-idempotency/core"
-import * as Cause from "effect/Cause"
-import * as Clock from "effect/Clock"
-import * as Context from "effect/Context"
+import type { IdempotencyKey, IdempotencyPolicy, IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyError } from "@effect-idempotency/core"
+import { HttpIdempotency, IdempotentFetch } from "@effect-idempotency/http"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
 import type * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as FunctionResponse from "./FunctionResponse.js"
-import * as internalInstance from "./internal/instance.js"
 import * as Invocation from "./Invocation.js"
 import * as KeySource from "./KeySource.js"
 import type { NetlifyError } from "./NetlifyError.js"
-import { InsufficientTime, InvalidRequestBody, isNetlifyError, MissingIdempotencyKey } from "./NetlifyError.js"
+import { InvalidRequestBody } from "./NetlifyError.js"
 import * as TimeLimit from "./TimeLimit.js"
 
 /**
@@ -51,11 +47,7 @@ import * as TimeLimit from "./TimeLimit.js"
  * @since 0.1.0
  * @category models
  */
-export interface Handler {
-  (request: Request, context: Invocation.NetlifyContext): Promise<Response>
-  /** Releases the runtime of this instance (the store's connections, for example). */
-  readonly dispose: () => Promise<void>
-}
+export interface Handler extends IdempotentFetch.Handler<Invocation.NetlifyContext> {}
 
 /**
  * Options shared by every function.
@@ -172,12 +164,22 @@ export interface IdempotentOptions<P, IP, E, ROut, LE> extends CommonOptions<E> 
   /** The response headers kept in the record and replayed. Default `DEFAULT_STORED_HEADERS`. */
   readonly storedHeaders?: ReadonlyArray<string> | undefined
   /**
-   * Which responses of the handler are recorded and replayed to retries. A response that is not
-   * recorded releases the record: it is returned to this request, and a retry runs the handler
-   * again. Default `recordUnlessServerError`: every status below 500 is recorded (a rejection
-   * replays), a 5xx is not (a failed request can be retried).
+   * Which responses of the handler are recorded and replayed to retries, by status and headers. A
+   * response that is not recorded releases the record: it is returned to this request, and a retry
+   * runs the handler again. Default `recordUnlessServerError`: every status below 500 is recorded (a
+   * rejection replays), a 5xx is not (a failed request can be retried).
    */
-  readonly record?: ((response: FunctionResponse.FunctionResponse) => boolean) | undefined
+  readonly record?: ((response: HttpIdempotency.ResponseHead) => boolean) | undefined
+  /**
+   * The methods run idempotently; the others run the handler without a key. Default `POST` and
+   * `PATCH` (Netlify's background and event-triggered functions are invoked with `POST`).
+   */
+  readonly methods?: ReadonlyArray<string> | undefined
+  /**
+   * The largest response body kept, in bytes. A larger response is answered once and recorded as
+   * not replayable: retries get 500 and the handler never runs again for the key. Default 1 MiB.
+   */
+  readonly maxResponseBytes?: number | undefined
 }
 
 /**
@@ -188,117 +190,20 @@ export interface IdempotentOptions<P, IP, E, ROut, LE> extends CommonOptions<E> 
  * @since 0.1.0
  * @category response policies
  */
-export const recordUnlessServerError = (response: FunctionResponse.FunctionResponse): boolean => response.status < 500
+export const recordUnlessServerError: (response: HttpIdempotency.ResponseHead) => boolean =
+  HttpIdempotency.recordUnlessServerError
 
-/** A response the policy chose not to record: carried as a failure, so the record is released. */
-class UnrecordedResponse {
-  readonly _tag = "UnrecordedResponse"
-  constructor(readonly response: FunctionResponse.FunctionResponse) {}
+const decoder = new TextDecoder()
+
+/** The log annotations of an invocation: the function, and Netlify's request id. */
+const annotationsOf = (name: string) => (_: Request, context: unknown): Record<string, unknown> => {
+  const requestId = (context as Invocation.NetlifyContext | undefined)?.requestId
+  return requestId === undefined ? { function: name } : { function: name, requestId }
 }
 
-/** The full response of a fresh execution (the record keeps selected headers only). */
-class FreshResponse extends Context.Tag("@effect-idempotency/netlify/NetlifyFunction/FreshResponse")<
-  FreshResponse,
-  Ref.Ref<Option.Option<FunctionResponse.FunctionResponse>>
->() {}
-
-const internalError = (): FunctionResponse.FunctionResponse => FunctionResponse.problem(500, "The function failed")
-
-/** Maps every failure to a response, and logs one line per invocation. */
-const respond = <E>(
-  name: string,
-  onError: ((error: E) => FunctionResponse.FunctionResponse) | undefined
-) =>
-<R>(
-  self: Effect.Effect<FunctionResponse.FunctionResponse, E | NetlifyError | IdempotencyError.IdempotencyError, R>
-): Effect.Effect<FunctionResponse.FunctionResponse, never, R> =>
-  self.pipe(
-    Effect.catchAll((error) => {
-      if (isNetlifyError(error) || IdempotencyError.isIdempotencyError(error)) {
-        const response = FunctionResponse.fromError(error)
-        if (error._tag === "DownstreamTimeout" && error.replayed) {
-          return Effect.as(
-            Effect.logInfo(
-              `replayed the stored outcome "unknown" (an earlier attempt timed out) ${response.status}; ` +
-                "the handler did not run"
-            ).pipe(Effect.annotateLogs({ status: response.status })),
-            response
-          )
-        }
-        const log = response.status >= 500 ? Effect.logWarning : Effect.logInfo
-        return Effect.as(
-          log(`${error._tag}: ${error.message}`).pipe(Effect.annotateLogs({ status: response.status })),
-          response
-        )
-      }
-      const response = onError === undefined ? internalError() : onError(error as E)
-      return Effect.as(
-        Effect.logError("the handler failed", Cause.fail(error)).pipe(
-          Effect.annotateLogs({ status: response.status })
-        ),
-        response
-      )
-    }),
-    Effect.catchAllDefect((defect) =>
-      Effect.as(Effect.logError("the handler died", Cause.die(defect)), internalError())
-    ),
-    Effect.annotateLogs({ function: name })
-  )
-
-/** Runs an invocation at the edge: one runtime per instance, the response mapped from the exit. */
-const serve = <R>(
-  options: {
-    readonly name: string
-    readonly timeLimit: Duration.Duration
-    readonly interruptOnAbort: boolean
-    readonly maxBodyBytes: number | undefined
-  },
-  instance: internalInstance.Instance<R>,
-  handle: (
-    invocation: Invocation.Invocation["Type"]
-  ) => Effect.Effect<FunctionResponse.FunctionResponse, never, R>
-): Handler => {
-  const invoke = (request: Request, context: Invocation.NetlifyContext) =>
-    Effect.gen(function*() {
-      const startedAt = yield* Clock.currentTimeMillis
-      const runtime = yield* instance.runtime
-      const invocation = yield* Invocation.make({
-        request,
-        context,
-        startedAt,
-        timeLimit: options.timeLimit,
-        maxBodyBytes: options.maxBodyBytes
-      })
-      // the span runs on the function's runtime, so a tracer from the layer records it
-      return yield* handle(invocation).pipe(
-        Effect.withSpan("NetlifyFunction.invoke", { attributes: { "netlify.function": options.name } }),
-        Effect.provide(runtime)
-      )
-    }).pipe(
-      Effect.catchTag("LayerUnavailable", (error) =>
-        Effect.as(
-          Effect.logError("the function's layer could not be built", Cause.die(error.cause)),
-          FunctionResponse.fromError(error)
-        )),
-      Effect.annotateLogs(context.requestId === undefined ? {} : { requestId: context.requestId })
-    )
-
-  const handler = (request: Request, context: Invocation.NetlifyContext): Promise<Response> =>
-    Effect.runPromiseExit(
-      invoke(request, context ?? {}),
-      options.interruptOnAbort ? { signal: request.signal } : undefined
-    ).then((exit) =>
-      Exit.isSuccess(exit)
-        ? FunctionResponse.toWeb(exit.value)
-        : FunctionResponse.toWeb(
-          Cause.isInterruptedOnly(exit.cause)
-            ? FunctionResponse.problem(503, "The invocation was interrupted")
-            : internalError()
-        )
-    )
-
-  return Object.assign(handler, { dispose: () => Effect.runPromise(instance.dispose) })
-}
+/** A failure of the handler, answered with `onError` (a `FunctionResponse`), or with 500. */
+const onErrorOf = <E>(onError: ((error: E) => FunctionResponse.FunctionResponse) | undefined) =>
+  onError === undefined ? undefined : (error: E) => FunctionResponse.toWeb(onError(error))
 
 /**
  * A function without idempotency: one runtime per warm instance, the handler's failures mapped to
@@ -309,21 +214,27 @@ const serve = <R>(
  */
 export const make = <E, ROut, LE>(options: Options<E, ROut, LE>): Handler => {
   const name = options.name ?? "function"
-  const instance = Effect.runSync(internalInstance.make(options.layer))
-  return serve(
-    {
-      name,
-      timeLimit: Duration.decode(options.timeLimit ?? TimeLimit.synchronous),
-      interruptOnAbort: options.interruptOnAbort ?? false,
-      maxBodyBytes: options.maxBodyBytes
-    },
-    instance,
-    (invocation) =>
-      options.handler.pipe(
-        Effect.provideService(Invocation.Invocation, invocation),
-        Effect.tap((response) => Effect.logInfo(`responded ${response.status}`)),
-        respond(name, options.onError)
-      )
+  const timeLimit = Duration.decode(options.timeLimit ?? TimeLimit.synchronous)
+  const maxBodyBytes = options.maxBodyBytes ?? Invocation.DEFAULT_MAX_BODY_BYTES
+  return IdempotentFetch.toHandler(
+    options.layer,
+    (request, context: Invocation.NetlifyContext | undefined, startedAt) =>
+      Effect.flatMap(
+        Effect.cached(Effect.map(IdempotentFetch.readBody(request, maxBodyBytes), (bytes) => decoder.decode(bytes))),
+        (text) =>
+          options.handler.pipe(
+            Effect.provideService(
+              Invocation.Invocation,
+              Invocation.fromIncoming({ request, context, startedAt, text }, timeLimit)
+            ),
+            Effect.tap((response) => Effect.logInfo(`responded ${response.status}`)),
+            Effect.map(FunctionResponse.toWeb),
+            IdempotentFetch.catchFailures({ onError: onErrorOf(options.onError) }),
+            // the span runs on the function's runtime, so a tracer from the layer records it
+            Effect.withSpan("NetlifyFunction.invoke", { attributes: { "netlify.function": name } })
+          )
+      ),
+    { interruptOnAbort: options.interruptOnAbort, annotations: annotationsOf(name) }
   )
 }
 
@@ -334,16 +245,19 @@ const parseJson = (text: string): Effect.Effect<unknown, InvalidRequestBody> =>
   })
 
 /**
- * An idempotent function. Per invocation:
+ * An idempotent function: `IdempotentFetch.make` of `@effect-idempotency/http` with Netlify's time
+ * limit. Per invocation:
  *
- * 1. decode the JSON body with `payload` (400 if it does not decode);
+ * 1. decode the JSON body with `payload` (400 if it does not decode, 413 past `maxBodyBytes`);
  * 2. read the key (400 if it is required and missing, or invalid); without a key and not required,
  *    run the handler without idempotency;
- * 3. reserve the key and run the handler within the time left less `margin`; record the response,
- *    or apply the timeout or failure policy;
+ * 3. reserve the key (its record is scoped by `scope`; the request's fingerprint is its method,
+ *    path, query and body bytes) and run the handler within the time left less `margin`; record
+ *    the response, or apply the timeout or failure policy;
  * 4. answer with the fresh response, or replay the recorded one with `Idempotent-Replayed: true`.
  *
- * Failures map to 400, 409 with `Retry-After`, 422, 500, 503 and 504 (see `NetlifyError.httpStatus`).
+ * Failures map to 400, 409 with `Retry-After`, 413, 422, 500, 503 and 504 (see
+ * `NetlifyError.httpStatus`).
  *
  * @since 0.1.0
  * @category constructors
@@ -351,134 +265,65 @@ const parseJson = (text: string): Effect.Effect<unknown, InvalidRequestBody> =>
 export const idempotent = <P, IP, E, ROut, LE>(options: IdempotentOptions<P, IP, E, ROut, LE>): Handler => {
   const name = options.name
   const timeLimit = Duration.decode(options.timeLimit ?? TimeLimit.synchronous)
-  const margin = options.margin === undefined ? TimeLimit.defaultMargin(timeLimit) : Duration.decode(options.margin)
-  const allowance = TimeLimit.answerAllowance(margin)
-  const heartbeat = options.heartbeat === undefined ? undefined : Duration.decode(options.heartbeat)
-  const lease = options.lease !== undefined
-    ? Duration.decode(options.lease)
-    : heartbeat === undefined
-    ? timeLimit
-    : Duration.times(heartbeat, 3)
-  const storedHeaders = options.storedHeaders ?? FunctionResponse.DEFAULT_STORED_HEADERS
   const keySource: KeySource.KeySource<P> = options.key === undefined
     ? KeySource.header()
     : typeof options.key === "function"
     ? KeySource.derive(options.key)
     : options.key
   const decodePayload = Schema.decodeUnknown(options.payload)
+  const scope = options.scope
+  const onFailure = options.onFailure
 
-  const recordable = options.record ?? recordUnlessServerError
+  interface Prepared {
+    readonly payload: P
+    readonly invocation: Invocation.Invocation["Type"]
+  }
 
-  const operation = Idempotency.make({
+  return IdempotentFetch.make<Invocation.NetlifyContext, Prepared, E | NetlifyError, ROut, LE>({
     name,
-    payload: options.payload,
-    success: FunctionResponse.FunctionResponse,
-    execute: (payload: P) =>
-      options.handler(payload).pipe(
-        Effect.tap((response) =>
-          Effect.flatMap(
-            Effect.serviceOption(FreshResponse),
-            Option.match({ onNone: () => Effect.void, onSome: (ref) => Ref.set(ref, Option.some(response)) })
-          )
-        ),
-        Effect.flatMap((response) =>
-          recordable(response)
-            ? Effect.succeed(FunctionResponse.selectHeaders(response, storedHeaders))
-            : Effect.fail(new UnrecordedResponse(response))
-        )
-      ),
-    timeout: timeLimit,
-    // the margin is kept between the handler's end and the platform's cut-off: to record the
-    // outcome, and, in its last part, to answer
-    leaseMargin: Duration.subtract(margin, allowance),
-    lease,
-    heartbeat,
+    layer: options.layer,
+    timeLimit,
+    margin: options.margin,
+    lease: options.lease,
+    heartbeat: options.heartbeat,
     ttl: options.ttl,
-    onFailure: (error: E | UnrecordedResponse) =>
-      error instanceof UnrecordedResponse
-        ? "release"
-        : options.onFailure === undefined
-        ? "release"
-        : options.onFailure(error),
     onTimeout: options.onTimeout,
     inProgress: options.inProgress,
-    key: options.keyOptions,
-    completeRetry: options.completeRetry
-  })
-
-  const run = (invocation: Invocation.Invocation["Type"], payload: P, key: string) =>
-    Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      const remaining = Duration.millis(Math.max(0, invocation.deadline - now))
-      const timeout = TimeLimit.downstreamTimeout(remaining, margin)
-      if (Duration.isZero(timeout)) {
-        return yield* new InsufficientTime({
-          remainingMillis: Duration.toMillis(remaining),
-          marginMillis: Duration.toMillis(margin)
-        })
-      }
-      const fresh = yield* Ref.make(Option.none<FunctionResponse.FunctionResponse>())
-      const result = yield* operation.runDetailed({
-        key,
-        payload,
-        scope: options.scope?.(payload, invocation),
-        // every store call ends before the platform's cut-off, leaving time to answer; the handler
-        // ends the margin before the cut-off
-        deadline: invocation.deadline - Duration.toMillis(allowance)
-      }).pipe(
-        Effect.provideService(FreshResponse, fresh),
-        Effect.catchIf(
-          (error): error is UnrecordedResponse => error instanceof UnrecordedResponse,
-          (unrecorded) =>
-            Effect.as(
-              Effect.logInfo(
-                `executed; the response ${unrecorded.response.status} is not recorded: a retry runs the handler again`
-              ),
-              { value: unrecorded.response, replayed: false, attempt: 0, recorded: false, unrecorded: true }
+    keyOptions: options.keyOptions,
+    completeRetry: options.completeRetry,
+    storedHeaders: options.storedHeaders ?? FunctionResponse.DEFAULT_STORED_HEADERS,
+    record: options.record,
+    methods: options.methods,
+    maxBodyBytes: options.maxBodyBytes,
+    maxResponseBytes: options.maxResponseBytes,
+    interruptOnAbort: options.interruptOnAbort,
+    onFailure: onFailure === undefined ? undefined : (error) => onFailure(error as E),
+    onError: onErrorOf(options.onError as ((error: E | NetlifyError) => FunctionResponse.FunctionResponse) | undefined),
+    annotations: annotationsOf(name),
+    logLevel: "Info",
+    prepare: (incoming) => {
+      const invocation = Invocation.fromIncoming(incoming, timeLimit)
+      return incoming.text.pipe(
+        Effect.flatMap(parseJson),
+        Effect.flatMap((json) =>
+          decodePayload(json).pipe(
+            // where the body broke the schema, bounded, and never any of its values
+            Effect.mapError((error) =>
+              new InvalidRequestBody({ reason: "Schema", detail: IdempotencyError.describeParseError(error) })
             )
-        )
+          )
+        ),
+        Effect.map((payload): Prepared => ({ payload, invocation }))
       )
-      if ("unrecorded" in result) return result.value
-      if (result.replayed) {
-        yield* Effect.logInfo(`replayed the stored response ${result.value.status}; the handler did not run`).pipe(
-          Effect.annotateLogs({ attempt: result.attempt })
-        )
-        return FunctionResponse.markReplayed(result.value)
-      }
-      yield* Effect.logInfo(
-        `executed; ${result.recorded ? "recorded" : "could NOT record"} the response ${result.value.status}`
-      ).pipe(Effect.annotateLogs({ attempt: result.attempt, timeoutMillis: Duration.toMillis(timeout) }))
-      return Option.getOrElse(yield* Ref.get(fresh), () => result.value)
-    }).pipe(
-      respond(name, options.onError),
-      // the preview is escaped and shortened: a client value is never logged whole or raw
-      Effect.annotateLogs({ key: IdempotencyKey.preview(key).slice(1, -1) })
-    )
-
-  const handle = (invocation: Invocation.Invocation["Type"]) =>
-    Effect.gen(function*() {
-      const json = yield* Effect.flatMap(invocation.text, parseJson)
-      const payload = yield* decodePayload(json).pipe(
-        // where the body broke the schema, bounded, and never any of its values
-        Effect.mapError((error) =>
-          new InvalidRequestBody({ reason: "Schema", detail: IdempotencyError.describeParseError(error) })
-        )
+    },
+    key: (prepared) => Option.getOrUndefined(keySource.read(prepared.payload, prepared.invocation)),
+    required: keySource.required,
+    keySource: keySource.description,
+    scope: scope === undefined ? undefined : (prepared) => scope(prepared.payload, prepared.invocation),
+    handler: (prepared) =>
+      options.handler(prepared.payload).pipe(
+        Effect.provideService(Invocation.Invocation, prepared.invocation),
+        Effect.map(FunctionResponse.toWeb)
       )
-      const key = keySource.read(payload, invocation)
-      if (Option.isSome(key)) return yield* run(invocation, payload, key.value)
-      if (keySource.required) return yield* new MissingIdempotencyKey({ source: keySource.description })
-      const response = yield* options.handler(payload)
-      yield* Effect.logInfo(`executed without a key; responded ${response.status}`)
-      return response
-    }).pipe(
-      respond(name, options.onError),
-      Effect.provideService(Invocation.Invocation, invocation)
-    )
-
-  const instance = Effect.runSync(internalInstance.make(options.layer))
-  return serve(
-    { name, timeLimit, interruptOnAbort: options.interruptOnAbort ?? false, maxBodyBytes: options.maxBodyBytes },
-    instance,
-    handle
-  )
+  })
 }

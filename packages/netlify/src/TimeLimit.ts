@@ -11,7 +11,8 @@
  *
  * The downstream call ends at the latest `margin` before the platform's cut-off, so the outcome,
  * or the timeout policy, is recorded while the function still runs. The lease lasts at least as
- * long as the attempt may run, so no retry takes the record over while the attempt is alive.
+ * long as the attempt may run, so no retry takes the record over while the attempt is alive. The
+ * arithmetic is `@effect-idempotency/http`'s, which every HTTP integration shares.
  *
  * @since 0.1.0
  */
@@ -41,44 +42,35 @@ export const synchronousMax: Duration.Duration = Duration.seconds(26)
  */
 export const background: Duration.Duration = Duration.minutes(15)
 
-/**
- * The largest default margin: enough for a few store round trips and the retries of a completion.
- *
- * @since 0.1.0
- * @category constants
- */
-export const MAX_DEFAULT_MARGIN: Duration.Duration = Duration.seconds(1)
-
-/**
- * The default margin of a limit: a quarter of it, at most `MAX_DEFAULT_MARGIN`.
- *
- * @since 0.1.0
- * @category utils
- */
-export const defaultMargin = (timeLimit: Duration.DurationInput): Duration.Duration =>
-  Duration.min(MAX_DEFAULT_MARGIN, Duration.unsafeDivide(Duration.decode(timeLimit), 4))
-
-/**
- * The timeout of the downstream call when `remaining` is left before the cut-off: `remaining`
- * less the margin, or zero.
- *
- * @since 0.1.0
- * @category utils
- */
-export const downstreamTimeout = (
-  remaining: Duration.DurationInput,
-  margin: Duration.DurationInput
-): Duration.Duration => {
-  const left = Duration.toMillis(remaining) - Duration.toMillis(margin)
-  return left > 0 ? Duration.millis(left) : Duration.zero
-}
-
-/**
- * The part of a margin kept for the answer itself, after the last store call: a quarter of the
- * margin, at most 100 ms. Every store call ends this long before the platform's cut-off.
- *
- * @since 0.1.0
- * @category utils
- */
-export const answerAllowance = (margin: Duration.DurationInput): Duration.Duration =>
-  Duration.min(Duration.millis(100), Duration.unsafeDivide(Duration.decode(margin), 4))
+export {
+  /**
+   * The part of a margin kept for the answer itself, after the last store call: a quarter of the
+   * margin, at most 100 ms. Every store call ends this long before the platform's cut-off.
+   *
+   * @since 0.1.0
+   * @category utils
+   */
+  answerAllowance,
+  /**
+   * The default margin of a limit: a quarter of it, at most `MAX_DEFAULT_MARGIN` (1 second).
+   *
+   * @since 0.1.0
+   * @category utils
+   */
+  defaultMargin,
+  /**
+   * The timeout of the downstream call when `remaining` is left before the cut-off: `remaining`
+   * less the margin, or zero.
+   *
+   * @since 0.1.0
+   * @category utils
+   */
+  downstreamTimeout,
+  /**
+   * The largest default margin: enough for a few store round trips and the retries of a completion.
+   *
+   * @since 0.1.0
+   * @category constants
+   */
+  MAX_DEFAULT_MARGIN
+} from "@effect-idempotency/http/TimeLimit"

@@ -1,11 +1,11 @@
 import {
-  Idempotency,
   IdempotencyContext,
   IdempotencyError,
   IdempotencyKey,
   IdempotencyRecord,
   IdempotencyStore
 } from "@effect-idempotency/core"
+import { HttpIdempotency } from "@effect-idempotency/http"
 import {
   FunctionResponse,
   Invocation,
@@ -408,7 +408,12 @@ describe("NetlifyFunction.idempotent", () => {
         operation: "create-order",
         key: IdempotencyKey.unsafeMake("key-stale")
       })
-      const fingerprint = yield* Idempotency.fingerprint(Order, order)
+      // the fingerprint of the request the test sends: its method, path and body bytes
+      const fingerprint = yield* HttpIdempotency.fingerprint({
+        method: "POST",
+        path: "/.netlify/functions/orders",
+        body: new TextEncoder().encode(JSON.stringify(order))
+      })
       const token = "t-stale"
       yield* store.reserve({
         id,
@@ -533,6 +538,27 @@ describe("NetlifyFunction.idempotent", () => {
       assert.strictEqual(keyed.status, 204)
       assert.strictEqual(replay.headers.get("idempotent-replayed"), "true")
       assert.deepStrictEqual(yield* Ref.get(contexts), [false, false, true])
+    }))
+
+  it.scopedLive("a method that is not covered runs the handler without a key and without the store", () =>
+    Effect.gen(function*() {
+      const { calls, layer } = yield* controllableStore
+      const { executions, handler } = yield* orderFunction(layer, { methods: ["POST"] })
+      const patch = (key?: string) =>
+        Effect.promise(() =>
+          handler(
+            new Request("http://127.0.0.1/.netlify/functions/orders", {
+              method: "PATCH",
+              headers: key === undefined ? {} : { "Idempotency-Key": key },
+              body: JSON.stringify(order)
+            }),
+            {}
+          )
+        )
+      assert.strictEqual((yield* patch()).status, 201)
+      assert.strictEqual((yield* patch("key-patch")).status, 201)
+      assert.strictEqual(yield* Ref.get(executions), 2)
+      assert.strictEqual(yield* Ref.get(calls), 0)
     }))
 
   it.scopedLive("503 when too little time is left for the downstream and the margin", () =>

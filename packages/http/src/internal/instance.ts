@@ -6,12 +6,12 @@ import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
 import type * as Runtime from "effect/Runtime"
 import * as SynchronizedRef from "effect/SynchronizedRef"
-import { LayerUnavailable } from "../NetlifyError.js"
+import { LayerUnavailable } from "../HttpIdempotencyError.js"
 
 /**
- * The runtime of a warm function instance: built from the layer on first use, then reused. A
- * build that fails is disposed and forgotten, so the next invocation builds again (a store that was
- * unreachable at a cold start does not disable the instance for good).
+ * The runtime of a warm instance (a serverless function, an isolate): built from the layer on first
+ * use, then reused. A build that fails is disposed and forgotten, so the next request builds again
+ * (a store that was unreachable at a cold start does not disable the instance for good).
  *
  * @internal
  */

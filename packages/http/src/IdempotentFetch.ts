@@ -1,0 +1,379 @@
+/**
+ * Idempotency for any runtime that speaks Web `Request` and `Response`: Netlify Functions,
+ * Cloudflare Workers, Deno, Bun, Hono, Next.js route handlers. A `(request, context?) =>
+ * Promise<Response>` handler goes in, the same comes out, with one `ManagedRuntime` per instance
+ * (the store's connections are made once, on the first request, and reused).
+ *
+ * ```ts
+ * import { IdempotencyStore } from "@effect-idempotency/core"
+ * import { IdempotentFetch } from "@effect-idempotency/http"
+ *
+ * const createOrder = async (request: Request) =>
+ *   Response.json({ orderId: crypto.randomUUID(), ...(await request.json()) }, { status: 201 })
+ *
+ * export default IdempotentFetch.wrap(createOrder, { layer: IdempotencyStore.layerMemory })
+ * ```
+ *
+ * The engine (`HttpIdempotency`) does the rest: the key, the fingerprint, the record, the replays
+ * and the problem responses. `make` takes an Effect handler instead, with a step that reads the
+ * request once (to derive the key from the body, for example).
+ *
+ * @since 0.1.0
+ */
+import type { IdempotencyStore } from "@effect-idempotency/core"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import type * as Layer from "effect/Layer"
+import * as LogLevel from "effect/LogLevel"
+import * as HttpIdempotency from "./HttpIdempotency.js"
+import { InvalidRequestBody, isRequestFailure, RequestBodyTooLarge } from "./HttpIdempotencyError.js"
+import type { RequestFailure } from "./HttpIdempotencyError.js"
+import * as internalInstance from "./internal/instance.js"
+import * as webBody from "./internal/webBody.js"
+import * as StoredResponse from "./StoredResponse.js"
+
+/**
+ * A Web fetch handler, with a way to release its instance's runtime (tests, local servers).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Handler<C = unknown> {
+  (request: Request, context?: C): Promise<Response>
+  /** Releases the runtime of this instance (the store's connections, for example). */
+  readonly dispose: () => Promise<void>
+}
+
+/**
+ * One request, as a handler sees it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Incoming<C> {
+  /** The request. Once its body was read (see `bytes`), a copy over the bytes read, readable again. */
+  readonly request: Request
+  /** The second argument of the handler (a platform's context), if any. */
+  readonly context: C | undefined
+  /** When the request was received (epoch milliseconds of the `Clock`). */
+  readonly startedAt: number
+  /** The body's bytes, read once, at most `maxBodyBytes` of them. */
+  readonly bytes: Effect.Effect<Uint8Array, RequestBodyTooLarge | InvalidRequestBody>
+  /** The body as UTF-8 text. */
+  readonly text: Effect.Effect<string, RequestBodyTooLarge | InvalidRequestBody>
+}
+
+const decoder = new TextDecoder()
+
+/**
+ * Reads a request's body, never more than `maxBytes` of it: a larger body (declared, or as read)
+ * fails with `RequestBodyTooLarge` and is not read further.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const readBody = (
+  request: Request,
+  maxBytes: number
+): Effect.Effect<Uint8Array, RequestBodyTooLarge | InvalidRequestBody> =>
+  Effect.tryPromise({
+    try: () => webBody.readRequestBody(request, maxBytes),
+    catch: () => new InvalidRequestBody({ reason: "Unreadable", detail: "the body could not be read" })
+  }).pipe(Effect.flatMap((bytes) => bytes instanceof RequestBodyTooLarge ? Effect.fail(bytes) : Effect.succeed(bytes)))
+
+class IncomingImpl<C> implements Incoming<C> {
+  read: Uint8Array | undefined
+  private copy: Request | undefined
+  constructor(
+    readonly original: Request,
+    readonly context: C | undefined,
+    readonly startedAt: number,
+    readonly bytes: Effect.Effect<Uint8Array, RequestBodyTooLarge | InvalidRequestBody>
+  ) {}
+  get text() {
+    return Effect.map(this.bytes, (bytes) => decoder.decode(bytes))
+  }
+  get request(): Request {
+    if (this.read === undefined) return this.original
+    this.copy ??= new Request(this.original.url, {
+      method: this.original.method,
+      headers: this.original.headers,
+      body: StoredResponse.bodyInit(this.read),
+      signal: this.original.signal
+    })
+    return this.copy
+  }
+}
+
+/** A request whose body is read at most once, by whichever step reads it first. */
+const makeIncoming = <C>(
+  request: Request,
+  context: C | undefined,
+  startedAt: number,
+  maxBodyBytes: number
+): Effect.Effect<Incoming<C>> =>
+  Effect.suspend(() => {
+    let incoming: IncomingImpl<C> | undefined
+    return Effect.map(
+      Effect.cached(Effect.tap(readBody(request, maxBodyBytes), (bytes) => {
+        incoming!.read = bytes
+      })),
+      (bytes) => (incoming = new IncomingImpl(request, context, startedAt, bytes))
+    )
+  })
+
+/**
+ * Options of every handler: the runtime and the answers to failures.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface RuntimeOptions<E> {
+  /** The answer to a failure of the handler. Default: 500 with a problem body that shows nothing of it. */
+  readonly onError?: ((error: E) => Response) | undefined
+  /**
+   * Interrupt the handler when the request's `signal` aborts. Default `false`: a handler that keeps
+   * running after its client went away records its outcome, which the client's retry then gets. Set
+   * it where an abort means the platform stopped the function (an emulator, tests).
+   */
+  readonly interruptOnAbort?: boolean | undefined
+  /** Log annotations of a request (a platform's request id, for example). */
+  readonly annotations?: ((request: Request, context: unknown) => Record<string, unknown>) | undefined
+}
+
+/**
+ * The options of an idempotent fetch handler with an Effect handler.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<C, P, E, ROut, LE> extends HttpIdempotency.Options, RuntimeOptions<E> {
+  /** The services of the handler, among them the `IdempotencyStore`; built once per instance. */
+  readonly layer: Layer.Layer<ROut | IdempotencyStore.IdempotencyStore, LE>
+  /**
+   * Reads what the key, the scope and the handler need from the request, once per request (decodes
+   * a JSON body, for example). It runs before the key is read, for every covered request.
+   */
+  readonly prepare?: ((incoming: Incoming<C>) => Effect.Effect<P, E, NoInfer<ROut>>) | undefined
+  /**
+   * The key, when it does not come from the `Idempotency-Key` header: derived from the body or an
+   * event (`undefined`: no key). Default: the header.
+   */
+  readonly key?: ((prepared: P, incoming: Incoming<C>) => string | undefined) | undefined
+  /** Where the key is looked for, for the 400 of a missing key. Default: the header. */
+  readonly keySource?: string | undefined
+  /** A tenant or principal id: keys of different scopes never share a record. */
+  readonly scope?:
+    | ((prepared: P, incoming: Incoming<C>) => Effect.Effect<string | undefined, E, NoInfer<ROut>> | string | undefined)
+    | undefined
+  /**
+   * The handler: called at most once per scoped key while its record lives (within the policies). It
+   * reads the attempt (the key, step keys) with `IdempotencyContext.current`.
+   */
+  readonly handler: (
+    prepared: P,
+    incoming: Incoming<C>
+  ) => Effect.Effect<Response, E, NoInfer<ROut> | IdempotencyStore.IdempotencyStore>
+}
+
+const internalError = (): Response => StoredResponse.toWeb(StoredResponse.problem(500, "The request failed"))
+
+/**
+ * Answers every failure of a handler: a failure of the HTTP layer or of the protocol with its
+ * problem response, any other with `onError` (or a 500 that shows nothing of it), a defect with a
+ * 500. Each is logged once.
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const catchFailures = <E>(options?: {
+  readonly onError?: ((error: E) => Response) | undefined
+  readonly documentation?: string | undefined
+}) =>
+<R>(self: Effect.Effect<Response, E | RequestFailure, R>): Effect.Effect<Response, never, R> => {
+  const onError = options?.onError
+  const documentation = options?.documentation
+  return self.pipe(
+    Effect.catchAll((error) => {
+      if (isRequestFailure(error)) {
+        const response = StoredResponse.fromError(error, { documentation })
+        const log = response.status >= 500 ? Effect.logWarning : Effect.logInfo
+        return Effect.as(
+          log(`${error._tag}: ${error.message}`).pipe(Effect.annotateLogs("status", response.status)),
+          StoredResponse.toWeb(response)
+        )
+      }
+      const response = onError === undefined ? internalError() : onError(error as E)
+      return Effect.as(
+        Effect.logError("the handler failed", Cause.fail(error)).pipe(Effect.annotateLogs("status", response.status)),
+        response
+      )
+    }),
+    Effect.catchAllDefect((defect) =>
+      Effect.as(Effect.logError("the handler died", Cause.die(defect)), internalError())
+    )
+  )
+}
+
+/**
+ * Runs an Effect request handler as a Web fetch handler: one runtime per instance, built from
+ * `layer` on the first request (503 while it cannot be built; the next request builds it again),
+ * and an interruption answered with 503. The handler answers every failure itself.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const toHandler = <C, ROut, LE>(
+  layer: Layer.Layer<ROut, LE>,
+  handle: (request: Request, context: C | undefined, startedAt: number) => Effect.Effect<Response, never, ROut>,
+  options?: RuntimeOptions<never>
+): Handler<C> => {
+  const instance = Effect.runSync(internalInstance.make(layer))
+  const annotations = options?.annotations
+  const invoke = (request: Request, context: C | undefined) =>
+    Effect.gen(function*() {
+      // measured before the runtime is built: a cold start counts against a time limit
+      const startedAt = yield* Clock.currentTimeMillis
+      const runtime = yield* instance.runtime
+      return yield* Effect.provide(handle(request, context, startedAt), runtime)
+    }).pipe(
+      Effect.catchTag("LayerUnavailable", (error) =>
+        Effect.as(
+          Effect.logError("the handler's layer could not be built", Cause.die(error.cause)),
+          StoredResponse.toWeb(StoredResponse.fromError(error))
+        )),
+      annotations === undefined ? (self) => self : Effect.annotateLogs(annotations(request, context))
+    )
+  const handler = (request: Request, context?: C): Promise<Response> =>
+    Effect.runPromiseExit(
+      invoke(request, context),
+      options?.interruptOnAbort === true ? { signal: request.signal } : undefined
+    ).then((exit) =>
+      Exit.isSuccess(exit)
+        ? exit.value
+        : Cause.isInterruptedOnly(exit.cause)
+        ? StoredResponse.toWeb(StoredResponse.problem(503, "The request was interrupted"))
+        : internalError()
+    )
+  return Object.assign(handler, { dispose: () => Effect.runPromise(instance.dispose) })
+}
+
+/**
+ * An idempotent fetch handler from an Effect handler. Per request (see `HttpIdempotency` for the
+ * engine): the methods not covered run the handler untouched; the others are prepared, keyed,
+ * fingerprinted and run at most once per scoped key, and a retry gets the recorded response with
+ * `Idempotent-Replayed: true`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>(
+  options: Options<C, P, E, ROut, LE>
+): Handler<C> => {
+  const engine = HttpIdempotency.make(options)
+  const logLevel = LogLevel.fromLiteral(options.logLevel ?? "Debug")
+  const prepare = options.prepare ?? (() => Effect.void as Effect.Effect<P>)
+  const key = options.key
+  const scope = options.scope
+  const handle = (request: Request, context: C | undefined, startedAt: number) =>
+    Effect.gen(function*() {
+      const incoming = yield* makeIncoming(request, context, startedAt, engine.maxBodyBytes)
+      if (!engine.covers(request.method)) {
+        return yield* options.handler(yield* prepare(incoming), incoming)
+      }
+      const prepared = yield* Effect.cached(prepare(incoming))
+      const url = new URL(request.url)
+      const answer = yield* engine.handle(
+        {
+          method: request.method,
+          path: url.pathname,
+          query: url.search,
+          header: (name) => request.headers.get(name),
+          body: incoming.bytes,
+          startedAt,
+          key: key === undefined
+            ? Effect.zipRight(
+              prepared,
+              Effect.succeed(request.headers.get(options.header ?? HttpIdempotency.HEADER) ?? undefined)
+            )
+            : Effect.map(prepared, (p) => key(p, incoming)),
+          scope: scope === undefined ? undefined : Effect.flatMap(prepared, (p) => {
+            const value = scope(p, incoming)
+            return Effect.isEffect(value) ? value : Effect.succeed(value)
+          }),
+          keySource: options.keySource
+        },
+        Effect.flatMap(prepared, (p) => options.handler(p, incoming)).pipe(
+          Effect.flatMap((response) =>
+            Effect.promise(() => webBody.captureResponse(response, engine.maxResponseBytes))
+          ),
+          Effect.map((captured): HttpIdempotency.Captured<Response> => ({
+            status: captured.response.status,
+            headers: captured.headers,
+            body: captured.body,
+            original: captured.response
+          }))
+        )
+      )
+      switch (answer._tag) {
+        case "Bypass": {
+          const response = yield* Effect.flatMap(prepared, (p) => options.handler(p, incoming))
+          yield* Effect.logWithLevel(logLevel, `executed without a key; responded ${response.status}`)
+          return response
+        }
+        case "Fresh":
+          return answer.value
+        case "Replayed":
+        case "Rejected":
+          return StoredResponse.toWeb(answer.response)
+      }
+    }).pipe(catchFailures(options))
+  return toHandler(options.layer, handle, options)
+}
+
+/**
+ * The options of `wrap`: those of `make` without the handler (the wrapped one) and the steps of an
+ * Effect handler.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface WrapOptions<C, LE> extends HttpIdempotency.Options, RuntimeOptions<unknown> {
+  /** The store (and anything else the scope needs), built once per instance. */
+  readonly layer: Layer.Layer<IdempotencyStore.IdempotencyStore, LE>
+  /** A tenant or principal id of a request: keys of different scopes never share a record. */
+  readonly scope?:
+    | ((request: Request, context: C | undefined) => string | undefined | Promise<string | undefined>)
+    | undefined
+}
+
+/**
+ * Makes a Web fetch handler idempotent: `(request, context?) => Promise<Response>` in, the same out.
+ * A rejection of the handler is a failure: answered with 500, and the record is released (a
+ * retry runs it again).
+ *
+ * ```ts
+ * export default IdempotentFetch.wrap(async (request) => Response.json(await createOrder(request)), {
+ *   layer: StoreLive,
+ *   scope: (request) => request.headers.get("x-tenant-id") ?? undefined
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const wrap = <C = unknown, LE = never>(
+  handler: (request: Request, context: C | undefined) => Promise<Response> | Response,
+  options: WrapOptions<C, LE>
+): Handler<C> => {
+  const scope = options.scope
+  return make<C, void, unknown, never, LE>({
+    ...options,
+    scope: scope === undefined ?
+      undefined :
+      (_, incoming) => Effect.tryPromise(async () => await scope(incoming.request, incoming.context)),
+    handler: (_, incoming) => Effect.tryPromise(async () => await handler(incoming.request, incoming.context))
+  })
+}

@@ -1,0 +1,88 @@
+import { RequestBodyTooLarge } from "../HttpIdempotencyError.js"
+import { bodyInit } from "../StoredResponse.js"
+
+const concat = (chunks: ReadonlyArray<Uint8Array>, size: number): Uint8Array => {
+  if (chunks.length === 1) return chunks[0]!
+  const bytes = new Uint8Array(size)
+  let offset = 0
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset)
+    offset += chunk.byteLength
+  }
+  return bytes
+}
+
+/**
+ * Reads a request body, never more than `limit` bytes of it: a declared or actual size past the
+ * limit stops the read.
+ *
+ * @internal
+ */
+export const readRequestBody = async (request: Request, limit: number): Promise<Uint8Array | RequestBodyTooLarge> => {
+  const declared = Number(request.headers.get("content-length") ?? Number.NaN)
+  if (Number.isFinite(declared) && declared > limit) return new RequestBodyTooLarge({ limitBytes: limit })
+  if (request.body === null) return new Uint8Array(0)
+  const reader = request.body.getReader()
+  const chunks: Array<Uint8Array> = []
+  let size = 0
+  while (true) {
+    const { done, value } = await reader.read()
+    if (done) break
+    size += value.byteLength
+    if (size > limit) {
+      await reader.cancel()
+      return new RequestBodyTooLarge({ limitBytes: limit })
+    }
+    chunks.push(value)
+  }
+  return concat(chunks, size)
+}
+
+/**
+ * A response read for the record: its headers, and its body's bytes when it has at most `limit` of
+ * them. The response to answer is rebuilt over what was read: whole, or the part read followed by
+ * the rest of the stream, which is then passed on without being kept.
+ *
+ * @internal
+ */
+export const captureResponse = async (response: Response, limit: number): Promise<{
+  readonly headers: Record<string, string>
+  readonly body: Uint8Array | undefined
+  readonly response: Response
+}> => {
+  const headers: Record<string, string> = {}
+  response.headers.forEach((value, name) => {
+    headers[name] = value
+  })
+  const init = { status: response.status, statusText: response.statusText, headers: response.headers }
+  if (response.body === null) return { headers, body: new Uint8Array(0), response }
+  const reader = response.body.getReader()
+  const chunks: Array<Uint8Array> = []
+  let size = 0
+  while (size <= limit) {
+    const { done, value } = await reader.read()
+    if (done) {
+      const body = concat(chunks, size)
+      return { headers, body, response: new Response(bodyInit(body), init) }
+    }
+    size += value.byteLength
+    chunks.push(value)
+  }
+  // past the limit: answered as it streams, never kept
+  let index = 0
+  const rest = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (index < chunks.length) {
+        controller.enqueue(chunks[index++]!)
+        return
+      }
+      const { done, value } = await reader.read()
+      if (done) controller.close()
+      else controller.enqueue(value)
+    },
+    cancel(reason) {
+      return reader.cancel(reason)
+    }
+  })
+  return { headers, body: undefined, response: new Response(rest, init) }
+}

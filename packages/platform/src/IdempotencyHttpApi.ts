@@ -1,0 +1,386 @@
+/**
+ * Idempotent endpoints for `@effect/platform`'s `HttpApi`. An endpoint opts in with `idempotent()`:
+ * it declares the `Idempotency-Key` request header, the `Idempotent-Replayed` and `Retry-After`
+ * response headers and the problem responses (400, 409, 413, 422, 500, 503, 504), so the generated
+ * OpenAPI document shows them. `layer(api)` runs them: each opted-in endpoint runs at most once per
+ * key (and scope), its response is recorded (status, allowed headers, body bytes) and replayed with
+ * `Idempotent-Replayed: true`, per the IETF Idempotency-Key draft (see `@effect-idempotency/http`
+ * for every rule). The other endpoints are untouched.
+ *
+ * ```ts
+ * import { IdempotencyHttpApi } from "@effect-idempotency/platform"
+ * import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+ *
+ * class OrdersApi extends HttpApiGroup.make("orders")
+ *   .add(HttpApiEndpoint.post("create", "/orders").setPayload(NewOrder).addSuccess(Order, { status: 201 })
+ *     .addError(OutOfStock).pipe(IdempotencyHttpApi.idempotent()))
+ *   .add(HttpApiEndpoint.get("get", "/orders/:id").setPath(OrderPath).addSuccess(Order))
+ * {}
+ * class Api extends HttpApi.make("shop").add(OrdersApi) {}
+ *
+ * const ApiLive = HttpApiBuilder.api(Api).pipe(
+ *   Layer.provide(OrdersLive),
+ *   Layer.provide(IdempotencyHttpApi.layer(Api)),
+ *   Layer.provide(StoreLive)
+ * )
+ * ```
+ *
+ * A domain failure the endpoint declares (`addError(OutOfStock)`, status 409) is answered as its
+ * response and recorded like any other response below 500, so a retry gets the same rejection.
+ *
+ * @since 0.1.0
+ */
+import type { IdempotencyStore } from "@effect-idempotency/core"
+import { HttpIdempotency } from "@effect-idempotency/http"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import type * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import type * as HttpApp from "@effect/platform/HttpApp"
+import type * as HttpMethod from "@effect/platform/HttpMethod"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as OpenApi from "@effect/platform/OpenApi"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import { dual } from "effect/Function"
+import { globalValue } from "effect/GlobalValue"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as FindMyWay from "find-my-way-ts"
+import * as internal from "./internal/protect.js"
+
+const problem = <const Status extends number>(status: Status, description: string) =>
+  Schema.Struct({
+    type: Schema.String,
+    title: Schema.String,
+    status: Schema.Literal(status),
+    detail: Schema.String
+  }).pipe(
+    HttpApiSchema.withEncoding({ kind: "Json", contentType: "application/problem+json" })
+  ).annotations(
+    HttpApiSchema.annotations({ identifier: `IdempotencyProblem${status}`, description, status })
+  )
+
+/**
+ * The problem responses an idempotent endpoint may answer with (RFC 9457,
+ * `application/problem+json`), as the endpoint's OpenAPI document shows them.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Problems = Schema.Union(
+  problem(400, "The Idempotency-Key header is missing or not a valid key"),
+  problem(409, "A request with this Idempotency-Key is still in progress (see Retry-After)"),
+  problem(413, "The request body is larger than the endpoint accepts"),
+  problem(422, "The Idempotency-Key was already used with another request"),
+  problem(500, "The request was processed, but its response cannot be replayed"),
+  problem(503, "The idempotency store is unavailable: the request was not processed"),
+  problem(504, "The request's outcome is unknown: it did not finish in time")
+)
+
+/**
+ * The middleware an idempotent endpoint declares (`idempotent()` adds it). Its failures are the
+ * problem responses, declared for the OpenAPI document; `layer` provides it.
+ *
+ * @since 0.1.0
+ * @category middleware
+ */
+export class Idempotent extends HttpApiMiddleware.Tag<Idempotent>()(
+  "@effect-idempotency/platform/IdempotencyHttpApi/Idempotent",
+  { failure: Problems }
+) {}
+
+/**
+ * The options of one endpoint (or of a group, as an annotation): those of the engine. The records'
+ * namespace defaults to `<group>.<endpoint>`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface EndpointOptions extends HttpIdempotency.Options {}
+
+/**
+ * The annotation that holds an endpoint's options (`idempotent(options)` sets it).
+ *
+ * @since 0.1.0
+ * @category annotations
+ */
+export class Settings extends Context.Tag("@effect-idempotency/platform/IdempotencyHttpApi/Settings")<
+  Settings,
+  EndpointOptions
+>() {}
+
+const replayedHeader = {
+  description: "`true` when this is the recorded response of an earlier request with the same Idempotency-Key",
+  schema: { type: "string", enum: ["true"] }
+}
+
+const retryAfterHeader = {
+  description: "Seconds until the request in progress with the same Idempotency-Key may have finished",
+  schema: { type: "integer", minimum: 0 }
+}
+
+type Json = Record<string, unknown>
+
+const asRecord = (u: unknown): Json => typeof u === "object" && u !== null ? u as Json : {}
+
+/** Adds the request and response headers of an idempotent endpoint to its OpenAPI operation. */
+const documentHeaders = (options: EndpointOptions | undefined) => (operation: Json): Json => {
+  const header = options?.header ?? HttpIdempotency.HEADER
+  const parameters = Array.isArray(operation.parameters) ? operation.parameters.map(asRecord) : []
+  if (!parameters.some((p) => p.in === "header" && String(p.name).toLowerCase() === header.toLowerCase())) {
+    parameters.push({
+      name: header,
+      in: "header",
+      required: options?.required ?? true,
+      description: "A unique key per request (a UUID): a retry with the same key gets the recorded response. " +
+        "An sf-string (\"…\") or the bare key; 1 to 255 printable ASCII characters without spaces, \", \\ or #.",
+      schema: { type: "string", minLength: 1 }
+    })
+  }
+  const responses: Json = {}
+  for (const [status, value] of Object.entries(asRecord(operation.responses))) {
+    const response = asRecord(value)
+    responses[status] = {
+      ...response,
+      headers: {
+        ...asRecord(response.headers),
+        "Idempotent-Replayed": replayedHeader,
+        ...(status === "409" ? { "Retry-After": retryAfterHeader } : {})
+      }
+    }
+  }
+  return { ...operation, parameters, responses }
+}
+
+/**
+ * Makes an endpoint idempotent: it gets the `Idempotent` middleware (its problem responses), its
+ * options, and the headers in its OpenAPI operation (composed with a `Transform` it already has).
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const idempotent: {
+  (options?: EndpointOptions): <
+    Name extends string,
+    Method extends HttpMethod.HttpMethod,
+    Path,
+    UrlParams,
+    Payload,
+    Headers,
+    Success,
+    Error,
+    R,
+    RE
+  >(
+    self: HttpApiEndpoint.HttpApiEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE>
+  ) => HttpApiEndpoint.HttpApiEndpoint<
+    Name,
+    Method,
+    Path,
+    UrlParams,
+    Payload,
+    Headers,
+    Success,
+    Error | HttpApiMiddleware.HttpApiMiddleware.Error<Idempotent>,
+    R | Idempotent,
+    RE
+  >
+  <Name extends string, Method extends HttpMethod.HttpMethod, Path, UrlParams, Payload, Headers, Success, Error, R, RE>(
+    self: HttpApiEndpoint.HttpApiEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE>,
+    options?: EndpointOptions
+  ): HttpApiEndpoint.HttpApiEndpoint<
+    Name,
+    Method,
+    Path,
+    UrlParams,
+    Payload,
+    Headers,
+    Success,
+    Error | HttpApiMiddleware.HttpApiMiddleware.Error<Idempotent>,
+    R | Idempotent,
+    RE
+  >
+} = dual(
+  (args) => args.length > 0 && typeof args[0] === "object" && args[0] !== null && "middleware" in args[0],
+  <Name extends string, Method extends HttpMethod.HttpMethod, Path, UrlParams, Payload, Headers, Success, Error, R, RE>(
+    self: HttpApiEndpoint.HttpApiEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE>,
+    options?: EndpointOptions
+  ) => {
+    const existing = Context.getOption(self.annotations, OpenApi.Transform)
+    const document = documentHeaders(options)
+    const transform = Option.match(existing, {
+      onNone: () => document,
+      onSome: (previous) => (operation: Json) => document(previous(operation))
+    })
+    const annotated = self.middleware(Idempotent).annotate(OpenApi.Transform, transform)
+    return options === undefined ? annotated : annotated.annotate(Settings, options)
+  }
+)
+
+/**
+ * The options of `layer`: the defaults of every idempotent endpoint (an endpoint's own options
+ * override them), and the scope.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface LayerOptions<E, R> extends Omit<HttpIdempotency.Options, "name" | "required" | "header"> {
+  /**
+   * A tenant or principal id of a request (from its credentials, for example): keys of different
+   * scopes never share a record. It fails with one of the api's errors (an `Unauthorized`, say),
+   * answered as the api answers it, and no store is touched. Default: none.
+   */
+  readonly scope?:
+    | ((request: HttpServerRequest.HttpServerRequest) => Effect.Effect<string | undefined, E, R>)
+    | undefined
+}
+
+/** Whether the current request went through this module's app middleware (an opted-in route must). */
+const guarded = globalValue(
+  Symbol.for("@effect-idempotency/platform/IdempotencyHttpApi/guarded"),
+  () => FiberRef.unsafeMake(false)
+)
+
+/**
+ * The endpoint's half of the middleware: the protocol runs around the whole app (see `layer`); an
+ * opted-in route that was not protected (a router that matched it where the idempotency middleware
+ * did not) fails closed, without running.
+ */
+const gate: Effect.Effect<void> = Effect.flatMap(
+  FiberRef.get(guarded),
+  (isGuarded) =>
+    isGuarded ? Effect.void : Effect.dieMessage(
+      "an idempotent endpoint was reached without IdempotencyHttpApi's middleware: it was not run"
+    )
+)
+
+interface ErrorEncoding {
+  readonly is: (u: unknown) => boolean
+  readonly encode: (u: unknown) => Effect.Effect<unknown, unknown>
+  readonly status: number
+  readonly encoding: HttpApiSchema.Encoding
+  readonly isVoid: boolean
+}
+
+/** The errors an endpoint declares (its own, its group's, the api's), each with its status and encoding. */
+const errorEncodings = (schemas: ReadonlyArray<Schema.Schema.Any>): ReadonlyArray<ErrorEncoding> => {
+  const members = new Set<Schema.Schema.Any>()
+  for (const schema of schemas) HttpApiSchema.deunionize(members, schema)
+  return Array.from(members, (schema) => {
+    const noContext = schema as Schema.Schema<unknown, unknown>
+    return {
+      is: Schema.is(noContext),
+      encode: Schema.encodeUnknown(noContext),
+      status: HttpApiSchema.getStatusErrorAST(schema.ast),
+      encoding: HttpApiSchema.getEncoding(schema.ast),
+      isVoid: HttpApiSchema.isVoid(schema.ast)
+    }
+  })
+}
+
+/** The response of a declared error, as `HttpApiBuilder` answers it; `None` for any other failure. */
+const encodeFailure =
+  (encodings: ReadonlyArray<ErrorEncoding>) =>
+  (error: unknown): Effect.Effect<Option.Option<HttpServerResponse.HttpServerResponse>> => {
+    const found = encodings.find((encoding) => encoding.is(error))
+    if (found === undefined) return Effect.succeedNone
+    const options = { status: found.status, contentType: found.encoding.contentType }
+    return found.encode(error).pipe(
+      Effect.flatMap((encoded): Effect.Effect<HttpServerResponse.HttpServerResponse, unknown> => {
+        if (found.isVoid) return Effect.succeed(HttpServerResponse.empty({ status: found.status }))
+        switch (found.encoding.kind) {
+          case "Json":
+            return HttpServerResponse.json(encoded, options)
+          case "Text":
+            return Effect.succeed(HttpServerResponse.text(encoded as string, options))
+          case "Uint8Array":
+            return Effect.succeed(HttpServerResponse.uint8Array(encoded as Uint8Array, options))
+          case "UrlParams":
+            return Effect.succeed(HttpServerResponse.urlParams(encoded as never, options))
+        }
+      }),
+      Effect.option
+    )
+  }
+
+interface Route {
+  readonly engine: HttpIdempotency.HttpIdempotency
+  readonly errors: ReadonlyArray<ErrorEncoding>
+}
+
+/**
+ * Runs the idempotent endpoints of an api: provides the `Idempotent` middleware and adds the app
+ * middleware (`HttpApiBuilder.middleware`) that wraps each opted-in endpoint's requests in the
+ * protocol. The routes are matched as `HttpRouter` matches them (the same router, built once from
+ * the api); the other endpoints are untouched. Each endpoint's engine is built here, once.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, Error, ErrorR, R = never>(
+  api: HttpApi.HttpApi<Id, Groups, Error, ErrorR>,
+  options?: LayerOptions<NoInfer<Error>, R>
+): Layer.Layer<Idempotent, never, IdempotencyStore.IdempotencyStore | Exclude<R, HttpRouter.HttpRouter.Provided>> => {
+  const scope = options?.scope
+  const build = Effect.map(FiberRef.get(HttpRouter.currentRouterConfig), (config) => {
+    const routes = FindMyWay.make<Route | undefined>(config)
+    const idempotentRoutes: Array<Route> = []
+    const methods = new Set<string>()
+    const self = api as unknown as HttpApi.HttpApi.AnyWithProps
+    HttpApi.reflect(api, {
+      onGroup() {},
+      onEndpoint({ endpoint, group, mergedAnnotations, middleware }) {
+        if (!(middleware as ReadonlySet<unknown>).has(Idempotent)) {
+          routes.on(endpoint.method, endpoint.path, undefined)
+          return
+        }
+        const settings = Option.getOrUndefined(Context.getOption(mergedAnnotations, Settings))
+        const engine = HttpIdempotency.make({
+          ...options,
+          name: `${group.identifier}.${endpoint.name}`,
+          ...settings
+        })
+        for (const method of settings?.methods ?? options?.methods ?? HttpIdempotency.DEFAULT_METHODS) {
+          methods.add(method.toUpperCase())
+        }
+        const route: Route = {
+          engine,
+          errors: errorEncodings(
+            [self.errorSchema, group.errorSchema, endpoint.errorSchema] as unknown as ReadonlyArray<Schema.Schema.Any>
+          )
+        }
+        idempotentRoutes.push(route)
+        routes.on(endpoint.method, endpoint.path, route)
+      }
+    })
+    return (app: HttpApp.Default): HttpApp.Default<Error, R | IdempotencyStore.IdempotencyStore> => {
+      const untouched = Effect.locally(app, guarded, true)
+      // each opted-in route's app, built once
+      const protectedApps = new Map(
+        idempotentRoutes.map((route) => [
+          route,
+          internal.protect<never, never, Error, R>(route.engine, untouched, {
+            scope,
+            encodeFailure: encodeFailure(route.errors)
+          })
+        ])
+      )
+      return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+        if (!methods.has(request.method)) return untouched
+        const route = routes.find(request.method, request.url)?.handler
+        return route === undefined ? app : protectedApps.get(route)!
+      })
+    }
+  })
+  return Layer.merge(
+    Layer.succeed(Idempotent, gate),
+    HttpApiBuilder.middleware(api, build, { withContext: true })
+  ) as Layer.Layer<Idempotent, never, IdempotencyStore.IdempotencyStore | Exclude<R, HttpRouter.HttpRouter.Provided>>
+}

@@ -1,0 +1,207 @@
+import type { IdempotencyStore } from "@effect-idempotency/core"
+import type { HttpIdempotency, StoredResponse } from "@effect-idempotency/http"
+import * as Headers from "@effect/platform/Headers"
+import type * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpBody from "@effect/platform/HttpBody"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import { BufferedRequest, readBody } from "./serverRequest.js"
+
+const encoder = new TextEncoder()
+
+const concat = (chunks: ReadonlyArray<Uint8Array>, size: number): Uint8Array => {
+  if (chunks.length === 1) return chunks[0]!
+  const bytes = new Uint8Array(size)
+  let offset = 0
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset)
+    offset += chunk.byteLength
+  }
+  return bytes
+}
+
+/**
+ * A stream body read for the record, at most `limit` bytes of it. Past the limit, the part read is
+ * answered followed by the rest of the stream, which is then passed on without being kept.
+ */
+const captureStream = (
+  response: HttpServerResponse.HttpServerResponse,
+  body: HttpBody.Stream,
+  limit: number
+): Effect.Effect<HttpIdempotency.Captured<HttpServerResponse.HttpServerResponse>> => {
+  const captured = (original: HttpServerResponse.HttpServerResponse, bytes: Uint8Array | undefined) => ({
+    status: original.status,
+    headers: original.headers,
+    body: bytes,
+    original
+  })
+  if (body.contentLength !== undefined && body.contentLength > limit) {
+    return Effect.succeed(captured(response, undefined))
+  }
+  return Effect.flatMap(Scope.make(), (scope) =>
+    Effect.gen(function*() {
+      const pull = yield* Scope.extend(Stream.toPull(body.stream), scope)
+      const chunks: Array<Uint8Array> = []
+      let size = 0
+      while (size <= limit) {
+        const next = yield* Effect.either(pull)
+        if (Either.isLeft(next)) {
+          yield* Scope.close(scope, Exit.void)
+          if (Option.isSome(next.left)) return yield* Effect.die(next.left.value)
+          const bytes = concat(chunks, size)
+          return captured(
+            HttpServerResponse.setBody(response, HttpBody.uint8Array(bytes, body.contentType)),
+            bytes
+          )
+        }
+        for (const chunk of next.right) {
+          chunks.push(chunk)
+          size += chunk.byteLength
+        }
+      }
+      const rest = Stream.concat(Stream.fromChunk(Chunk.unsafeFromArray(chunks)), Stream.repeatEffectChunkOption(pull))
+        .pipe(Stream.ensuring(Scope.close(scope, Exit.void)))
+      return captured(
+        HttpServerResponse.setBody(response, HttpBody.stream(rest, body.contentType, body.contentLength)),
+        undefined
+      )
+    }).pipe(Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Scope.close(scope, exit))))
+}
+
+/**
+ * A response of the handler, as the engine records it: its status, its headers and its body's
+ * bytes (`undefined` for a body that cannot be read whole: a form, a raw stream).
+ *
+ * @internal
+ */
+export const capture = (
+  response: HttpServerResponse.HttpServerResponse,
+  limit: number
+): Effect.Effect<HttpIdempotency.Captured<HttpServerResponse.HttpServerResponse>> => {
+  const body = response.body
+  const captured = (bytes: Uint8Array | undefined) =>
+    Effect.succeed({ status: response.status, headers: response.headers, body: bytes, original: response })
+  switch (body._tag) {
+    case "Empty":
+      return captured(new Uint8Array(0))
+    case "Uint8Array":
+      return captured(body.body)
+    case "Raw":
+      return captured(
+        typeof body.body === "string"
+          ? encoder.encode(body.body)
+          : body.body instanceof Uint8Array
+          ? body.body
+          : undefined
+      )
+    case "FormData":
+      return captured(undefined)
+    case "Stream":
+      return captureStream(response, body, limit)
+  }
+}
+
+/**
+ * The response of a recorded or problem response: its status, its headers and its bytes, as they
+ * were kept.
+ *
+ * @internal
+ */
+export const fromStored = (stored: StoredResponse.StoredResponse): HttpServerResponse.HttpServerResponse => {
+  const options = { status: stored.status, headers: Headers.fromInput(stored.headers) }
+  if (stored.body.byteLength === 0) return HttpServerResponse.empty(options)
+  const contentType = stored.headers["content-type"]
+  // with its type, the body is sent with its length; without one, none is added
+  return contentType === undefined
+    ? HttpServerResponse.raw(stored.body, options)
+    : HttpServerResponse.uint8Array(stored.body, { ...options, contentType })
+}
+
+/**
+ * Runs a protected request in a fiber of its own, interruptible, and waits for it. Two reasons:
+ *
+ * - a client that goes away interrupts the request's fiber (a route of `HttpRouter`), but not the
+ *   attempt: it finishes and records its outcome, which the client's retry then gets, instead of
+ *   leaving the key blocked until its lease ends;
+ * - `HttpApp.toHandled` runs the app uninterruptibly, so a middleware applied to a whole app runs
+ *   there; an attempt started in that region would fork its watchdog uninterruptible, and then wait
+ *   for it forever once the handler is done.
+ */
+const detached = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(Effect.forkDaemon(Effect.interruptible(effect)), Fiber.join)
+
+/**
+ * Makes an `HttpApp` idempotent with an engine: the methods it does not cover, and the requests
+ * without a key where none is required, run the app untouched.
+ *
+ * @internal
+ */
+export const protect = <E, R, E2, R2>(
+  engine: HttpIdempotency.HttpIdempotency,
+  app: HttpApp.Default<E, R>,
+  options: {
+    readonly scope?:
+      | ((request: HttpServerRequest.HttpServerRequest) => Effect.Effect<string | undefined, E2, R2>)
+      | undefined
+    /** A failure of the app answered as a response (HttpApi: the errors its schemas encode). */
+    readonly encodeFailure?:
+      | ((error: E) => Effect.Effect<Option.Option<HttpServerResponse.HttpServerResponse>>)
+      | undefined
+  }
+): HttpApp.Default<E | E2, R | R2 | IdempotencyStore.IdempotencyStore> => {
+  const scope = options.scope
+  const encodeFailure = options.encodeFailure
+  const maxResponseBytes = engine.maxResponseBytes
+  const encoded: <X>(self: Effect.Effect<X, E, R>) => Effect.Effect<X | HttpServerResponse.HttpServerResponse, E, R> =
+    encodeFailure === undefined ? (self) => self : (self) =>
+      Effect.catchAll(self, (error) =>
+        Effect.flatMap(
+          encodeFailure(error),
+          Option.match({ onNone: () => Effect.fail(error), onSome: Effect.succeed })
+        ))
+  return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+    if (!engine.covers(request.method)) return app
+    let buffered: HttpServerRequest.HttpServerRequest = request
+    const url = request.url
+    const query = url.indexOf("?")
+    const downstream = Effect.suspend(() => Effect.provideService(app, HttpServerRequest.HttpServerRequest, buffered))
+      .pipe(
+        encoded,
+        Effect.flatMap((response) => capture(response, maxResponseBytes))
+      )
+    return Effect.flatMap(
+      detached(engine.handle<HttpServerResponse.HttpServerResponse, E | E2, R | R2>(
+        {
+          method: request.method,
+          path: query === -1 ? url : url.slice(0, query),
+          query: query === -1 ? "" : url.slice(query),
+          header: (name) => request.headers[name],
+          body: Effect.tap(readBody(request, engine.maxBodyBytes), (bytes) => {
+            buffered = new BufferedRequest(request, bytes)
+          }),
+          scope: scope === undefined ? undefined : scope(request)
+        },
+        downstream
+      )),
+      (answer) => {
+        switch (answer._tag) {
+          case "Bypass":
+            return app
+          case "Fresh":
+            return Effect.succeed(answer.value)
+          case "Replayed":
+          case "Rejected":
+            return Effect.succeed(fromStored(answer.response))
+        }
+      }
+    )
+  })
+}

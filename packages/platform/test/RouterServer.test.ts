@@ -1,0 +1,421 @@
+/**
+ * `IdempotencyMiddleware` on `HttpRouter` routes of a real server (`NodeHttpServer` on loopback),
+ * called with a real `HttpClient`, on the PostgreSQL server and on DynamoDB Local: every status of
+ * the draft, a byte-identical replay, 100 concurrent identical requests that run the handler once,
+ * and a store taken down (503, the handler not called).
+ */
+import { IdempotencyMiddleware } from "@effect-idempotency/platform"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { assert, layer } from "@effect/vitest"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
+import { randomBytes, randomUUID } from "node:crypto"
+import type { Backend } from "./utils/backends.js"
+import { backends, proxiedStore } from "./utils/backends.js"
+import type { Client, Reply } from "./utils/server.js"
+import { serve } from "./utils/server.js"
+
+/** What the routes did, by route and key. */
+class Routes {
+  readonly executions = new Map<string, number>()
+  readonly latches = new Map<string, { started: Deferred.Deferred<void>; release: Deferred.Deferred<void> }>()
+  count(route: string, request: HttpServerRequest.HttpServerRequest): number {
+    const id = `${route} ${request.headers["idempotency-key"] ?? ""} ${request.headers["x-tenant"] ?? ""}`
+    const n = (this.executions.get(id) ?? 0) + 1
+    this.executions.set(id, n)
+    return n
+  }
+  runs(route: string, key: string, tenant = ""): number {
+    return this.executions.get(`${route} ${key} ${tenant}`) ?? 0
+  }
+}
+
+class TestError {
+  readonly _tag = "TestError"
+}
+
+const makeApp = (routes: Routes) => {
+  const idempotent = IdempotencyMiddleware.make({
+    name: "router",
+    scope: (request) => Effect.succeed(request.headers["x-tenant"]),
+    maxBodyBytes: 64 * 1024,
+    maxResponseBytes: 16 * 1024,
+    timeLimit: "6 seconds"
+  })
+  const timingOut = IdempotencyMiddleware.make({
+    name: "router-timeout",
+    timeout: "300 millis",
+    onTimeout: "markUnknown"
+  })
+  const request = HttpServerRequest.HttpServerRequest
+  return HttpRouter.empty.pipe(
+    HttpRouter.post(
+      "/orders",
+      Effect.gen(function*() {
+        const req = yield* request
+        const n = routes.count("orders", req)
+        const order = yield* req.json
+        yield* Effect.sleep("20 millis")
+        const response = yield* HttpServerResponse.json({ orderId: `ord-${randomUUID()}`, n, order }, {
+          status: 201,
+          headers: { location: "/orders/1", "x-trace": randomUUID() }
+        })
+        return HttpServerResponse.unsafeSetCookie(response, "session", "abc")
+      }).pipe(idempotent)
+    ),
+    HttpRouter.get("/orders", Effect.map(request, (req) => HttpServerResponse.text(String(routes.count("list", req))))),
+    HttpRouter.post(
+      "/notes",
+      Effect.map(request, (req) => HttpServerResponse.text(String(routes.count("notes", req)), { status: 201 }))
+    ),
+    HttpRouter.post(
+      "/files",
+      Effect.map(request, (req) => {
+        routes.count("files", req)
+        const bytes = new Uint8Array(randomBytes(8 * 1024))
+        bytes[0] = 0xff
+        return HttpServerResponse.uint8Array(bytes, { contentType: "application/octet-stream" })
+      }).pipe(idempotent)
+    ),
+    HttpRouter.post(
+      "/slow",
+      Effect.gen(function*() {
+        const req = yield* request
+        routes.count("slow", req)
+        const latch = routes.latches.get(req.headers["idempotency-key"] ?? "")
+        if (latch !== undefined) {
+          yield* Deferred.succeed(latch.started, undefined)
+          yield* Deferred.await(latch.release)
+        }
+        return HttpServerResponse.text("done", { status: 201 })
+      }).pipe(idempotent)
+    ),
+    HttpRouter.post(
+      "/flaky",
+      Effect.map(request, (req) =>
+        routes.count("flaky", req) === 1
+          ? HttpServerResponse.text("down", { status: 503 })
+          : HttpServerResponse.text("up", { status: 201 })).pipe(idempotent)
+    ),
+    HttpRouter.post(
+      "/reject",
+      Effect.flatMap(request, (req) => {
+        routes.count("reject", req)
+        return HttpServerResponse.json({ error: "out of stock", id: randomUUID() }, { status: 409 })
+      }).pipe(idempotent)
+    ),
+    HttpRouter.post(
+      "/fails",
+      Effect.flatMap(request, (req) =>
+        routes.count("fails", req) === 1
+          ? Effect.fail(new TestError())
+          : Effect.succeed(HttpServerResponse.text("ok", { status: 201 }))).pipe(idempotent)
+    ),
+    HttpRouter.post(
+      "/large",
+      Effect.map(request, (req) => {
+        routes.count("large", req)
+        const bytes = new Uint8Array(randomBytes(64 * 1024))
+        const chunks = Array.from({ length: 16 }, (_, i) => bytes.slice(i * 4096, (i + 1) * 4096))
+        return HttpServerResponse.stream(Stream.fromIterable(chunks), { contentType: "application/octet-stream" })
+          .pipe(HttpServerResponse.setHeader("x-sha", Buffer.from(bytes).toString("base64").slice(0, 16)))
+      }).pipe(idempotent)
+    ),
+    HttpRouter.post(
+      "/timeout",
+      Effect.flatMap(request, (req) => {
+        routes.count("timeout", req)
+        return Effect.as(Effect.sleep("5 seconds"), HttpServerResponse.text("late"))
+      }).pipe(timingOut)
+    ),
+    HttpRouter.catchAll(() => Effect.succeed(HttpServerResponse.text("the handler failed", { status: 500 })))
+  )
+}
+
+class Env extends Context.Tag("test/RouterServer/Env")<Env, {
+  readonly client: Client
+  readonly routes: Routes
+  readonly proxy: { readonly refuse: Effect.Effect<void>; readonly resume: Effect.Effect<void> }
+}>() {}
+
+const envLayer = (backend: Backend) =>
+  Layer.scoped(
+    Env,
+    Effect.gen(function*() {
+      const { context, proxy } = yield* proxiedStore(backend)
+      const routes = new Routes()
+      const client = yield* serve(Effect.provide(makeApp(routes), context))
+      return { client, routes, proxy }
+    })
+  )
+
+const problem = (reply: Reply) =>
+  JSON.parse(reply.text) as { type: string; title: string; status: number; detail: string }
+
+const order = JSON.stringify({ sku: "A-1", quantity: 2 })
+
+const assertSameResponse = (replay: Reply, first: Reply, allowed: ReadonlyArray<string>) => {
+  assert.strictEqual(replay.status, first.status)
+  assert.deepStrictEqual(replay.bytes, first.bytes)
+  for (const header of allowed) assert.strictEqual(replay.headers[header], first.headers[header], header)
+  assert.strictEqual(replay.headers["idempotent-replayed"], "true")
+}
+
+for (const backend of backends) {
+  layer(envLayer(backend), { excludeTestServices: true, timeout: "120 seconds" })(
+    `IdempotencyMiddleware on HttpRouter, ${backend.name}`,
+    (it) => {
+      it.effect("the first POST runs; a retry gets its status, allowed headers and bytes with the replay header", () =>
+        Effect.gen(function*() {
+          const { client, routes } = yield* Env
+          const key = randomUUID()
+          const first = yield* client.send("POST", "/orders", { key, body: order })
+          assert.strictEqual(first.status, 201)
+          assert.isUndefined(first.headers["idempotent-replayed"])
+          assert.strictEqual(first.headers["set-cookie"], "session=abc")
+          assert.isDefined(first.headers["x-trace"])
+          for (const sent of [key, `"${key}"`]) {
+            const replay = yield* client.send("POST", "/orders", { key: sent, body: order })
+            assertSameResponse(replay, first, ["content-type", "location"])
+            // outside the allow-list: the fresh response only
+            assert.isUndefined(replay.headers["set-cookie"])
+            assert.isUndefined(replay.headers["x-trace"])
+          }
+          assert.strictEqual(routes.runs("orders", key), 1)
+        }))
+
+      it.effect("a binary body is replayed byte-identical", () =>
+        Effect.gen(function*() {
+          const { client, routes } = yield* Env
+          const key = randomUUID()
+          const first = yield* client.send("POST", "/files", { key, body: order })
+          const replay = yield* client.send("POST", "/files", { key, body: order })
+          assert.strictEqual(first.bytes.byteLength, 8 * 1024)
+          assertSameResponse(replay, first, ["content-type"])
+          assert.strictEqual(routes.runs("files", key), 1)
+        }))
+
+      it.effect("other methods and other routes are untouched", () =>
+        Effect.gen(function*() {
+          const { client, routes } = yield* Env
+          const key = randomUUID()
+          assert.strictEqual((yield* client.send("GET", "/orders", { key })).status, 200)
+          assert.strictEqual((yield* client.send("GET", "/orders", { key })).status, 200)
+          assert.strictEqual(routes.runs("list", key), 2)
+          assert.strictEqual((yield* client.send("POST", "/notes", { body: order })).status, 201)
+          assert.strictEqual((yield* client.send("POST", "/notes", { body: order })).status, 201)
+          assert.strictEqual(routes.runs("notes", ""), 2)
+        }))
+
+      it.effect("400 problems for a missing or invalid key; the handler does not run", () =>
+        Effect.gen(function*() {
+          const { client, routes } = yield* Env
+          const missing = yield* client.send("POST", "/orders", { body: order })
+          assert.strictEqual(missing.status, 400)
+          assert.strictEqual(missing.headers["content-type"], "application/problem+json")
+          assert.include(problem(missing).detail, "Idempotency-Key")
+          const invalid = yield* client.send("POST", "/orders", { key: "two words", body: order })
+          assert.strictEqual(invalid.status, 400)
+          assert.strictEqual(problem(invalid).status, 400)
+          assert.strictEqual(routes.runs("orders", ""), 0)
+          assert.strictEqual(routes.runs("orders", "two words"), 0)
+        }))
+
+      it.effect("409 with Retry-After while the first request runs; then its response is replayed", () =>
+        Effect.gen(function*() {
+          const { client, routes } = yield* Env
+          const key = randomUUID()
+          const latch = { started: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
+          routes.latches.set(key, latch)
+          const first = yield* Effect.fork(client.send("POST", "/slow", { key, body: order }))
+          yield* Deferred.await(latch.started)
+          const conflict = yield* client.send("POST", "/slow", { key, body: order })
+          assert.strictEqual(conflict.status, 409)
+          assert.strictEqual(conflict.headers["content-type"], "application/problem+json")
+          const retryAfter = Number(conflict.headers["retry-after"])
+          assert.isTrue(retryAfter >= 1 && retryAfter <= 6, String(retryAfter))
+          yield* Deferred.succeed(latch.release, undefined)
+          assert.strictEqual((yield* Fiber.join(first)).status, 201)
+          const replay = yield* client.send("POST", "/slow", { key, body: order })
+          assert.deepStrictEqual([replay.status, replay.headers["idempotent-replayed"]], [201, "true"])
+          assert.strictEqual(routes.runs("slow", key), 1)
+        }))
+
+      it.effect("a client that goes away does not stop the request: its retry gets the recorded response", () =>
+        Effect.gen(function*() {
+          const { client, routes } = yield* Env
+          const key = randomUUID()
+          const latch = { started: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
+          routes.latches.set(key, latch)
+          const first = yield* Effect.fork(client.send("POST", "/slow", { key, body: order }))
+          yield* Deferred.await(latch.started)
+          // the client gives up: its connection closes while the handler runs
+          yield* Fiber.interrupt(first)
+          yield* Deferred.succeed(latch.release, undefined)
+          // 409 until the abandoned request has recorded its response
+          const retry = yield* client.send("POST", "/slow", { key, body: order }).pipe(
+            Effect.filterOrFail((reply) => reply.status !== 409),
+            Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 40 })
+          )
+          assert.deepStrictEqual([retry.status, retry.headers["idempotent-replayed"]], [201, "true"])
+          assert.strictEqual(routes.runs("slow", key), 1)
+        }))
+
+      it.effect("422 for the key with another body or on another route of the same middleware", () =>
+        Effect.gen(function*() {
+          const { client, routes } = yield* Env
+          const key = randomUUID()
+          yield* client.send("POST", "/orders", { key, body: order })
+          const reused = yield* client.send("POST", "/orders", {
+            key,
+            body: JSON.stringify({ sku: "B-2", quantity: 1 })
+          })
+          assert.strictEqual(reused.status, 422)
+          assert.strictEqual(problem(reused).title, "Unprocessable Content")
+          const otherRoute = yield* client.send("POST", "/files", { key, body: order })
+          assert.strictEqual(otherRoute.status, 422)
+          assert.strictEqual(routes.runs("orders", key), 1)
+          assert.strictEqual(routes.runs("files", key), 0)
+        }))
+
+      it.effect("413 past maxBodyBytes, without echoing the body; the handler does not run", () =>
+        Effect.gen(function*() {
+          const { client, routes } = yield* Env
+          const key = randomUUID()
+          const reply = yield* client.send("POST", "/orders", {
+            key,
+            body: JSON.stringify({ secret: "sk_live_" + "x".repeat(100 * 1024) })
+          })
+          assert.strictEqual(reply.status, 413)
+          assert.isBelow(reply.text.length, 300)
+          assert.notInclude(reply.text, "sk_live")
+          // without a content length: read to its end and discarded, and answered on the connection
+          const chunked = yield* client.send("POST", "/orders", {
+            key,
+            chunked: true,
+            body: JSON.stringify({ secret: "sk_live_" + "x".repeat(100 * 1024) })
+          })
+          assert.strictEqual(chunked.status, 413)
+          assert.notInclude(chunked.text, "sk_live")
+          assert.strictEqual(routes.runs("orders", key), 0)
+          // a chunked body within the limit is the same request as with a content length
+          const first = yield* client.send("POST", "/orders", { key, body: order, chunked: true })
+          assert.strictEqual(first.status, 201)
+          assertSameResponse(yield* client.send("POST", "/orders", { key, body: order }), first, ["content-type"])
+        }))
+
+      it.effect("a 5xx is not recorded and a retry runs again; a 4xx is recorded and replayed", () =>
+        Effect.gen(function*() {
+          const { client, routes } = yield* Env
+          const key = randomUUID()
+          assert.strictEqual((yield* client.send("POST", "/flaky", { key, body: order })).status, 503)
+          const retry = yield* client.send("POST", "/flaky", { key, body: order })
+          assert.deepStrictEqual([retry.status, retry.headers["idempotent-replayed"]], [201, undefined])
+          const replay = yield* client.send("POST", "/flaky", { key, body: order })
+          assert.deepStrictEqual([replay.status, replay.headers["idempotent-replayed"]], [201, "true"])
+          assert.strictEqual(routes.runs("flaky", key), 2)
+
+          const rejectKey = randomUUID()
+          const rejected = yield* client.send("POST", "/reject", { key: rejectKey, body: order })
+          const again = yield* client.send("POST", "/reject", { key: rejectKey, body: order })
+          assert.strictEqual(rejected.status, 409)
+          assertSameResponse(again, rejected, ["content-type"])
+          assert.strictEqual(routes.runs("reject", rejectKey), 1)
+        }))
+
+      it.effect("a failure of the handler releases the key: the retry runs again", () =>
+        Effect.gen(function*() {
+          const { client, routes } = yield* Env
+          const key = randomUUID()
+          assert.strictEqual((yield* client.send("POST", "/fails", { key, body: order })).status, 500)
+          assert.strictEqual((yield* client.send("POST", "/fails", { key, body: order })).status, 201)
+          assert.strictEqual(routes.runs("fails", key), 2)
+        }))
+
+      it.effect("the scope keeps the keys of two tenants apart", () =>
+        Effect.gen(function*() {
+          const { client, routes } = yield* Env
+          const key = randomUUID()
+          const a = yield* client.send("POST", "/orders", { key, body: order, headers: { "x-tenant": "a" } })
+          const b = yield* client.send("POST", "/orders", { key, body: order, headers: { "x-tenant": "b" } })
+          const againA = yield* client.send("POST", "/orders", { key, body: order, headers: { "x-tenant": "a" } })
+          assert.notDeepEqual(a.bytes, b.bytes)
+          assert.isUndefined(b.headers["idempotent-replayed"])
+          assertSameResponse(againA, a, ["content-type", "location"])
+          assert.strictEqual(routes.runs("orders", key, "a"), 1)
+          assert.strictEqual(routes.runs("orders", key, "b"), 1)
+        }))
+
+      it.effect("a response larger than the store keeps is answered whole once; retries get 500, no second run", () =>
+        Effect.gen(function*() {
+          const { client, routes } = yield* Env
+          const key = randomUUID()
+          const first = yield* client.send("POST", "/large", { key, body: order })
+          assert.strictEqual(first.status, 200)
+          assert.strictEqual(first.bytes.byteLength, 64 * 1024)
+          assert.strictEqual(Buffer.from(first.bytes).toString("base64").slice(0, 16), first.headers["x-sha"])
+          const retry = yield* client.send("POST", "/large", { key, body: order })
+          assert.strictEqual(retry.status, 500)
+          assert.strictEqual(retry.headers["idempotent-replayed"], "true")
+          assert.strictEqual(routes.runs("large", key), 1)
+        }))
+
+      it.effect("504 when the handler outlives its timeout; markUnknown replays it without running again", () =>
+        Effect.gen(function*() {
+          const { client, routes } = yield* Env
+          const key = randomUUID()
+          const first = yield* client.send("POST", "/timeout", { key, body: order })
+          assert.strictEqual(first.status, 504)
+          assert.isUndefined(first.headers["idempotent-replayed"])
+          const retry = yield* client.send("POST", "/timeout", { key, body: order })
+          assert.deepStrictEqual([retry.status, retry.headers["idempotent-replayed"]], [504, "true"])
+          assert.strictEqual(routes.runs("timeout", key), 1)
+        }))
+
+      it.effect("100 concurrent identical POSTs run the handler once", () =>
+        Effect.gen(function*() {
+          const { client, routes } = yield* Env
+          const key = randomUUID()
+          const replies = yield* Effect.all(
+            Array.from({ length: 100 }, () => client.send("POST", "/orders", { key, body: order })),
+            { concurrency: "unbounded" }
+          )
+          assert.strictEqual(routes.runs("orders", key), 1)
+          const fresh = replies.filter((reply) =>
+            reply.status === 201 && reply.headers["idempotent-replayed"] === undefined
+          )
+          assert.strictEqual(fresh.length, 1)
+          for (const reply of replies) {
+            assert.include([201, 409], reply.status)
+            if (reply.status === 201) assert.deepStrictEqual(reply.bytes, fresh[0]!.bytes)
+          }
+        }), { timeout: 60_000 })
+
+      it.effect(
+        "503 while the store is down: the handler is not called; it runs once the store is back",
+        () =>
+          Effect.gen(function*() {
+            const { client, proxy, routes } = yield* Env
+            const key = randomUUID()
+            yield* proxy.refuse
+            const down = yield* client.send("POST", "/orders", { key, body: order }).pipe(
+              Effect.ensuring(proxy.resume)
+            )
+            assert.strictEqual(down.status, 503)
+            assert.strictEqual(down.headers["content-type"], "application/problem+json")
+            assert.strictEqual(routes.runs("orders", key), 0)
+            assert.strictEqual((yield* client.send("POST", "/orders", { key, body: order })).status, 201)
+            assert.strictEqual(routes.runs("orders", key), 1)
+          }),
+        { timeout: 60_000 }
+      )
+    }
+  )
+}
