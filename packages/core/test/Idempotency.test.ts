@@ -660,6 +660,25 @@ describe("Idempotency", () => {
       assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, "usurper")
     }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
 
+  it.effect("a run started in an uninterruptible region returns, and its timeout still stops the downstream", () =>
+    Effect.gen(function*() {
+      const { executions, operation } = yield* counted({
+        timeout: "5 seconds",
+        onTimeout: "release",
+        behaviour: (n) =>
+          n === 1 ? Effect.as(Effect.sleep("1 hour"), { orderId: "late", execution: n }) : Effect.succeed({
+            orderId: "o",
+            execution: n
+          })
+      })
+      const first = yield* Effect.fork(Effect.uninterruptible(Effect.flip(operation.run({ key: "k", payload: order }))))
+      yield* TestClock.adjust("5 seconds")
+      assert.strictEqual((yield* Fiber.join(first))._tag, "DownstreamTimeout")
+      const retry = yield* Effect.uninterruptible(operation.run({ key: "k", payload: order }))
+      assert.strictEqual(retry.execution, 2)
+      assert.strictEqual(yield* Ref.get(executions), 2)
+    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
   it.effect("the downstream reads the key and stable per-step keys from IdempotencyContext", () =>
     Effect.gen(function*() {
       const seen: Array<{ key: string; charge: string; email: string; attempt: number }> = []

@@ -600,10 +600,14 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       const workerFiber = yield* Effect.fork(worker)
       // a daemon: interrupting this fiber from outside interrupts the worker, a child, at once, but
       // the watchdog must outlive that to keep the lease until the downstream has stopped
-      const watchdogFiber = yield* Effect.forkDaemon(watchdog(store, id, token, lease, workerFiber, state, {
-        downstreamDeadline,
-        recordEnd
-      }))
+      // interruptible even when the run itself was started in an uninterruptible region (an
+      // `HttpApp` runs its handler so): it is interrupted when the worker is done
+      const watchdogFiber = yield* Effect.forkDaemon(
+        Effect.interruptible(watchdog(store, id, token, lease, workerFiber, state, {
+          downstreamDeadline,
+          recordEnd
+        }))
+      )
       const workerExit = yield* Fiber.await(workerFiber).pipe(
         // interrupted from outside: the downstream is stopped, and its lease kept until it is
         Effect.onInterrupt(() => Effect.zipRight(Fiber.interrupt(workerFiber), Fiber.interrupt(watchdogFiber)))
