@@ -178,8 +178,9 @@ export interface Options extends Idempotency.Settings {
    */
   readonly timeLimit?: Duration.DurationInput | undefined
   /**
-   * With `timeLimit`: the time kept between the end of the handler and the cut-off, to record the
-   * outcome and to answer. Default `TimeLimit.defaultMargin(timeLimit)`.
+   * With `timeLimit` (or a per-request `cutOff`): the time kept between the end of the handler and
+   * the cut-off, to record the outcome and to answer. Default `TimeLimit.defaultMargin(timeLimit)`;
+   * with per-request cut-offs only, set it.
    */
   readonly margin?: Duration.DurationInput | undefined
   /**
@@ -213,6 +214,12 @@ export interface Exchange<E, R> {
   readonly body: Effect.Effect<Uint8Array, RequestBodyTooLarge | InvalidRequestBody>
   /** When the request started (epoch milliseconds of the `Clock`), for `timeLimit`. Default: now. */
   readonly startedAt?: number | undefined
+  /**
+   * When the platform cuts this request off (epoch milliseconds of the `Clock`), where a platform
+   * says so per request (AWS Lambda's remaining time). It takes the place of `startedAt +
+   * timeLimit`; the handler ends `margin` before it, every store call before it.
+   */
+  readonly cutOff?: number | undefined
   /**
    * The key, when it comes from elsewhere than the header (derived from the body or an event).
    * `undefined` from it: no key. Default: the header.
@@ -430,11 +437,11 @@ export const make = (options: Options = {}): HttpIdempotency => {
 
   // a platform's cut-off: the handler ends `margin` before it, every store call `allowance` before it
   const timeLimit = options.timeLimit === undefined ? undefined : Duration.decode(options.timeLimit)
-  const margin = timeLimit === undefined
+  const margin = options.margin !== undefined
+    ? Duration.decode(options.margin)
+    : timeLimit === undefined
     ? undefined
-    : options.margin === undefined
-    ? TimeLimit.defaultMargin(timeLimit)
-    : Duration.decode(options.margin)
+    : TimeLimit.defaultMargin(timeLimit)
   const allowance = margin === undefined ? undefined : TimeLimit.answerAllowance(margin)
   const timeLimitMs = timeLimit === undefined ? undefined : Duration.toMillis(timeLimit)
   const marginMs = margin === undefined ? 0 : Duration.toMillis(margin)
@@ -490,9 +497,9 @@ export const make = (options: Options = {}): HttpIdempotency => {
   ): Effect.Effect<Answer<X>, E, R | IdempotencyStore.IdempotencyStore> =>
     Effect.gen(function*() {
       let deadline: number | undefined
-      if (timeLimitMs !== undefined) {
+      if (timeLimitMs !== undefined || exchange.cutOff !== undefined) {
         const now = yield* Clock.currentTimeMillis
-        const cutOff = (exchange.startedAt ?? now) + timeLimitMs
+        const cutOff = exchange.cutOff ?? (exchange.startedAt ?? now) + timeLimitMs!
         const remaining = Math.max(0, cutOff - now)
         if (remaining <= marginMs) {
           return yield* reject(new InsufficientTime({ remainingMillis: remaining, marginMillis: marginMs }))

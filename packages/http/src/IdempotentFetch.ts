@@ -164,6 +164,12 @@ export interface Options<C, P, E, ROut, LE> extends HttpIdempotency.Options, Run
   readonly key?: ((prepared: P, incoming: Incoming<C>) => string | undefined) | undefined
   /** Where the key is looked for, for the 400 of a missing key. Default: the header. */
   readonly keySource?: string | undefined
+  /**
+   * When the platform cuts a request off (epoch milliseconds of the `Clock`), where the platform
+   * says so per request (AWS Lambda's remaining time, read from its context). Default: `startedAt +
+   * timeLimit` when a `timeLimit` is set, none otherwise.
+   */
+  readonly cutOff?: ((incoming: Incoming<C>) => number | undefined) | undefined
   /** A tenant or principal id: keys of different scopes never share a record. */
   readonly scope?:
     | ((prepared: P, incoming: Incoming<C>) => Effect.Effect<string | undefined, E, NoInfer<ROut>> | string | undefined)
@@ -293,6 +299,7 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>
           header: (name) => request.headers.get(name),
           body: incoming.bytes,
           startedAt,
+          cutOff: options.cutOff?.(incoming),
           key: key === undefined
             ? Effect.zipRight(
               prepared,

@@ -11,6 +11,11 @@ export * as LambdaEvent from "./LambdaEvent.js"
 /**
  * @since 0.1.0
  */
+export * as LambdaHttp from "./LambdaHttp.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as LambdaInvocation from "./LambdaInvocation.js"
 
 /**

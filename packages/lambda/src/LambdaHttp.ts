@@ -1,0 +1,209 @@
+/**
+ * Idempotent HTTP functions on AWS Lambda: API Gateway REST APIs (payload 1.0), HTTP APIs (payload
+ * 2.0) and function URLs (payload 2.0), with the HTTP semantics of the fetch handler and the
+ * `@effect/platform` middleware (one implementation: `@effect-idempotency/http`): the
+ * `Idempotency-Key` header, 400 / 409 with `Retry-After` / 413 / 422 as problem responses, the
+ * response recorded (status, allowed headers, body bytes) and replayed with
+ * `Idempotent-Replayed: true`, 5xx not recorded.
+ *
+ * ```ts
+ * import { LambdaHttp } from "@effect-idempotency/lambda"
+ * import { Effect } from "effect"
+ *
+ * export const handler = LambdaHttp.idempotent({
+ *   name: "create-order",
+ *   layer: StoreLive,
+ *   handler: (request) =>
+ *     Effect.promise(() => request.json()).pipe(
+ *       Effect.map((order) => Response.json({ orderId: crypto.randomUUID(), order }, { status: 201 }))
+ *     )
+ * })
+ * ```
+ *
+ * The event becomes a Web `Request` (method, path, query, headers, the body decoded from base64
+ * when API Gateway encoded it); the handler's `Response` becomes the event source's result (a
+ * binary body as base64, cookies as API Gateway wants them). The cut-off is the invocation's
+ * remaining time: the handler ends `margin` before it (default 1 second) and every store call
+ * before it.
+ *
+ * @since 0.1.0
+ */
+import type { IdempotencyStore } from "@effect-idempotency/core"
+import type { HttpIdempotency } from "@effect-idempotency/http"
+import { IdempotentFetch } from "@effect-idempotency/http"
+import type {
+  APIGatewayProxyEvent,
+  APIGatewayProxyEventV2,
+  APIGatewayProxyResult,
+  APIGatewayProxyStructuredResultV2
+} from "aws-lambda"
+import type * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
+import type { LambdaContext } from "./LambdaInvocation.js"
+import { MAX_DEFAULT_MARGIN } from "./LambdaInvocation.js"
+
+/**
+ * An HTTP event: API Gateway REST (payload 1.0), or HTTP API and function URL (payload 2.0).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type HttpEvent = APIGatewayProxyEvent | APIGatewayProxyEventV2
+
+/**
+ * The result for the event's source (the same payload version as the event).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type HttpResult = APIGatewayProxyResult | APIGatewayProxyStructuredResultV2
+
+/**
+ * A Lambda handler of HTTP events, with a way to release its execution environment's runtime.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Handler {
+  (event: HttpEvent, context: LambdaContext): Promise<HttpResult>
+  readonly dispose: () => Promise<void>
+}
+
+/**
+ * An idempotent HTTP function.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<E, ROut, LE> extends HttpIdempotency.Options {
+  /** The services of the handler, the `IdempotencyStore` among them; built once per execution environment. */
+  readonly layer: Layer.Layer<ROut | IdempotencyStore.IdempotencyStore, LE>
+  /** A tenant or principal id of a request (an authorizer's claim, say): keys of different scopes never share a record. */
+  readonly scope?: ((request: Request, event: HttpEvent) => string | undefined) | undefined
+  /** The answer to a failure of the handler. Default: 500 with a problem body that shows nothing of it. */
+  readonly onError?: ((error: E) => Response) | undefined
+  /** The handler: called at most once per scoped key while its record lives (within the policies). */
+  readonly handler: (
+    request: Request,
+    event: HttpEvent
+  ) => Effect.Effect<Response, E, NoInfer<ROut> | IdempotencyStore.IdempotencyStore>
+}
+
+const isV2 = (event: HttpEvent): event is APIGatewayProxyEventV2 =>
+  (event as { readonly version?: unknown }).version === "2.0"
+
+/**
+ * The Web request of an event.
+ *
+ * @since 0.1.0
+ * @category conversions
+ */
+export const toRequest = (event: HttpEvent): Request => {
+  const headers = new Headers()
+  for (const [name, value] of Object.entries(event.headers ?? {})) {
+    if (value !== undefined) headers.set(name, value)
+  }
+  let method: string
+  let url: string
+  if (isV2(event)) {
+    method = event.requestContext.http.method
+    url = `https://${event.requestContext.domainName ?? "lambda"}${event.rawPath}${
+      event.rawQueryString === "" ? "" : `?${event.rawQueryString}`
+    }`
+    if (event.cookies !== undefined && event.cookies.length > 0) headers.set("cookie", event.cookies.join("; "))
+  } else {
+    method = event.httpMethod
+    for (const [name, values] of Object.entries(event.multiValueHeaders ?? {})) {
+      if (values !== undefined && values.length > 1) headers.set(name, values.join(", "))
+    }
+    const query = new URLSearchParams()
+    for (const [name, values] of Object.entries(event.multiValueQueryStringParameters ?? {})) {
+      for (const value of values ?? []) query.append(name, value)
+    }
+    if (event.multiValueQueryStringParameters == null) {
+      for (const [name, value] of Object.entries(event.queryStringParameters ?? {})) {
+        if (value !== undefined) query.append(name, value)
+      }
+    }
+    const search = query.toString()
+    url = `https://${event.requestContext.domainName ?? "lambda"}${event.path}${search === "" ? "" : `?${search}`}`
+  }
+  const body = event.body == null || method === "GET" || method === "HEAD"
+    ? undefined
+    : event.isBase64Encoded
+    ? Buffer.from(event.body, "base64")
+    : event.body
+  return new Request(url, { method, headers, ...(body === undefined ? {} : { body }) })
+}
+
+const TEXT = /^(text\/|application\/(json|xml|javascript|problem\+json|x-www-form-urlencoded)|[^;]*\+(json|xml))/i
+
+/**
+ * The result of a Web response, for an event of `version` (a body that is not text is base64).
+ *
+ * @since 0.1.0
+ * @category conversions
+ */
+export const toResult = async (response: Response, event: HttpEvent): Promise<HttpResult> => {
+  const bytes = new Uint8Array(await response.arrayBuffer())
+  const type = response.headers.get("content-type") ?? ""
+  const text = bytes.byteLength === 0 || TEXT.test(type)
+  const body = text ? new TextDecoder().decode(bytes) : Buffer.from(bytes).toString("base64")
+  const headers: Record<string, string> = {}
+  response.headers.forEach((value, name) => {
+    if (name !== "set-cookie") headers[name] = value
+  })
+  const cookies = response.headers.getSetCookie()
+  if (isV2(event)) {
+    return {
+      statusCode: response.status,
+      headers,
+      body,
+      isBase64Encoded: !text,
+      ...(cookies.length === 0 ? {} : { cookies })
+    }
+  }
+  return {
+    statusCode: response.status,
+    headers,
+    ...(cookies.length === 0 ? {} : { multiValueHeaders: { "set-cookie": cookies } }),
+    body,
+    isBase64Encoded: !text
+  }
+}
+
+/**
+ * An idempotent HTTP function (see the module's documentation).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const idempotent = <E, ROut, LE>(options: Options<E, ROut, LE>): Handler => {
+  const scope = options.scope
+  const fetchHandler = IdempotentFetch.make<
+    { readonly event: HttpEvent; readonly context: LambdaContext },
+    void,
+    E,
+    ROut,
+    LE
+  >({
+    ...options,
+    margin: options.margin ?? MAX_DEFAULT_MARGIN,
+    annotations: (_, context) => {
+      const lambda = context as { readonly context?: LambdaContext } | undefined
+      return lambda?.context === undefined ? {} : { requestId: lambda.context.awsRequestId }
+    },
+    // the cut-off is the invocation's: Lambda says how much time is left
+    cutOff: (incoming) =>
+      incoming.context === undefined
+        ? undefined
+        : incoming.startedAt + Math.max(0, incoming.context.context.getRemainingTimeInMillis()),
+    scope: scope === undefined
+      ? undefined
+      : (_, incoming) => incoming.context === undefined ? undefined : scope(incoming.request, incoming.context.event),
+    handler: (_, incoming) => options.handler(incoming.request, incoming.context!.event)
+  })
+  const handler = (event: HttpEvent, context: LambdaContext): Promise<HttpResult> =>
+    fetchHandler(toRequest(event), { event, context }).then((response) => toResult(response, event))
+  return Object.assign(handler, { dispose: fetchHandler.dispose })
+}
