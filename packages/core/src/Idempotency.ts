@@ -300,15 +300,9 @@ export const makeConfig = <P, IP, A, IA, E, R, EF = never, IEF = never>(
  * @since 0.1.0
  * @category models
  */
-export interface ConfigSettings {
-  readonly timeout?: Duration.DurationInput | undefined
-  readonly lease?: Duration.DurationInput | undefined
-  readonly leaseMargin?: Duration.DurationInput | undefined
-  readonly heartbeat?: Duration.DurationInput | undefined
-  readonly ttl?: Duration.DurationInput | undefined
-  readonly onTimeout?: TimeoutPolicy | undefined
-  readonly onDefect?: TimeoutPolicy | undefined
-}
+export interface ConfigSettings
+  extends Pick<Settings, "timeout" | "lease" | "leaseMargin" | "heartbeat" | "ttl" | "onTimeout" | "onDefect">
+{}
 
 /**
  * A config of a timeout policy by name (`keepLease`, `release`, `markUnknown`).

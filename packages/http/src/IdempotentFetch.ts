@@ -30,9 +30,9 @@ import * as LogLevel from "effect/LogLevel"
 import * as HttpIdempotency from "./HttpIdempotency.js"
 import { InvalidRequestBody, isRequestFailure, RequestBodyTooLarge } from "./HttpIdempotencyError.js"
 import type { RequestFailure } from "./HttpIdempotencyError.js"
-import * as internalInstance from "./internal/instance.js"
 import * as webBody from "./internal/webBody.js"
 import * as StoredResponse from "./StoredResponse.js"
+import * as WarmRuntime from "./WarmRuntime.js"
 
 /**
  * A Web fetch handler, with a way to release its instance's runtime (tests, local servers).
@@ -236,7 +236,7 @@ export const toHandler = <C, ROut, LE>(
   handle: (request: Request, context: C | undefined, startedAt: number) => Effect.Effect<Response, never, ROut>,
   options?: RuntimeOptions<never>
 ): Handler<C> => {
-  const instance = Effect.runSync(internalInstance.make(layer))
+  const instance = Effect.runSync(WarmRuntime.make(layer))
   const annotations = options?.annotations
   const invoke = (request: Request, context: C | undefined) =>
     Effect.gen(function*() {

@@ -22,3 +22,8 @@ export * as StoredResponse from "./StoredResponse.js"
  * @since 0.1.0
  */
 export * as TimeLimit from "./TimeLimit.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as WarmRuntime from "./WarmRuntime.js"

@@ -3,6 +3,7 @@
  *
  * @since 0.1.0
  */
+import { HttpIdempotencyError } from "@effect-idempotency/http"
 import * as Schema from "effect/Schema"
 
 /**
@@ -66,23 +67,19 @@ export class InsufficientTime extends Schema.TaggedError<InsufficientTime>(
 
 /**
  * The function's layer (the store, the downstream clients) could not be built. The downstream was
- * not called; the next invocation builds it again.
+ * not called; the next invocation builds it again. The same error as every adapter's (from
+ * `@effect-idempotency/http`'s `WarmRuntime`).
  *
  * @since 0.1.0
  * @category errors
  */
-export class LayerUnavailable extends Schema.TaggedError<LayerUnavailable>(
-  "@effect-idempotency/lambda/LayerUnavailable"
-)("LayerUnavailable", {
-  cause: Schema.Defect
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return "The function's services could not be started"
-  }
-}
+export const LayerUnavailable = HttpIdempotencyError.LayerUnavailable
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type LayerUnavailable = HttpIdempotencyError.LayerUnavailable
 
 /**
  * Every failure the adapter itself produces.

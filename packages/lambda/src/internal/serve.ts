@@ -1,3 +1,4 @@
+import { WarmRuntime } from "@effect-idempotency/http"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
@@ -5,7 +6,6 @@ import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
 import type { LambdaContext } from "../LambdaInvocation.js"
 import { Invocation } from "../LambdaInvocation.js"
-import * as internalInstance from "./instance.js"
 
 /**
  * A Lambda handler, with a way to release its execution environment's runtime (tests, local runs).
@@ -42,7 +42,7 @@ export const serve = <R, LE, Event, Result>(
   layer: Layer.Layer<R, LE>,
   handle: (event: Event) => Effect.Effect<Result, unknown, R | Invocation>
 ): Handler<Event, Result> => {
-  const instance = Effect.runSync(internalInstance.make(layer))
+  const instance = Effect.runSync(WarmRuntime.make(layer))
   const invoke = (event: Event, context: LambdaContext) =>
     Effect.gen(function*() {
       const startedAt = yield* Clock.currentTimeMillis

@@ -1,3 +1,12 @@
+/**
+ * One runtime per warm instance of a serverless function (a Lambda execution environment, a
+ * Netlify function instance, an isolate): the layer (a store's connections, the handler's
+ * services) is built on the first request and reused by the next ones; a build that fails answers
+ * `LayerUnavailable` and is tried again on the next request. Every adapter of this repository runs
+ * on it.
+ *
+ * @since 0.1.0
+ */
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -6,22 +15,28 @@ import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
 import type * as Runtime from "effect/Runtime"
 import * as SynchronizedRef from "effect/SynchronizedRef"
-import { LayerUnavailable } from "../HttpIdempotencyError.js"
+import { LayerUnavailable } from "./HttpIdempotencyError.js"
 
 /**
  * The runtime of a warm instance (a serverless function, an isolate): built from the layer on first
  * use, then reused. A build that fails is disposed and forgotten, so the next request builds again
  * (a store that was unreachable at a cold start does not disable the instance for good).
  *
- * @internal
+ * @since 0.1.0
+ * @category models
  */
-export interface Instance<R> {
+export interface WarmRuntime<R> {
   readonly runtime: Effect.Effect<Runtime.Runtime<R>, LayerUnavailable>
   readonly dispose: Effect.Effect<void>
 }
 
-/** @internal */
-export const make = <R, E>(layer: Layer.Layer<R, E>): Effect.Effect<Instance<R>> =>
+/**
+ * A warm runtime of a layer (see `WarmRuntime`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <R, E>(layer: Layer.Layer<R, E>): Effect.Effect<WarmRuntime<R>> =>
   Effect.map(SynchronizedRef.make(Option.none<ManagedRuntime.ManagedRuntime<R, E>>()), (cell) => {
     const build = SynchronizedRef.modifyEffect(cell, (current) => {
       if (Option.isSome(current)) {
