@@ -330,9 +330,11 @@ describe("NetlifyFunction.idempotent", () => {
       const [elapsed, first] = yield* Effect.timed(invoke(handler, { key: "key-slow" }))
       assert.strictEqual(first.status, 504)
       assert.isNull(first.headers.get("idempotent-replayed"))
-      // the downstream timeout is the limit less the margin: answered before the platform's cut-off
+      // the downstream timeout is the limit less the margin: never before it, and the 504 comes from
+      // that deadline, not from the handler's 5 s (how close to the cut-off a loaded machine answers is
+      // the end-to-end StalledStore test's business)
       const millis = Duration.toMillis(elapsed)
-      assert.isTrue(millis >= 380 && millis < 600, `${millis} ms`)
+      assert.isTrue(millis >= 380 && millis < 5_000, `${millis} ms`)
       // markUnknown recorded the timeout: the retry gets it back without running the handler
       const retry = yield* invoke(handler, { key: "key-slow" })
       assert.strictEqual(retry.status, 504)
