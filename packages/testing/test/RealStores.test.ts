@@ -1,9 +1,16 @@
 /**
  * The known-good properties on the real stores, with fewer cases than on the memory store: the
  * PostgreSQL store (the server named by `TEST_PG_URL`, else embedded PGlite), with expiry on
- * Effect's `Clock`, and the DynamoDB store on every endpoint the DynamoDB package's global setup
- * starts (DynamoDB Local and dynalite, on 127.0.0.1). The clock moves stepwise: simulated time never
- * passes while a store request is in flight.
+ * Effect's `Clock` and with the store's default, the database's clock, and the DynamoDB store on
+ * every endpoint the DynamoDB package's global setup starts (DynamoDB Local and dynalite, on
+ * 127.0.0.1). The clock moves stepwise: simulated time never passes while a store request is in
+ * flight.
+ *
+ * On the database's clock, the store reads `statement_timestamp()` on the server, which `TestClock`
+ * cannot move. The property's connections put a schema of the run's own ahead of `pg_catalog` on
+ * their `search_path`, with a `statement_timestamp()` that answers the time held in one row, and
+ * every store call first sets that row to `TestClock`'s time: the store's own statements, unchanged,
+ * read the simulated time from the database.
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
 import { DynamoDbClient, DynamoDbStore, DynamoDbTable } from "@effect-idempotency/dynamodb"
@@ -15,6 +22,7 @@ import type { Vitest } from "@effect/vitest"
 import { assert, describe, layer } from "@effect/vitest"
 import { PGlite } from "@electric-sql/pglite"
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
+import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
@@ -58,22 +66,31 @@ const properties = {
   }
 }
 
-const knownGood = (it: Vitest.MethodsNonLive<IdempotencyStore.IdempotencyStore>, numRuns: number) => {
-  it.effect("keepLease with a deduplicating downstream: exactly once", () =>
-    Effect.gen(function*() {
-      const report = yield* RetryProperty.run(properties.exactlyOnce, { numRuns })
-      assert.isTrue(report.passed, report.text)
-      assert.strictEqual(report.numRuns, numRuns)
-      assert.include(["exactlyOnce", "exactlyOnceWithDeduplication"], report.guarantee)
-    }), TIMEOUT)
+type It = Vitest.MethodsNonLive<IdempotencyStore.IdempotencyStore>
 
-  it.effect("markUnknown with failures stored, without deduplication: at most once", () =>
-    Effect.gen(function*() {
-      const report = yield* RetryProperty.run(properties.atMostOnce, { numRuns })
-      assert.isTrue(report.passed, report.text)
-      assert.strictEqual(report.numRuns, numRuns)
-      assert.notStrictEqual(report.guarantee, "atLeastOnce")
-    }), TIMEOUT)
+/** The two known-good properties, each a test played against the store of the context. */
+const checks = {
+  exactlyOnce: (it: It, numRuns: number) =>
+    it.effect("keepLease with a deduplicating downstream: exactly once", () =>
+      Effect.gen(function*() {
+        const report = yield* RetryProperty.run(properties.exactlyOnce, { numRuns })
+        assert.isTrue(report.passed, report.text)
+        assert.strictEqual(report.numRuns, numRuns)
+        assert.include(["exactlyOnce", "exactlyOnceWithDeduplication"], report.guarantee)
+      }), TIMEOUT),
+  atMostOnce: (it: It, numRuns: number) =>
+    it.effect("markUnknown with failures stored, without deduplication: at most once", () =>
+      Effect.gen(function*() {
+        const report = yield* RetryProperty.run(properties.atMostOnce, { numRuns })
+        assert.isTrue(report.passed, report.text)
+        assert.strictEqual(report.numRuns, numRuns)
+        assert.notStrictEqual(report.guarantee, "atLeastOnce")
+      }), TIMEOUT)
+}
+
+const knownGood = (it: It, numRuns: number) => {
+  checks.exactlyOnce(it, numRuns)
+  checks.atMostOnce(it, numRuns)
 }
 
 // PostgreSQL
@@ -93,24 +110,85 @@ const pgliteUrl = Effect.gen(function*() {
   return `postgres://postgres@${server.getServerConn()}/postgres`
 })
 
-const PgStore = Layer.unwrapScoped(
-  Effect.map(serverUrl === undefined ? pgliteUrl : Effect.succeed(serverUrl), (url) =>
-    Layer.scoped(
-      IdempotencyStore.IdempotencyStore,
-      Effect.gen(function*() {
-        const sql = yield* SqlClient.SqlClient
-        const table = yield* PgIdempotencyTable.make({ table: TABLE })
-        const drop =
-          sql.unsafe(`DROP TABLE IF EXISTS ${table.qualified}; DROP FUNCTION IF EXISTS ${table.reserveFunction}`)
-            .withoutTransform
-        yield* Effect.acquireRelease(
-          Effect.zipRight(drop, PgIdempotencyMigration.migration({ table: TABLE })),
-          () => Effect.ignore(drop)
-        )
-        return yield* PgIdempotencyStore.make({ table: TABLE, clock: "effect" })
-      })
-    ).pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 10 }))))
-)
+/** Creates the simulated clock: a row holding the time, and a `statement_timestamp()` reading it. */
+const createClock = (sql: SqlClient.SqlClient, schema: string) =>
+  sql.unsafe(
+    `CREATE SCHEMA IF NOT EXISTS ${schema};
+     CREATE TABLE IF NOT EXISTS ${schema}.simulated_now (millis bigint NOT NULL);
+     INSERT INTO ${schema}.simulated_now SELECT 0 WHERE NOT EXISTS (SELECT 1 FROM ${schema}.simulated_now);
+     CREATE OR REPLACE FUNCTION ${schema}.statement_timestamp() RETURNS timestamptz LANGUAGE sql STABLE
+       AS 'SELECT timestamptz ''epoch'' + millis * interval ''1 millisecond'' FROM ${schema}.simulated_now'`
+  ).withoutTransform
+
+/** Every call of `store` first sets the database's simulated clock to `TestClock`'s time. */
+const onSimulatedClock = (
+  store: IdempotencyStore.IdempotencyStore["Type"],
+  sql: SqlClient.SqlClient,
+  schema: string
+): IdempotencyStore.IdempotencyStore["Type"] => {
+  const sync = Effect.flatMap(
+    Clock.currentTimeMillis,
+    (millis) => Effect.orDie(sql.unsafe(`UPDATE ${schema}.simulated_now SET millis = $1`, [millis]).withoutTransform)
+  )
+  const synced = <A extends ReadonlyArray<unknown>, B, E>(f: (...args: A) => Effect.Effect<B, E>) => (...args: A) =>
+    Effect.zipRight(sync, f(...args))
+  return {
+    reserve: synced(store.reserve),
+    complete: synced(store.complete),
+    release: synced(store.release),
+    markFailed: synced(store.markFailed),
+    extend: synced(store.extend),
+    get: synced(store.get),
+    purgeExpired: synced(store.purgeExpired)
+  }
+}
+
+/** On the database's clock, the connections resolve `statement_timestamp()` in the clock's schema first. */
+const withClock = (url: string, clock: PgIdempotencyStore.ClockSource, schema: string): string => {
+  if (clock === "effect") return url
+  const parsed = new URL(url)
+  parsed.searchParams.set("options", `-c search_path=${schema},pg_catalog,public`)
+  return parsed.toString()
+}
+
+/**
+ * A PostgreSQL store on a table of its own; on the database's clock, with a simulated clock in a
+ * schema of its own (each property's `TestClock` drives its own).
+ */
+const PgStore = (clock: PgIdempotencyStore.ClockSource, property: string) => {
+  const schema = `clock_${property.toLowerCase()}_${randomUUID().slice(0, 8)}`
+  return Layer.unwrapScoped(
+    Effect.map(serverUrl === undefined ? pgliteUrl : Effect.succeed(serverUrl), (url) =>
+      Layer.scoped(
+        IdempotencyStore.IdempotencyStore,
+        Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          if (clock === "database") {
+            // first: the table and its function are created in the clock's schema, first on the path
+            yield* Effect.acquireRelease(
+              createClock(sql, schema),
+              () => Effect.ignore(sql.unsafe(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).withoutTransform)
+            )
+            // PGlite serves every connection from its one session, which ignores the URL's options
+            if (serverUrl === undefined) {
+              yield* sql.unsafe(`SET search_path TO ${schema}, pg_catalog, public`).withoutTransform
+            }
+          }
+          const name = `${TABLE}_${clock === "effect" ? "e" : "d"}_${property.slice(0, 5).toLowerCase()}`
+          const table = yield* PgIdempotencyTable.make({ table: name })
+          const drop =
+            sql.unsafe(`DROP TABLE IF EXISTS ${table.qualified}; DROP FUNCTION IF EXISTS ${table.reserveFunction}`)
+              .withoutTransform
+          yield* Effect.acquireRelease(
+            Effect.zipRight(drop, PgIdempotencyMigration.migration({ table: name })),
+            () => Effect.ignore(drop)
+          )
+          const store = yield* PgIdempotencyStore.make({ table: name, clock })
+          return clock === "effect" ? store : onSimulatedClock(store, sql, schema)
+        })
+      ).pipe(Layer.provide(PgClient.layer({ url: Redacted.make(withClock(url, clock, schema)), maxConnections: 10 }))))
+  )
+}
 
 // DynamoDB: DynamoDB Local (when Java is found; required in CI), which returns the existing item
 // on a failed condition, and dynalite, which does not, so the store reads it back: both paths
@@ -131,10 +209,18 @@ const dynamoStore = (endpoint: string) => {
 
 // the properties on every store run at once: each case waits on its own TestClock
 describe.concurrent("RetryProperty on the real stores", () => {
-  layer(PgStore, { timeout: "2 minutes" })(
-    `on the PostgreSQL store (${serverUrl === undefined ? "PGlite" : "TEST_PG_URL"})`,
+  const label = serverUrl === undefined ? "PGlite" : "TEST_PG_URL"
+  layer(PgStore("effect", "all"), { timeout: "2 minutes" })(
+    `on the PostgreSQL store (${label}, Effect's clock)`,
     (it) => knownGood(it, runs(60))
   )
+  // one store per property: each property's TestClock drives its own simulated database clock
+  for (const property of ["exactlyOnce", "atMostOnce"] as const) {
+    layer(PgStore("database", property), { timeout: "2 minutes" })(
+      `on the PostgreSQL store (${label}, the database's clock)`,
+      (it) => checks[property](it, runs(40))
+    )
+  }
 
   for (const backend of inject("dynamodbBackends")) {
     layer(dynamoStore(backend.endpoint), { timeout: "2 minutes" })(
