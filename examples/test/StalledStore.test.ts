@@ -157,7 +157,17 @@ const orderFunction = (store: Layer.Layer<IdempotencyStore.IdempotencyStore, unk
         )
         return { status: response.status, millis: performance.now() - startedAt }
       })
-    return { calls, invoke, proceed: Deferred.succeed(proceed, undefined), started: Deferred.await(started) }
+    /**
+     * The function's store set up (table, connections) before a stall: a healthy request answered
+     * 201. On a loaded machine the first one can spend the whole time limit setting up (a 503 or a
+     * 504, by design), so a few are tried, each with a key of its own.
+     */
+    const warm = Effect.gen(function*() {
+      let status = 0
+      for (let i = 0; i < 5 && status !== 201; i++) status = (yield* invoke(0)).status
+      assert.strictEqual(status, 201, "the store was never ready before the stall")
+    })
+    return { calls, invoke, proceed: Deferred.succeed(proceed, undefined), started: Deferred.await(started), warm }
   })
 
 const suite = (backend: Backend) =>
@@ -168,13 +178,12 @@ const suite = (backend: Backend) =>
         Effect.gen(function*() {
           const proxy = yield* TcpProxy.make(yield* backend.target)
           const fn = yield* orderFunction(backend.store(proxy.port))
-          // the function's store is set up (table, connections) before the stall
-          assert.strictEqual((yield* fn.invoke(0)).status, 201)
+          yield* fn.warm
           yield* proxy.stall()
           const reply = yield* fn.invoke(1)
           assert.strictEqual(reply.status, 503)
           assert.isBelow(reply.millis, TIME_LIMIT_MS + SLACK_MS)
-          assert.deepStrictEqual(fn.calls, [0])
+          assert.notInclude(fn.calls, 1)
           yield* proxy.resume
         }),
       60_000
@@ -186,7 +195,7 @@ const suite = (backend: Backend) =>
         Effect.gen(function*() {
           const proxy = yield* TcpProxy.make(yield* backend.target)
           const fn = yield* orderFunction(backend.store(proxy.port))
-          assert.strictEqual((yield* fn.invoke(0)).status, 201)
+          yield* fn.warm
           const pending = yield* Effect.fork(fn.invoke(1))
           yield* fn.started
           yield* proxy.stall()
