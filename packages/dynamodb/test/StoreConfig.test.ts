@@ -73,7 +73,7 @@ for (const backend of backends) {
         assert.isDefined(item?.expires?.N, "the TTL attribute is the configured one")
         // the record expires; the purge of the configuration deletes it a minute later
         yield* TestClock.adjust(Duration.minutes(1))
-        let left = item
+        let left: typeof item = item
         for (let i = 0; i < 2000 && left !== undefined; i++) left = yield* raw(id)
         assert.isUndefined(left)
       }))
