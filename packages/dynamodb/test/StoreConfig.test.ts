@@ -2,7 +2,7 @@
  * `DynamoDbStore.layerConfig`: the table, its attribute names and the purge read from the
  * `ConfigProvider`, and a missing table name reported as a `ConfigError`.
  */
-import { GetItemCommand } from "@aws-sdk/client-dynamodb"
+import { type AttributeValue, GetItemCommand } from "@aws-sdk/client-dynamodb"
 import { IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { DynamoDbClient, DynamoDbStore } from "@effect-idempotency/dynamodb"
 import { assert, describe, it } from "@effect/vitest"
@@ -73,7 +73,7 @@ for (const backend of backends) {
         assert.isDefined(item?.expires?.N, "the TTL attribute is the configured one")
         // the record expires; the purge of the configuration deletes it a minute later
         yield* TestClock.adjust(Duration.minutes(1))
-        let left: typeof item = item
+        let left: Record<string, AttributeValue> | undefined = item
         for (let i = 0; i < 2000 && left !== undefined; i++) left = yield* raw(id)
         assert.isUndefined(left)
       }))
