@@ -1,5 +1,6 @@
 import * as effectEslint from "@effect/eslint-plugin"
 import js from "@eslint/js"
+import { builtinModules } from "node:module"
 import tseslint from "typescript-eslint"
 
 export default tseslint.config(
@@ -57,6 +58,19 @@ export default tseslint.config(
     rules: {
       "no-console": "error",
       "@typescript-eslint/no-explicit-any": "error"
+    }
+  },
+  {
+    // the core runs wherever Effect runs (Deno, Bun, browsers, Cloudflare Workers): no Node built-ins
+    files: ["packages/core/src/**/*"],
+    rules: {
+      "no-restricted-imports": ["error", {
+        patterns: [{
+          group: ["node:*", ...builtinModules.filter((name) => !name.startsWith("_"))],
+          message:
+            "The core is platform-neutral: use Web APIs (globalThis.crypto, TextEncoder) or Effect, not Node's modules."
+        }]
+      }]
     }
   }
 )

@@ -10,7 +10,7 @@
 import * as Effect from "effect/Effect"
 import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { createHash } from "node:crypto"
+import * as Sha256 from "./internal/sha256.js"
 
 /**
  * A fingerprint string, `<algorithm>:<hex digest>`.
@@ -96,7 +96,7 @@ export const canonicalJson = (value: unknown): string => {
  * @category constructors
  */
 export const fromEncoded = (encoded: unknown): Fingerprint =>
-  `${ALGORITHM}:${createHash(ALGORITHM).update(canonicalJson(encoded)).digest("hex")}`
+  `${ALGORITHM}:${Sha256.hex(Sha256.digestUtf8(canonicalJson(encoded)))}`
 
 /**
  * The fingerprint of a payload, computed over its encoding with `schema`.

@@ -8,9 +8,9 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
-import { createHash } from "node:crypto"
 import type { IdempotencyKey } from "./IdempotencyKey.js"
 import type { RecordId } from "./IdempotencyRecord.js"
+import * as Sha256 from "./internal/sha256.js"
 
 /**
  * The current attempt of an idempotent operation.
@@ -43,7 +43,7 @@ export class IdempotencyContext extends Context.Tag("@effect-idempotency/core/Id
  * @category constructors
  */
 export const deriveStepKey = (id: RecordId, step: string): IdempotencyKey =>
-  createHash("sha256").update(id.value).update("\u0000").update(step).digest("base64url") as IdempotencyKey
+  Sha256.base64url(Sha256.digestUtf8(id.value, "\u0000", step)) as IdempotencyKey
 
 /**
  * Builds the context of an attempt.

@@ -12,7 +12,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { randomUUID } from "node:crypto"
 import { InvalidIdempotencyKey } from "./IdempotencyError.js"
 
 /**
@@ -167,9 +166,12 @@ export const unsafeMake = (input: string, options?: Options): IdempotencyKey =>
   Either.getOrThrowWith(validate(input, options), (error) => error)
 
 /**
- * Generates a random (UUID v4) key, for system-triggered events that carry no client key.
+ * Generates a random (UUID v4) key, for system-triggered events that carry no client key. It comes
+ * from the Web Crypto API's `crypto.randomUUID()`, present on every runtime Effect supports.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const generate: Effect.Effect<IdempotencyKey> = Effect.sync(() => randomUUID() as IdempotencyKey)
+export const generate: Effect.Effect<IdempotencyKey> = Effect.sync(() =>
+  globalThis.crypto.randomUUID() as IdempotencyKey
+)

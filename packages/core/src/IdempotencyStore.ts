@@ -114,14 +114,32 @@ export class IdempotencyStore extends Context.Tag("@effect-idempotency/core/Idem
 >() {}
 
 /**
+ * Which clock decides lease and TTL expiry, for a store that has a clock of its own.
+ *
+ * - `"server"`: the store server's clock (PostgreSQL's `statement_timestamp()`, Redis's `TIME`),
+ *   read by each statement. Every function instance shares it, so a skewed instance clock can
+ *   neither take over a live lease early nor keep a dead one blocked.
+ * - `"effect"`: the fiber's `Clock`, sent with each call. Instances must then agree on time; use it
+ *   in tests with `TestClock`, or when expiry must follow the application's clock.
+ *
+ * Stores without a server clock (memory, DynamoDB) always use Effect's `Clock`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type ClockSource = "server" | "effect"
+
+/**
  * Options of the memory store.
  *
  * @since 0.1.0
  * @category models
  */
 export interface MemoryOptions {
-  /** Run `purgeExpired` in a background fiber at this interval, for the life of the layer. */
+  /** Run `purgeExpired` in the background at this interval, for the life of the layer (see `layerPurge`). */
   readonly purgeInterval?: Duration.DurationInput | undefined
+  /** How many expired records each background purge deletes at most. Default 10,000. */
+  readonly purgeLimit?: number | undefined
   /** Log a warning that the store is per-process (default `true`). */
   readonly warn?: boolean | undefined
 }
@@ -137,41 +155,72 @@ export interface MemoryOptions {
 export const makeMemory: (options?: MemoryOptions) => Effect.Effect<IdempotencyStore["Type"]> = internal.make
 
 /**
- * Runs `purgeExpired` forever at `interval`, logging (not failing on) store errors. Fork it in a
- * scope to purge any store in the background.
+ * Options of the background purge.
  *
  * @since 0.1.0
- * @category utils
+ * @category models
  */
-export const purgeLoop: (
-  store: IdempotencyStore["Type"],
+export interface PurgeOptions {
+  /** How many expired records each round deletes at most. Default: the store's own limit. */
+  readonly limit?: number | undefined
+}
+
+/**
+ * Deletes expired records of the `IdempotencyStore` of the context in a background fiber, for the
+ * life of the layer: one `purgeExpired` call at once, then one every `interval`. A failed round is
+ * logged as a warning and the next one runs on schedule; the purge never fails the layer. Time is
+ * read through `Clock`, so `TestClock` drives it in tests.
+ *
+ * It works with every store. Keep the store in the output with `Layer.provideMerge`:
+ *
+ * ```ts
+ * import { IdempotencyStore } from "@effect-idempotency/core"
+ * import { Layer } from "effect"
+ *
+ * const StoreLive = IdempotencyStore.layerPurge("5 minutes", { limit: 1000 }).pipe(
+ *   Layer.provideMerge(IdempotencyStore.layerMemory)
+ * )
+ * ```
+ *
+ * The stores' `purgeInterval` and `purgeLimit` options are this layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerPurge = (
   interval: Duration.DurationInput,
-  options?: { readonly limit?: number | undefined }
-) => Effect.Effect<never> = (store, interval, options) =>
-  store.purgeExpired(options).pipe(
-    Effect.tap((purged) => purged > 0 ? Effect.logDebug(`idempotency: purged ${purged} expired records`) : Effect.void),
-    Effect.catchAll((error) => Effect.logWarning("idempotency: purge of expired records failed", error)),
-    Effect.zipRight(Effect.sleep(interval)),
-    Effect.forever
+  options?: PurgeOptions
+): Layer.Layer<never, never, IdempotencyStore> =>
+  Layer.scopedDiscard(
+    Effect.flatMap(IdempotencyStore, (store) => Effect.forkScoped(internal.purgeLoop(store, interval, options)))
   )
 
 /**
- * A memory store layer with a background purge, with options.
+ * Adds `layerPurge` to a store layer when `purgeInterval` is set; the store's layer otherwise.
+ * For store packages whose `layerWith` takes `purgeInterval` and `purgeLimit`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const withPurge = <E, R>(
+  store: Layer.Layer<IdempotencyStore, E, R>,
+  options: {
+    readonly purgeInterval?: Duration.DurationInput | undefined
+    readonly purgeLimit?: number | undefined
+  } | undefined
+): Layer.Layer<IdempotencyStore, E, R> =>
+  options?.purgeInterval === undefined
+    ? store
+    : Layer.provideMerge(layerPurge(options.purgeInterval, { limit: options.purgeLimit }), store)
+
+/**
+ * A memory store layer, with options (a background purge with `purgeInterval`).
  *
  * @since 0.1.0
  * @category layers
  */
 export const layerMemoryWith = (options?: MemoryOptions): Layer.Layer<IdempotencyStore> =>
-  Layer.scoped(
-    IdempotencyStore,
-    Effect.gen(function*() {
-      const store = yield* internal.make(options)
-      if (options?.purgeInterval !== undefined) {
-        yield* Effect.forkScoped(purgeLoop(store, options.purgeInterval))
-      }
-      return store
-    })
-  )
+  withPurge(Layer.effect(IdempotencyStore, internal.make(options)), options)
 
 /**
  * A memory store layer (it logs a warning that it is per-process).

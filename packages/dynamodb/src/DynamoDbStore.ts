@@ -37,6 +37,8 @@
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
 import * as Deadlines from "@effect-idempotency/core/StoreDeadlines"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -87,8 +89,13 @@ export interface Options {
    * refuses as too large is recorded the same way.
    */
   readonly maxItemBytes?: number | undefined
-  /** Run `purgeExpired` in a background fiber at this interval, for the life of the layer. Default: never. */
+  /**
+   * Run `purgeExpired` in the background at this interval, for the life of the layer
+   * (`IdempotencyStore.layerPurge`). Default: never.
+   */
   readonly purgeInterval?: Duration.DurationInput | undefined
+  /** How many expired records each background purge deletes at most. Default 1000. */
+  readonly purgeLimit?: number | undefined
   /** How many scan pages (of up to 1 MB each) one `purgeExpired` call reads at most. Default 100. */
   readonly purgeMaxPages?: number | undefined
 }
@@ -167,16 +174,28 @@ export const make = (
  * @category layers
  */
 export const layerWith = (options: Options): Layer.Layer<IdempotencyStore.IdempotencyStore, never, DynamoDbClient> =>
-  Layer.scoped(
-    IdempotencyStore.IdempotencyStore,
-    Effect.gen(function*() {
-      const store = yield* make(options)
-      if (options.purgeInterval !== undefined) {
-        yield* Effect.forkScoped(IdempotencyStore.purgeLoop(store, options.purgeInterval))
-      }
-      return store
-    })
-  )
+  IdempotencyStore.withPurge(Layer.effect(IdempotencyStore.IdempotencyStore, make(options)), options)
+
+/**
+ * A store layer, with options read from `Config`.
+ *
+ * ```ts
+ * import { DynamoDbStore } from "@effect-idempotency/dynamodb"
+ * import { Config } from "effect"
+ *
+ * const StoreLive = DynamoDbStore.layerConfig({
+ *   tableName: Config.string("IDEMPOTENCY_TABLE"),
+ *   callTimeout: Config.duration("IDEMPOTENCY_CALL_TIMEOUT").pipe(Config.withDefault("5 seconds"))
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  config: Config.Config.Wrap<Options>
+): Layer.Layer<IdempotencyStore.IdempotencyStore, ConfigError.ConfigError, DynamoDbClient> =>
+  Layer.unwrapEffect(Effect.map(Config.unwrap(config), layerWith))
 
 /**
  * A store layer on the table `idempotency`, with the default options.

@@ -25,7 +25,8 @@
  *
  * @since 0.1.0
  */
-import { IdempotencyStore, purgeLoop } from "@effect-idempotency/core/IdempotencyStore"
+import type { ClockSource } from "@effect-idempotency/core/IdempotencyStore"
+import { IdempotencyStore, withPurge } from "@effect-idempotency/core/IdempotencyStore"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import type * as Duration from "effect/Duration"
@@ -38,21 +39,6 @@ import * as internal from "./internal/store.js"
 import { RedisClient } from "./RedisClient.js"
 
 /**
- * Which clock decides lease and TTL expiry.
- *
- * - `"server"` (default): the Redis server's `TIME`, read inside each script. Every function
- *   instance shares it, so a skewed instance clock can neither take over a live lease early nor
- *   keep a dead one blocked.
- * - `"effect"`: the fiber's `Clock`, sent as an argument of each script. Instances must then agree
- *   on time; use it in tests with `TestClock`, or when expiry must follow the application's clock.
- *   Native expiry then gives each record the same remaining life on the server's clock.
- *
- * @since 0.1.0
- * @category models
- */
-export type ClockSource = "server" | "effect"
-
-/**
  * Options of the store.
  *
  * @since 0.1.0
@@ -61,7 +47,13 @@ export type ClockSource = "server" | "effect"
 export interface Options {
   /** Prepended to every record's key. Default `idempotency:`. It may not contain `{` or `}`. */
   readonly prefix?: string | undefined
-  /** Which clock decides expiry. Default `"server"`. */
+  /**
+   * Which clock decides lease and TTL expiry. Default `"server"`: the Redis server's `TIME`, read
+   * inside each script, one clock for every function instance. `"effect"`: the fiber's `Clock`,
+   * sent as an argument of each script (for `TestClock`, or when expiry must follow the
+   * application's clock); native expiry then gives each record the same remaining life on the
+   * server's clock.
+   */
   readonly clock?: ClockSource | undefined
   /**
    * Outcomes of more UTF-8 bytes than this are recorded as `StoredOutcome.Omitted`: the record is
@@ -69,7 +61,10 @@ export interface Options {
    * `OutcomeNotReplayable`. Default `defaultMaxOutcomeBytes` (1 MiB); at most `maxValueBytes`.
    */
   readonly maxOutcomeBytes?: number | undefined
-  /** Run `purgeExpired` in a background fiber at this interval, for the life of the layer. Default: never. */
+  /**
+   * Run `purgeExpired` in the background at this interval, for the life of the layer
+   * (`IdempotencyStore.layerPurge`). Default: never.
+   */
   readonly purgeInterval?: Duration.DurationInput | undefined
   /** How many expired records each background purge deletes at most. Default 1000. */
   readonly purgeLimit?: number | undefined
@@ -183,16 +178,7 @@ export const make = (
  * @category layers
  */
 export const layerWith = (options?: Options): Layer.Layer<IdempotencyStore, InvalidOptions, RedisClient> =>
-  Layer.scoped(
-    IdempotencyStore,
-    Effect.gen(function*() {
-      const store = yield* make(options)
-      if (options?.purgeInterval !== undefined) {
-        yield* Effect.forkScoped(purgeLoop(store, options.purgeInterval, { limit: options.purgeLimit }))
-      }
-      return store
-    })
-  )
+  withPurge(Layer.scoped(IdempotencyStore, make(options)), options)
 
 /**
  * The store as a layer: prefix `idempotency:`, the server's clock, outcomes up to 1 MiB.

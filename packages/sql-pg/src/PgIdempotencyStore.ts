@@ -4,10 +4,10 @@
  * ```ts
  * import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
  * import { PgClient } from "@effect/sql-pg"
- * import { Layer, Redacted } from "effect"
+ * import { Config, Layer } from "effect"
  *
- * const StoreLive = PgIdempotencyStore.layerWith({ purgeInterval: "5 minutes" }).pipe(
- *   Layer.provide(PgClient.layer({ url: Redacted.make(process.env.DATABASE_URL!) }))
+ * const StoreLive = PgIdempotencyStore.layerWith({ migrate: true, purgeInterval: "5 minutes" }).pipe(
+ *   Layer.provide(PgClient.layerConfig({ url: Config.redacted("DATABASE_URL") }))
  * )
  * ```
  *
@@ -18,7 +18,7 @@
  * nor write its row.
  *
  * Lease and TTL expiry are decided by the database's clock by default: one clock for every function
- * instance, whatever their own clocks say. `clock: "effect"` uses Effect's `Clock` instead (the
+ * instance, whatever their own clocks say (`clock: "server"`). `clock: "effect"` uses Effect's `Clock` instead (the
  * time is sent with each statement), which lets `TestClock` drive expiry in tests.
  *
  * Every call fails with `StoreUnavailable` once `callTimeout` (5 seconds by default) has passed
@@ -27,32 +27,23 @@
  * background, and its connection goes back to the pool only once answered, so no statement is
  * ever cancelled under another caller's feet.
  *
- * The table and the function come from `PgIdempotencyMigration`.
+ * The table and the function come from `PgIdempotencyMigration`: run it with your migrations, or
+ * let the layer run it when it is built (`migrate: true`).
  *
  * @since 0.1.0
  */
-import { IdempotencyStore, purgeLoop } from "@effect-idempotency/core/IdempotencyStore"
+import type { ClockSource } from "@effect-idempotency/core/IdempotencyStore"
+import { IdempotencyStore, withPurge } from "@effect-idempotency/core/IdempotencyStore"
 import type * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as internal from "./internal/store.js"
+import * as PgIdempotencyMigration from "./PgIdempotencyMigration.js"
 import * as PgIdempotencyTable from "./PgIdempotencyTable.js"
-
-/**
- * Which clock decides lease and TTL expiry.
- *
- * - `"database"` (default): the server's `statement_timestamp()`. Every function instance shares
- *   it, so a skewed instance clock can neither take over a live lease early nor keep a dead one
- *   blocked.
- * - `"effect"`: the fiber's `Clock`, sent as a parameter of each statement. Instances must then
- *   agree on time; use it in tests with `TestClock`, or when expiry must follow the application's
- *   clock.
- *
- * @since 0.1.0
- * @category models
- */
-export type ClockSource = "database" | "effect"
 
 /**
  * Options of the store.
@@ -61,9 +52,20 @@ export type ClockSource = "database" | "effect"
  * @category models
  */
 export interface Options extends PgIdempotencyTable.TableOptions {
-  /** Which clock decides expiry. Default `"database"`. */
+  /**
+   * Which clock decides lease and TTL expiry. Default `"server"`: the database's
+   * `statement_timestamp()`, one clock for every function instance. `"effect"`: the fiber's
+   * `Clock`, sent as a parameter of each statement (for `TestClock`, or when expiry must follow the
+   * application's clock).
+   */
   readonly clock?: ClockSource | undefined
-  /** Run `purgeExpired` in a background fiber at this interval, for the life of the layer. */
+  /**
+   * Create the table, its index and its reservation function (`PgIdempotencyMigration`) when the
+   * layer is built, if they are missing. Default `false`. Safe when many instances start at once:
+   * the statements run in one transaction under an advisory lock of the table.
+   */
+  readonly migrate?: boolean | undefined
+  /** Run `purgeExpired` in the background at this interval, for the life of the layer (`IdempotencyStore.layerPurge`). */
   readonly purgeInterval?: Duration.DurationInput | undefined
   /** How many expired records each background purge deletes at most. Default 1000. */
   readonly purgeLimit?: number | undefined
@@ -102,35 +104,26 @@ export const DEFAULT_CALL_TIMEOUT: Duration.Duration = internal.DEFAULT_CALL_TIM
  * requirements. Statements run on the `SqlClient`'s connection pool, or inside the caller's
  * `sql.withTransaction` when there is one (READ COMMITTED, the default, is required there).
  *
+ * With `migrate: true` it first runs the migration (see `Options.migrate`).
+ *
  * @since 0.1.0
  * @category constructors
  */
 export const make = (
   options?: Omit<Options, "purgeInterval" | "purgeLimit">
-): Effect.Effect<IdempotencyStore["Type"], PgIdempotencyTable.InvalidTableName, SqlClient.SqlClient> =>
-  Effect.flatMap(
-    PgIdempotencyTable.make(options),
-    (table) =>
-      internal.make(table, {
-        clock: options?.clock ?? "database",
-        callTimeout: options?.callTimeout === undefined ? DEFAULT_CALL_TIMEOUT : Duration.decode(options.callTimeout)
-      })
-  )
-
-/**
- * A layer that runs `purgeExpired` of the provided store at `interval` in a background fiber, for
- * the life of the layer. Store failures are logged, never fatal.
- *
- * @since 0.1.0
- * @category layers
- */
-export const layerPurge = (
-  interval: Duration.DurationInput,
-  options?: { readonly limit?: number | undefined }
-): Layer.Layer<never, never, IdempotencyStore> =>
-  Layer.scopedDiscard(
-    Effect.flatMap(IdempotencyStore, (store) => Effect.forkScoped(purgeLoop(store, interval, options)))
-  )
+): Effect.Effect<
+  IdempotencyStore["Type"],
+  PgIdempotencyTable.InvalidTableName | SqlError,
+  SqlClient.SqlClient
+> =>
+  Effect.gen(function*() {
+    const table = yield* PgIdempotencyTable.make(options)
+    if (options?.migrate === true) yield* PgIdempotencyMigration.migrateTable(table)
+    return yield* internal.make(table, {
+      clock: options?.clock ?? "server",
+      callTimeout: options?.callTimeout === undefined ? DEFAULT_CALL_TIMEOUT : Duration.decode(options.callTimeout)
+    })
+  })
 
 /**
  * The store as a layer, with options.
@@ -140,20 +133,42 @@ export const layerPurge = (
  */
 export const layerWith = (
   options?: Options
-): Layer.Layer<IdempotencyStore, PgIdempotencyTable.InvalidTableName, SqlClient.SqlClient> => {
-  const store = Layer.effect(IdempotencyStore, make(options))
-  return options?.purgeInterval === undefined
-    ? store
-    : Layer.provideMerge(layerPurge(options.purgeInterval, { limit: options.purgeLimit }), store)
-}
+): Layer.Layer<IdempotencyStore, PgIdempotencyTable.InvalidTableName | SqlError, SqlClient.SqlClient> =>
+  withPurge(Layer.effect(IdempotencyStore, make(options)), options)
 
 /**
- * The store as a layer: table `idempotency_records`, the database's clock, no background purge.
+ * The store as a layer, with options read from `Config`.
+ *
+ * ```ts
+ * import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
+ * import { Config } from "effect"
+ *
+ * const StoreLive = PgIdempotencyStore.layerConfig({
+ *   table: Config.string("IDEMPOTENCY_TABLE").pipe(Config.withDefault("idempotency_records")),
+ *   migrate: Config.boolean("IDEMPOTENCY_MIGRATE").pipe(Config.withDefault(false)),
+ *   purgeInterval: Config.duration("IDEMPOTENCY_PURGE_INTERVAL").pipe(Config.withDefault("5 minutes"))
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerConfig = (
+  config: Config.Config.Wrap<Options>
+): Layer.Layer<
+  IdempotencyStore,
+  ConfigError.ConfigError | PgIdempotencyTable.InvalidTableName | SqlError,
+  SqlClient.SqlClient
+> => Layer.unwrapEffect(Effect.map(Config.unwrap(config), layerWith))
+
+/**
+ * The store as a layer: table `idempotency_records`, the database's clock, no migration, no
+ * background purge.
  *
  * @since 0.1.0
  * @category layers
  */
 export const layer: Layer.Layer<IdempotencyStore, never, SqlClient.SqlClient> = Layer.effect(
   IdempotencyStore,
-  internal.make(PgIdempotencyTable.defaultTable, { clock: "database", callTimeout: DEFAULT_CALL_TIMEOUT })
+  internal.make(PgIdempotencyTable.defaultTable, { clock: "server", callTimeout: DEFAULT_CALL_TIMEOUT })
 )

@@ -25,7 +25,7 @@ interface Shifter {
 const store = (
   database: Layer.Layer<TestDatabase>,
   name: string,
-  clock: PgIdempotencyStore.ClockSource,
+  clock: IdempotencyStore.ClockSource,
   shifter?: Shifter
 ) => {
   const table = runTable(name)
@@ -63,7 +63,7 @@ const suite = (kind: Database["kind"], database: Layer.Layer<TestDatabase>) => {
   const shifter: Shifter = { sql: undefined }
   StoreConformance.suite(
     `PgIdempotencyStore conformance (${kind}, the database's clock)`,
-    store(database, "idem_conformance_db", "database", shifter),
+    store(database, "idem_conformance_db", "server", shifter),
     { timeout: "2 minutes", advance: shiftBack(shifter, runTable("idem_conformance_db")) }
   )
   ExitPaths.suite(`PgIdempotencyStore exit paths (${kind})`, store(database, "idem_exit_paths", "effect"), {

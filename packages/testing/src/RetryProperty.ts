@@ -46,7 +46,6 @@ import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
 import * as TestContext from "effect/TestContext"
 import * as TestServices from "effect/TestServices"
-import { randomUUID } from "node:crypto"
 import { isDeepStrictEqual } from "node:util"
 import * as FaultyStore from "./FaultyStore.js"
 import { describeError, describeExit, renderTimeline } from "./internal/describe.js"
@@ -500,7 +499,7 @@ export const play = <P, A, E, R, ROut = never, RS = never>(
         ),
         services
       )
-      const key = `retry-property-${randomUUID()}`
+      const key = `retry-property-${crypto.randomUUID()}`
       const settle = options.store === undefined ? undefined : tracked.settle
 
       const invoke = (attempt: PlatformModel.AttemptContext<AttemptPlan>) =>

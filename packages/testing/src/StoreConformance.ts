@@ -26,7 +26,6 @@ import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
 import * as TestServices from "effect/TestServices"
-import { randomUUID } from "node:crypto"
 
 /**
  * Options of the suite.
@@ -54,8 +53,8 @@ const TTL = Duration.hours(1)
 /** A fresh record id per test, so tests never share a record even on a shared store. */
 const freshId = (options?: { readonly operation?: string; readonly scope?: string }) =>
   IdempotencyRecord.makeRecordId({
-    operation: options?.operation ?? `conformance-${randomUUID()}`,
-    key: IdempotencyKey.unsafeMake(randomUUID()),
+    operation: options?.operation ?? `conformance-${crypto.randomUUID()}`,
+    key: IdempotencyKey.unsafeMake(crypto.randomUUID()),
     scope: options?.scope
   })
 
@@ -64,7 +63,7 @@ const reserveRequest = (
   overrides?: Partial<IdempotencyStore.ReserveRequest>
 ): IdempotencyStore.ReserveRequest => ({
   id,
-  token: randomUUID(),
+  token: crypto.randomUUID(),
   fingerprint: FP_A,
   lease: LEASE,
   ttl: TTL,
@@ -240,7 +239,7 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
           assert.strictEqual(record.token, second.token)
           assert.strictEqual(record.attempt, 2)
           // a token that never held the record is refused too
-          yield* expectLeaseLost(store.release({ id, token: randomUUID() }))
+          yield* expectLeaseLost(store.release({ id, token: crypto.randomUUID() }))
         })
       )
   )
@@ -576,8 +575,8 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
     () =>
       withStore((store) =>
         Effect.gen(function*() {
-          const key = IdempotencyKey.unsafeMake(randomUUID())
-          const operation = `conformance-${randomUUID()}`
+          const key = IdempotencyKey.unsafeMake(crypto.randomUUID())
+          const operation = `conformance-${crypto.randomUUID()}`
           const ids = [
             IdempotencyRecord.makeRecordId({ operation, key }),
             IdempotencyRecord.makeRecordId({ operation, key, scope: "tenant-a" }),
@@ -630,7 +629,7 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
         Effect.gen(function*() {
           const executions = yield* Ref.make(0)
           const charge = Idempotency.make({
-            name: `conformance-charge-${randomUUID()}`,
+            name: `conformance-charge-${crypto.randomUUID()}`,
             payload: Payload,
             success: Charge,
             execute: (payload) =>
@@ -638,7 +637,7 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
                 Effect.map((n) => ({ chargeId: `ch_${n}_${payload.amount}`, at: new Date(1_700_000_000_000) }))
               )
           })
-          const key = randomUUID()
+          const key = crypto.randomUUID()
           const first = yield* charge.runDetailed({ key, payload: { amount: 10, currency: "EUR" } })
           const second = yield* charge.runDetailed({ key: `"${key}"`, payload: { currency: "EUR", amount: 10 } })
           assert.isFalse(first.replayed)
@@ -660,12 +659,12 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
         Effect.gen(function*() {
           const executions = yield* Ref.make(0)
           const op = Idempotency.make({
-            name: `conformance-race-${randomUUID()}`,
+            name: `conformance-race-${crypto.randomUUID()}`,
             payload: Payload,
             success: Schema.Number,
             execute: () => Ref.updateAndGet(executions, (n) => n + 1)
           })
-          const key = randomUUID()
+          const key = crypto.randomUUID()
           const results = yield* Effect.all(
             Array.from(
               { length: concurrency },

@@ -249,7 +249,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       }
       const leaseMs = leaseFor(timeoutMs)
       const lease = Duration.millis(leaseMs)
-      const token = crypto.randomUUID()
+      const token = globalThis.crypto.randomUUID()
 
       const classify = (
         result: ReserveResult,

@@ -125,3 +125,16 @@ export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["T
     }
     return store
   })
+
+/** @internal */
+export const purgeLoop = (
+  store: IdempotencyStore["Type"],
+  interval: Duration.DurationInput,
+  options?: { readonly limit?: number | undefined }
+): Effect.Effect<never> =>
+  store.purgeExpired(options).pipe(
+    Effect.tap((purged) => purged > 0 ? Effect.logDebug(`idempotency: purged ${purged} expired records`) : Effect.void),
+    Effect.catchAll((error) => Effect.logWarning("idempotency: purge of expired records failed", error)),
+    Effect.zipRight(Effect.sleep(interval)),
+    Effect.forever
+  )

@@ -8,7 +8,7 @@ import {
   Status,
   StoredOutcome
 } from "@effect-idempotency/core/IdempotencyRecord"
-import type { IdempotencyStore, TokenRequest } from "@effect-idempotency/core/IdempotencyStore"
+import type { ClockSource, IdempotencyStore, TokenRequest } from "@effect-idempotency/core/IdempotencyStore"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -22,9 +22,6 @@ import type { Connection } from "./connection.js"
 import { toStoreFailure } from "./errors.js"
 
 type Store = IdempotencyStore["Type"]
-
-/** @internal */
-export type ClockSource = "server" | "effect"
 
 /** @internal */
 export interface Config {

@@ -2,7 +2,7 @@ import { LeaseLost, StoreError } from "@effect-idempotency/core/IdempotencyError
 import type { StoreFailure } from "@effect-idempotency/core/IdempotencyError"
 import type { IdempotencyRecord, RecordId } from "@effect-idempotency/core/IdempotencyRecord"
 import { outcomeFromColumns, outcomeToColumns, ReserveResult, Status } from "@effect-idempotency/core/IdempotencyRecord"
-import type { IdempotencyStore, TokenRequest } from "@effect-idempotency/core/IdempotencyStore"
+import type { ClockSource, IdempotencyStore, TokenRequest } from "@effect-idempotency/core/IdempotencyStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -14,9 +14,6 @@ import type { IdempotencyTable } from "../PgIdempotencyTable.js"
 import * as Detach from "./detach.js"
 import { toStoreFailure } from "./errors.js"
 import * as Statements from "./statements.js"
-
-/** @internal */
-export type ClockSource = "database" | "effect"
 
 /** @internal */
 export interface StoreOptions {
