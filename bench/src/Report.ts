@@ -4,11 +4,11 @@
  */
 import type { Cost } from "./Costs.js"
 import type { Endpoint } from "./DynamoDbBench.js"
-import { BARE, OURS, OURS_CACHED, POWERTOOLS } from "./DynamoDbBench.js"
+import { BARE, BARE_OURS, OURS, OURS_CACHED, POWERTOOLS } from "./DynamoDbBench.js"
 import type { Machine } from "./Environment.js"
 import type { HeapResult, OverheadResult } from "./MemoryBench.js"
 import type { Database } from "./PostgresBench.js"
-import { RAW, RAW_SQL, STORE } from "./PostgresBench.js"
+import { RAW, RAW_OURS, RAW_SQL, SQL_OURS, STORE } from "./PostgresBench.js"
 import type { Server } from "./RedisBench.js"
 import type { Plan, ScenarioResult, SuiteResult } from "./Suite.js"
 import { ratio } from "./Suite.js"
@@ -78,8 +78,22 @@ export const ratios = (
     )
   }))
 
-export const dynamoDbPairs = [[OURS, BARE], [OURS, POWERTOOLS], [POWERTOOLS, BARE], [OURS_CACHED, OURS]] as const
-export const postgresPairs = [[STORE, RAW], [STORE, RAW_SQL], [RAW_SQL, RAW]] as const
+export const dynamoDbPairs = [
+  [OURS, BARE_OURS],
+  [OURS, POWERTOOLS],
+  [OURS, BARE],
+  [POWERTOOLS, BARE],
+  [BARE_OURS, BARE],
+  [OURS_CACHED, OURS]
+] as const
+export const postgresPairs = [
+  [STORE, SQL_OURS],
+  [STORE, RAW],
+  [STORE, RAW_SQL],
+  [RAW_SQL, RAW],
+  [SQL_OURS, RAW_OURS],
+  [RAW_OURS, RAW]
+] as const
 export const redisPairs = [[OURS, BARE], [OURS, POWERTOOLS], [POWERTOOLS, BARE]] as const
 
 const ratioFigures = (result: SuiteResult, a: string, b: string, paths?: ReadonlyArray<string>) =>
