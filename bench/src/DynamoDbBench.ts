@@ -11,7 +11,7 @@ import {
   makeIdempotent
 } from "@aws-lambda-powertools/idempotency"
 import { DynamoDBPersistenceLayer } from "@aws-lambda-powertools/idempotency/dynamodb"
-import type { AttributeValue, DynamoDBClientConfig } from "@aws-sdk/client-dynamodb"
+import type { AttributeValue, DynamoDBClientConfig, UpdateItemCommandInput } from "@aws-sdk/client-dynamodb"
 import {
   ConditionalCheckFailedException,
   DynamoDBClient,
@@ -19,24 +19,26 @@ import {
   PutItemCommand,
   UpdateItemCommand
 } from "@aws-sdk/client-dynamodb"
-import { IdempotencyStore } from "@effect-idempotency/core"
+import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
 import { DynamoDbClient, DynamoDbStore, DynamoDbTable } from "@effect-idempotency/dynamodb"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
+import * as Predicate from "effect/Predicate"
 import { randomUUID } from "node:crypto"
+import { scriptedStore, succeed } from "../../packages/dynamodb/test/utils/scripted.js"
 import { BenchError } from "./Measure.js"
 import type { Contender, Plan, SuiteResult } from "./Suite.js"
 import * as Suite from "./Suite.js"
-import type { Payload } from "./Workload.js"
-import { Downstream, payloadFor } from "./Workload.js"
+import { Downstream, Payload, payloadFor, Receipt } from "./Workload.js"
 
 /** The contenders' names, as they appear in keys, results and tables. */
 export const OURS = "effect-idempotency"
 export const OURS_CACHED = "effect-idempotency+cache"
 export const POWERTOOLS = "powertools"
 export const BARE = "bare-client"
+export const BARE_OURS = "bare-our-requests"
 
 const TTL_SECONDS = 24 * 60 * 60
 const LEASE_MILLIS = 31_000
@@ -213,6 +215,115 @@ const bare = (endpoint: string, tableName: string) =>
     } satisfies Contender
   })
 
+/**
+ * The two requests of a first execution exactly as the store sends them (expressions, names,
+ * constant values, return options): one call of the operation on a store whose client records its
+ * requests instead of sending them. The parameters (`:now`, `:token`, …) are replaced per call.
+ */
+const ourRequests: Effect.Effect<
+  { readonly reserve: UpdateItemCommandInput; readonly complete: UpdateItemCommandInput },
+  BenchError
+> = Effect.gen(function*() {
+  const { sent, store } = yield* scriptedStore(succeed)
+  const operation = Idempotency.make({
+    name: "charge",
+    payload: Payload,
+    success: Receipt,
+    execute: (payload) => Effect.succeed({ chargeId: `ch_${payload.customerId}`, amountCents: payload.amountCents })
+  })
+  yield* operation.run({ key: "captured", payload: payloadFor("captured") }).pipe(
+    Effect.provideService(IdempotencyStore.IdempotencyStore, store),
+    Effect.mapError((cause) => new BenchError({ message: "the store's requests could not be captured", cause }))
+  )
+  const [reserve, complete] = sent
+  const params = (input: Readonly<Record<string, unknown>>, names: ReadonlyArray<string>) =>
+    names.every((name) => Predicate.hasProperty(input.ExpressionAttributeValues, name))
+  if (
+    sent.length !== 2 || reserve?.command !== "UpdateItem" || complete?.command !== "UpdateItem" ||
+    !params(reserve.input, [":now", ":token", ":fingerprint", ":leaseUntil", ":expiresAt", ":ttl"]) ||
+    !params(complete.input, [":now", ":token", ":kind", ":body", ":expiresAt", ":ttl"])
+  ) {
+    return yield* new BenchError({ message: "the store no longer sends the requests this baseline knows" })
+  }
+  return {
+    reserve: reserve.input as unknown as UpdateItemCommandInput,
+    complete: complete.input as unknown as UpdateItemCommandInput
+  }
+})
+
+/**
+ * The store's exact requests with nothing around them: the reservation `UpdateItem` with the
+ * store's compiled takeover condition and update (`ReturnValues: UPDATED_NEW`, `ALL_OLD` on a
+ * failed condition), and the completion `UpdateItem` fenced by the token, sent with the SDK client
+ * alone (no Effect, no abort signal, no hashing). Against `bare-client` it measures what the
+ * request shape costs; against ours, what everything but the requests costs.
+ */
+const bareOurs = (endpoint: string, tableName: string) =>
+  Effect.gen(function*() {
+    const { client, roundTrips } = yield* countedClient(endpoint)
+    yield* createTable(client, tableName)
+    const downstream = new Downstream()
+    const requests = yield* ourRequests
+    const fingerprint = "sha256:0000"
+    const call = async (key: string) => {
+      const Key = { id: S(`charge#${key}`) }
+      const now = Date.now()
+      const token = randomUUID()
+      const expiresAt = now + TTL_SECONDS * 1000
+      try {
+        await client.send(
+          new UpdateItemCommand({
+            ...requests.reserve,
+            TableName: tableName,
+            Key,
+            ExpressionAttributeValues: {
+              ...requests.reserve.ExpressionAttributeValues,
+              ":now": N(now),
+              ":token": S(token),
+              ":fingerprint": S(fingerprint),
+              ":leaseUntil": N(now + LEASE_MILLIS),
+              ":expiresAt": N(expiresAt),
+              ":ttl": N(Math.ceil(expiresAt / 1000))
+            }
+          })
+        )
+      } catch (error) {
+        if (!(error instanceof ConditionalCheckFailedException)) throw error
+        const item = error.Item ??
+          (await client.send(new GetItemCommand({ TableName: tableName, Key, ConsistentRead: true }))).Item
+        if (item?.status?.S !== "COMPLETED" || item.fingerprint?.S !== fingerprint) throw new Conflict()
+        return JSON.parse(item.outcome_body?.S ?? "null") as unknown
+      }
+      const receipt = await downstream.charge(payloadFor(key))
+      const completedAt = Date.now()
+      const completedExpiry = completedAt + TTL_SECONDS * 1000
+      await client.send(
+        new UpdateItemCommand({
+          ...requests.complete,
+          TableName: tableName,
+          Key,
+          ExpressionAttributeValues: {
+            ...requests.complete.ExpressionAttributeValues,
+            ":now": N(completedAt),
+            ":token": S(token),
+            ":kind": S("Success"),
+            ":body": S(JSON.stringify(receipt)),
+            ":expiresAt": N(completedExpiry),
+            ":ttl": N(Math.ceil(completedExpiry / 1000))
+          }
+        })
+      )
+      return receipt
+    }
+    return {
+      name: BARE_OURS,
+      downstream,
+      call,
+      isConflict: (error) => error instanceof Conflict,
+      roundTrips
+    } satisfies Contender
+  })
+
 /** A DynamoDB endpoint on loopback. */
 export interface Endpoint {
   readonly name: "DynamoDB Local" | "dynalite"
@@ -220,8 +331,8 @@ export interface Endpoint {
 }
 
 /**
- * Runs the suite on an endpoint: ours, Powertools and the bare client, plus ours behind the warm
- * cache when `cache` is set.
+ * Runs the suite on an endpoint: ours, Powertools, the bare client and the bare client with our
+ * requests, plus ours behind the warm cache when `cache` is set.
  */
 export const run = (
   endpoint: Endpoint,
@@ -233,7 +344,8 @@ export const run = (
     const contenders: Array<Contender> = [
       yield* ours(endpoint.url, table(OURS), false),
       yield* powertools(endpoint.url, table(POWERTOOLS)),
-      yield* bare(endpoint.url, table(BARE))
+      yield* bare(endpoint.url, table(BARE)),
+      yield* bareOurs(endpoint.url, table(BARE_OURS))
     ]
     if (options.cache) contenders.push(yield* ours(endpoint.url, table(OURS_CACHED), true))
     return yield* Suite.run(plan, contenders)

@@ -9,6 +9,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as Tracer from "effect/Tracer"
 import { randomUUID } from "node:crypto"
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
@@ -27,7 +28,29 @@ export interface OverheadResult {
   readonly replayOverhead: number
   /** Median over the rounds of the call's time as a multiple of the bare call's. */
   readonly firstFactor: number
+  /** The same calls with a tracer installed (one that records every span), microseconds per call. */
+  readonly firstTraced: ReadonlyArray<number>
+  readonly replayTraced: ReadonlyArray<number>
+  /** Median over the rounds of the traced call's time as a multiple of the untraced one's. */
+  readonly firstTracedFactor: number
+  readonly replayTracedFactor: number
+  /** Spans the tracer recorded per first execution and per replay. */
+  readonly spansPerFirst: number
+  readonly spansPerReplay: number
 }
+
+/**
+ * A tracer that counts the spans it is asked for and keeps them as Effect's own tracer does: what a
+ * user who installs a tracer turns on, without the cost of an exporter.
+ */
+const recordingTracer = (native: Tracer.Tracer, count: { spans: number }): Tracer.Tracer =>
+  Tracer.make({
+    span: (name, parent, context, links, startTime, kind, options) => {
+      count.spans++
+      return native.span(name, parent, context, links, startTime, kind, options)
+    },
+    context: (f, fiber) => native.context(f, fiber)
+  })
 
 /**
  * Runs `calls` first executions, then the `calls` replays of the same keys, and `calls` bare
@@ -46,13 +69,17 @@ export const overhead = (calls: number, rounds: number): Effect.Effect<OverheadR
           Effect.gen(function*() {
             for (let i = 0; i < calls; i++) yield* execute(payloadFor(`m-${round}-${i}`))
           })
-        const runLoop = (round: number) =>
+        const runLoop = (round: number | string) =>
           Effect.gen(function*() {
             for (let i = 0; i < calls; i++) {
               const key = `m-${round}-${i}`
               yield* operation.run({ key, payload: payloadFor(key) })
             }
           })
+        const spans = { spans: 0 }
+        const tracer = recordingTracer(await runtime.runPromise(Effect.tracer), spans)
+        const traced = (effect: Effect.Effect<void, unknown, IdempotencyStore.IdempotencyStore>) =>
+          Effect.withTracer(effect, tracer)
         const perCall = (millis: number) => (millis * 1000) / calls
         const time = (effect: Effect.Effect<void, unknown, IdempotencyStore.IdempotencyStore>) =>
           runtime.runPromise(timed(effect)).then(perCall)
@@ -60,13 +87,25 @@ export const overhead = (calls: number, rounds: number): Effect.Effect<OverheadR
         await time(bareLoop(-1))
         await time(runLoop(-1))
         await time(runLoop(-1))
+        await time(traced(runLoop("t-1")))
+        await time(traced(runLoop("t-1")))
         const bare: Array<number> = []
         const first: Array<number> = []
         const replay: Array<number> = []
+        const firstTraced: Array<number> = []
+        const replayTraced: Array<number> = []
+        let spansFirst = 0
+        let spansReplay = 0
         for (let round = 0; round < rounds; round++) {
           if (round % 2 === 0) bare.push(await time(bareLoop(round)))
           first.push(await time(runLoop(round)))
           replay.push(await time(runLoop(round)))
+          const before = spans.spans
+          firstTraced.push(await time(traced(runLoop(`t${round}`))))
+          const between = spans.spans
+          replayTraced.push(await time(traced(runLoop(`t${round}`))))
+          spansFirst += between - before
+          spansReplay += spans.spans - between
           if (round % 2 === 1) bare.push(await time(bareLoop(round)))
         }
         return {
@@ -77,7 +116,13 @@ export const overhead = (calls: number, rounds: number): Effect.Effect<OverheadR
           replay,
           firstOverhead: median(first.map((value, i) => value - bare[i]!)),
           replayOverhead: median(replay.map((value, i) => value - bare[i]!)),
-          firstFactor: pairedRatio(first, bare)
+          firstFactor: pairedRatio(first, bare),
+          firstTraced,
+          replayTraced,
+          firstTracedFactor: pairedRatio(firstTraced, first),
+          replayTracedFactor: pairedRatio(replayTraced, replay),
+          spansPerFirst: spansFirst / (calls * rounds),
+          spansPerReplay: spansReplay / (calls * rounds)
         }
       }),
     (runtime) => Effect.promise(() => runtime.dispose())

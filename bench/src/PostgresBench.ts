@@ -26,6 +26,8 @@ import { Downstream, payloadFor } from "./Workload.js"
 export const STORE = "pg-store"
 export const RAW = "raw-pg"
 export const RAW_SQL = "raw-sqlclient"
+export const RAW_OURS = "raw-pg-our-statements"
+export const SQL_OURS = "sqlclient-our-statements"
 
 const TTL_MILLIS = 24 * 60 * 60 * 1000
 const LEASE_MILLIS = 31_000
@@ -46,11 +48,22 @@ const database = (url: string | undefined): Effect.Effect<Omit<Database, "versio
       (context) => ({ kind: "pglite", url: Context.get(context, TestDatabase).url })
     )
 
+interface Counter {
+  statements: number
+  /** While set, the text of every statement sent is kept in `texts`. */
+  capture: boolean
+  readonly texts: Array<string>
+}
+
 /** A `pg` client class that counts the statements it sends into `counter`. */
-const countingClient = (counter: { statements: number }): typeof Pg.Client =>
+const countingClient = (counter: Counter): typeof Pg.Client =>
   class extends Pg.Client {
     override query(...args: Array<any>): any {
       counter.statements++
+      if (counter.capture) {
+        const text: unknown = typeof args[0] === "string" ? args[0] : args[0]?.text
+        if (typeof text === "string") counter.texts.push(text)
+      }
       return (Pg.Client.prototype.query as (...args: Array<any>) => any).apply(this, args)
     }
   }
@@ -85,6 +98,40 @@ interface Row {
 
 class Conflict extends Error {}
 
+/** The row of the store's reservation statement. */
+interface ReserveRow {
+  readonly reserved: boolean
+  readonly status: string | null
+  readonly fingerprint: string | null
+  readonly outcome: string | null
+}
+
+/** What a baseline sending our reservation does with its row on a replay or a conflict. */
+const replayedReservation = (rows: ReadonlyArray<ReserveRow>): unknown => {
+  const row = rows[0]
+  if (row === undefined || row.reserved || row.status !== "COMPLETED" || row.fingerprint !== FINGERPRINT) {
+    throw new Conflict()
+  }
+  return JSON.parse(row.outcome ?? "null")
+}
+
+/**
+ * The parameters of our statements, in the order the store's statements take them (see
+ * packages/sql-pg/src/internal/statements.ts): the reservation's `$1` now (NULL: the database's
+ * clock), `$2` id, `$3` operation, `$4` scope, `$5` key, `$6` token, `$7` fingerprint, `$8` lease ms,
+ * `$9` ttl ms, `$10` takeover; the completion's `$1` now, `$2` id, `$3` token, `$4` outcome kind,
+ * `$5` outcome, `$6` ttl ms.
+ */
+const ourReserveParams = (
+  key: string,
+  token: string
+) => [null, `charge#${key}`, "charge", null, key, token, FINGERPRINT, LEASE_MILLIS, TTL_MILLIS, true]
+const ourCompleteParams = (
+  key: string,
+  token: string,
+  receipt: unknown
+) => [null, `charge#${key}`, token, "Success", JSON.stringify(receipt), TTL_MILLIS]
+
 /** What a replay floor does with the row it read. */
 const replayed = (rows: ReadonlyArray<Row>): unknown => {
   const row = rows[0]
@@ -103,7 +150,7 @@ export const run = (
 ): Effect.Effect<{ readonly database: Database; readonly result: SuiteResult }, BenchError> =>
   Effect.scoped(Effect.gen(function*() {
     const db = yield* database(url)
-    const counter = { statements: 0 }
+    const counter: Counter = { statements: 0, capture: false, texts: [] }
     const pool = yield* Effect.acquireRelease(
       Effect.sync(() => {
         const pool = new Pg.Pool({ connectionString: db.url, max: poolSize, Client: countingClient(counter) })
@@ -124,7 +171,13 @@ export const run = (
       query(`CREATE SCHEMA ${PgIdempotencyTable.quote(schema)}`),
       () => Effect.ignore(query(`DROP SCHEMA IF EXISTS ${PgIdempotencyTable.quote(schema)} CASCADE`))
     )
-    const tables = { store: "store_records", raw: "raw_records", sql: "sql_records" }
+    const tables = {
+      store: "store_records",
+      raw: "raw_records",
+      sql: "sql_records",
+      rawOurs: "raw_ours_records",
+      sqlOurs: "sql_ours_records"
+    }
     for (const name of Object.values(tables)) {
       yield* query(PgIdempotencyMigration.toSql(tableNamed(schema, name)))
     }
@@ -184,6 +237,66 @@ export const run = (
       roundTrips
     }
 
-    const result = yield* Suite.run(plan, [store, rawContender, sqlContender])
+    // our exact statements, as the store sent them on one first execution (in its own table)
+    counter.capture = true
+    yield* Effect.tryPromise({
+      try: () => store.call(`${plan.runId}-captured`),
+      catch: (cause) => new BenchError({ message: "the store's statements could not be captured", cause })
+    })
+    counter.capture = false
+    const reserveText = counter.texts.find((text) => text.includes(tableNamed(schema, tables.store).reserveFunction))
+    const completeText = counter.texts.find((text) => /^UPDATE .* SET status = 'COMPLETED'/s.test(text))
+    if (counter.texts.length !== 2 || reserveText === undefined || completeText === undefined) {
+      return yield* new BenchError({
+        message: `the store no longer sends the statements this baseline knows: ${counter.texts.join(" ; ")}`
+      })
+    }
+    const ourText = (table: string) => {
+      const from = tableNamed(schema, tables.store)
+      const to = tableNamed(schema, table)
+      const swap = (text: string) =>
+        text.replaceAll(from.reserveFunction, to.reserveFunction).replaceAll(from.qualified, to.qualified)
+      return { reserve: swap(reserveText), complete: swap(completeText) }
+    }
+
+    const rawOurs = ourText(tables.rawOurs)
+    const rawOursDownstream = new Downstream()
+    const rawOursContender: Contender = {
+      name: RAW_OURS,
+      downstream: rawOursDownstream,
+      call: async (key) => {
+        const token = randomUUID()
+        const reserved = await pool.query<ReserveRow>(rawOurs.reserve, ourReserveParams(key, token))
+        if (reserved.rows[0]?.reserved !== true) return replayedReservation(reserved.rows)
+        const receipt = await rawOursDownstream.charge(payloadFor(key))
+        const completed = await pool.query(rawOurs.complete, ourCompleteParams(key, token, receipt))
+        if (completed.rowCount !== 1) throw new Error("the completion lost its lease")
+        return receipt
+      },
+      isConflict: (error) => error instanceof Conflict,
+      roundTrips
+    }
+
+    const sqlOurs = ourText(tables.sqlOurs)
+    const sqlOursDownstream = new Downstream()
+    const sqlOursContender: Contender = {
+      name: SQL_OURS,
+      downstream: sqlOursDownstream,
+      call: (key) =>
+        sqlRuntime.runPromise(Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const token = randomUUID()
+          const reserved = yield* sql.unsafe<ReserveRow>(sqlOurs.reserve, ourReserveParams(key, token)).withoutTransform
+          if (reserved[0]?.reserved !== true) return { existing: reserved }
+          const receipt = yield* Effect.promise(async () => sqlOursDownstream.charge(payloadFor(key)))
+          const completed = yield* sql.unsafe(sqlOurs.complete, ourCompleteParams(key, token, receipt)).withoutTransform
+          if (completed.length !== 1) return yield* Effect.die(new Error("the completion lost its lease"))
+          return { receipt }
+        })).then((result) => "existing" in result ? replayedReservation(result.existing) : result.receipt),
+      isConflict: (error) => error instanceof Conflict,
+      roundTrips
+    }
+
+    const result = yield* Suite.run(plan, [store, rawContender, sqlContender, rawOursContender, sqlOursContender])
     return { database: { ...db, version }, result }
   }))

@@ -13,6 +13,8 @@ import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import type { Batch, Summary } from "./Measure.js"
 import { BenchError, pairedRatio, rotation, runBatch, summarize } from "./Measure.js"
+import type { ProfileSummary } from "./Profile.js"
+import { profile } from "./Profile.js"
 import { Downstream, Payload, payloadFor, Receipt } from "./Workload.js"
 
 /** One way of making the charge idempotent, driven through promises like a function handler. */
@@ -49,6 +51,8 @@ export interface Plan {
   readonly concurrencies: ReadonlyArray<{ readonly concurrency: number; readonly calls: number }>
   /** Calls per contender and concurrency in the warm-up round (not reported). */
   readonly warmupCalls: number
+  /** Calls per contender and path in the profiled batches (at concurrency 16), after the rounds. */
+  readonly profileCalls: number
 }
 
 export interface ContenderResult extends Summary {
@@ -68,6 +72,8 @@ export interface SuiteResult {
   readonly scenarios: ReadonlyArray<ScenarioResult>
   /** Store round trips of a call that meets another attempt's live lease. */
   readonly conflictRoundTrips: Readonly<Record<string, number>>
+  /** Self time per call by package, of each contender on each path (CPU profiles). */
+  readonly profiles: Readonly<Record<string, Readonly<Record<Path, ProfileSummary>>>>
 }
 
 /**
@@ -76,8 +82,13 @@ export interface SuiteResult {
 export const ratio = (scenario: ScenarioResult, a: string, b: string): number =>
   pairedRatio(scenario.contenders[a]!.rounds, scenario.contenders[b]!.rounds)
 
-const keyOf = (plan: Plan, contender: Contender, round: number | "warmup", concurrency: number, i: number) =>
-  `${plan.runId}-${contender.name}-${round}-c${concurrency}-${i}`
+const keyOf = (
+  plan: Plan,
+  contender: Contender,
+  round: number | "warmup" | "profile",
+  concurrency: number,
+  i: number
+) => `${plan.runId}-${contender.name}-${round}-c${concurrency}-${i}`
 
 /** A batch on one path, checked: a first execution executes the downstream, a replay never does. */
 const measure = (
@@ -159,6 +170,17 @@ export const run = (plan: Plan, contenders: ReadonlyArray<Contender>): Effect.Ef
     for (const contender of contenders) {
       conflicts[contender.name] = yield* conflictRoundTrips(contender, `${plan.runId}-${contender.name}-held`)
     }
+    const profiles: Record<string, Record<Path, ProfileSummary>> = {}
+    for (const contender of contenders) {
+      const key = (i: number) => keyOf(plan, contender, "profile", 16, i)
+      const profiled = (path: Path) =>
+        Effect.tryPromise({
+          try: () =>
+            profile(plan.profileCalls, () => Effect.runPromise(measure(contender, path, 16, plan.profileCalls, key))),
+          catch: (cause) => new BenchError({ message: `${contender.name}: the profiled ${path} batch failed`, cause })
+        })
+      profiles[contender.name] = { first: yield* profiled("first"), replay: yield* profiled("replay") }
+    }
     return {
       rounds: plan.rounds,
       scenarios: scenarios.map((scenario, s) => ({
@@ -168,7 +190,8 @@ export const run = (plan: Plan, contenders: ReadonlyArray<Contender>): Effect.Ef
           roundTrips: trips[s]![c]!.roundTrips / trips[s]![c]!.calls
         }]))
       })),
-      conflictRoundTrips: conflicts
+      conflictRoundTrips: conflicts,
+      profiles
     }
   })
 

@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: the stores side by side with their peers, in one process.
  *
- *   npm run bench                       full run; writes BENCHMARKS.md and bench/results.json
+ *   npm run bench                       full run; writes BENCHMARKS.md, bench/results.json and bench/results.svg
  *   npm run bench -- --quick            a small run for CI (well under a minute); writes nothing
  *   npm run bench -- --pg-url <url>     PostgreSQL server (default: TEST_PG_URL, else embedded PGlite)
  *   npm run bench -- --redis-url <url>  Redis server (default: TEST_REDIS_URL, else a redis-server it starts)
@@ -25,6 +25,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { parseArgs } from "node:util"
 import { dynalite, dynamoDbLocal, findJava } from "../../packages/dynamodb/test/utils/servers.js"
+import * as Chart from "./Chart.js"
 import * as Costs from "./Costs.js"
 import * as DynamoDbBench from "./DynamoDbBench.js"
 import * as Environment from "./Environment.js"
@@ -100,7 +101,8 @@ const sizes = (quick: boolean, rounds: number | undefined) => {
     runId,
     rounds: rounds ?? r,
     concurrencies: [{ concurrency: 1, calls: c1 }, { concurrency: 16, calls: c16 }],
-    warmupCalls
+    warmupCalls,
+    profileCalls: c16
   })
   return {
     dynamodbLocal: pick(plan(2, 10, 32, 8), plan(7, 120, 480, 40)),
@@ -212,9 +214,21 @@ const program = (args: Args) =>
           redis: redis === undefined ? undefined : Report.ratios(redis.result, Report.redisPairs)
         }
       }
+      const chart = Chart.svg(
+        [
+          ...dynamodb.map((run) => ({ title: `DynamoDB: ${run.endpoint}`, result: run.result })),
+          ...(postgres === undefined
+            ? []
+            : [{ title: `PostgreSQL (${postgres.database.kind})`, result: postgres.result }]),
+          ...(redis === undefined ? [] : [{ title: `Redis (${redis.server.kind})`, result: redis.result }])
+        ],
+        `${results.date.slice(0, 10)}, commit ${results.revision}, ${results.machine.cores} cores; ` +
+          "ratios measured in one run are what to compare (BENCHMARKS.md)"
+      )
       fs.writeFileSync(path.join(Environment.root, "BENCHMARKS.md"), markdown)
       fs.writeFileSync(path.join(Environment.root, "bench", "results.json"), `${JSON.stringify(json, null, 2)}\n`)
-      process.stdout.write("\nwrote BENCHMARKS.md and bench/results.json\n")
+      fs.writeFileSync(path.join(Environment.root, "bench", "results.svg"), chart)
+      process.stdout.write("\nwrote BENCHMARKS.md, bench/results.json and bench/results.svg\n")
     }
   }).pipe(Logger.withMinimumLogLevel(LogLevel.Warning))
 

@@ -45,6 +45,7 @@ import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import { DynamoDbClient } from "./DynamoDbClient.js"
 import { defaultKeyAttribute, defaultTableName, defaultTtlAttribute } from "./DynamoDbTable.js"
+import * as Send from "./internal/send.js"
 import * as internal from "./internal/store.js"
 
 /**
@@ -159,6 +160,7 @@ export const make = (
         client,
         retry: options.retrySchedule ?? defaultRetrySchedule,
         requestTimeout,
+        plainSignals: Send.acceptsPlainSignals(client),
         deadlines: Deadlines.make(Deadlines.tickFor(Duration.min(requestTimeout, callTimeout)))
       },
       callTimeout,

@@ -24,8 +24,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import { DynamoDbClient } from "./DynamoDbClient.js"
-import type { ConditionFailed, Sender } from "./internal/send.js"
-import { send } from "./internal/send.js"
+import type { Sender } from "./internal/send.js"
+import { ConditionFailed, send } from "./internal/send.js"
 
 /**
  * The default table name.
@@ -133,10 +133,12 @@ export const create = (
     const ttl = options.ttlAttribute ?? defaultTtlAttribute
     const fail = (cause: string) => new IdempotencyError.StoreError({ method: "createTable", cause })
     const request = <A>(
-      effect: Effect.Effect<A, ConditionFailed | IdempotencyError.StoreFailure>
+      effect: Effect.Effect<A | ConditionFailed, IdempotencyError.StoreFailure>
     ): Effect.Effect<A, IdempotencyError.StoreFailure> =>
-      Effect.catchTag(effect, "ConditionFailed", (cause) =>
-        Effect.fail(new IdempotencyError.StoreError({ method: "createTable", cause })))
+      Effect.flatMap(effect, (result) =>
+        result instanceof ConditionFailed
+          ? Effect.fail(new IdempotencyError.StoreError({ method: "createTable", cause: result }))
+          : Effect.succeed(result))
     const named = (name: string) => (error: IdempotencyError.StoreFailure) =>
       typeof error.cause === "object" && error.cause !== null && "name" in error.cause && error.cause.name === name
 

@@ -5,6 +5,7 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Schedule from "effect/Schedule"
 import * as TestClock from "effect/TestClock"
@@ -13,6 +14,7 @@ import {
   conditionFailed,
   connectionRefused,
   connectionReset,
+  onAbort,
   scriptedStore,
   succeed,
   throttled
@@ -174,6 +176,33 @@ describe("sending a request", () => {
       assert.isTrue(sent[0]!.signal?.aborted)
     }))
 
+  it.effect("with the SDK's Node handler, a plain signal: interruption aborts it through onabort", () =>
+    Effect.gen(function*() {
+      const { sent, store } = yield* scriptedStore(() => new Promise<never>(() => {}), { nodeHandler: true })
+      const fiber = yield* Effect.fork(store.get(id))
+      yield* settle
+      const signal = sent[0]!.signal
+      assert.isDefined(signal)
+      assert.isFalse(signal instanceof AbortSignal)
+      let aborted = 0
+      onAbort(sent[0]!, () => aborted++)
+      yield* Fiber.interrupt(fiber)
+      assert.isTrue(signal?.aborted)
+      assert.strictEqual(aborted, 1)
+    }))
+
+  it.effect("with the SDK's Node handler, an attempt past requestTimeout is aborted through its plain signal", () =>
+    Effect.gen(function*() {
+      const { sent, store } = yield* scriptedStore(hang, { nodeHandler: true, retries: 0 })
+      const fiber = yield* Effect.fork(store.get(id))
+      yield* advance("3 seconds")
+      const exit = yield* Fiber.await(fiber)
+      assert.isTrue(Exit.isFailure(exit))
+      assert.strictEqual(sent.length, 1)
+      assert.isFalse(sent[0]!.signal instanceof AbortSignal)
+      assert.isTrue(sent[0]!.signal?.aborted)
+    }))
+
   it.effect("interrupting the call while it waits for a retry stops it", () =>
     Effect.gen(function*() {
       const { sent, store } = yield* scriptedStore(() => Promise.reject(throttled()), {
@@ -193,7 +222,7 @@ describe("sending a request", () => {
 /** A request that never answers, and fails as the SDK does when its signal aborts it. */
 const hang = (sent: Sent): Promise<never> =>
   new Promise<never>((_, reject) => {
-    sent.signal?.addEventListener("abort", () => reject(Object.assign(new Error("aborted"), { name: "AbortError" })))
+    onAbort(sent, () => reject(Object.assign(new Error("aborted"), { name: "AbortError" })))
   })
 
 /** Moves the test clock by `step` at a time, up to `total`, letting promises and fibers run after each step. */

@@ -144,7 +144,7 @@ const onSimulatedClock = (
 }
 
 /** On the database's clock, the connections resolve `statement_timestamp()` in the clock's schema first. */
-const withClock = (url: string, clock: PgIdempotencyStore.ClockSource, schema: string): string => {
+const withClock = (url: string, clock: IdempotencyStore.ClockSource, schema: string): string => {
   if (clock === "effect") return url
   const parsed = new URL(url)
   parsed.searchParams.set("options", `-c search_path=${schema},pg_catalog,public`)
@@ -155,7 +155,7 @@ const withClock = (url: string, clock: PgIdempotencyStore.ClockSource, schema: s
  * A PostgreSQL store on a table of its own; on the database's clock, with a simulated clock in a
  * schema of its own (each property's `TestClock` drives its own).
  */
-const PgStore = (clock: PgIdempotencyStore.ClockSource, property: string) => {
+const PgStore = (clock: IdempotencyStore.ClockSource, property: string) => {
   const schema = `clock_${property.toLowerCase()}_${randomUUID().slice(0, 8)}`
   return Layer.unwrapScoped(
     Effect.map(serverUrl === undefined ? pgliteUrl : Effect.succeed(serverUrl), (url) =>

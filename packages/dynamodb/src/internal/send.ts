@@ -28,9 +28,21 @@ export class ConditionFailed extends Data.TaggedClass("ConditionFailed")<{
   readonly afterUncertainAttempt: boolean
 }> {}
 
+/**
+ * The abort signal handed to the SDK with each request.
+ *
+ * @internal
+ */
+export type RequestSignal = NonNullable<NonNullable<Parameters<DynamoDBClient["send"]>[1]>["abortSignal"]>
+
 /** @internal */
 export interface Sender {
   readonly client: DynamoDBClient
+  /**
+   * Whether the client's HTTP handler accepts a plain signal (see `PlainSignal`): true for the
+   * SDK's Node handlers. Default false: a platform `AbortController` per request.
+   */
+  readonly plainSignals?: boolean | undefined
   /** Retries of throttled requests and of transient failures (network errors, timeouts, 5xx). */
   readonly retry: Schedule.Schedule<unknown, unknown>
   /** The most one attempt of a request may take (infinite: no limit). */
@@ -135,21 +147,55 @@ export const mayHaveBeenApplied = (u: unknown): boolean =>
  */
 export const isRetryable = (u: unknown): boolean => isThrottling(u) || isUnavailable(u)
 
-const classify = (
-  method: string,
-  error: unknown,
-  afterUncertainAttempt: boolean
-): ConditionFailed | IdempotencyError.StoreFailure => {
-  if (stringProperty(error, "name") === "ConditionalCheckFailedException") {
-    const item = Predicate.hasProperty(error, "Item") && Predicate.isRecord(error.Item)
-      ? error.Item as Item
-      : undefined
-    return new ConditionFailed({ item, afterUncertainAttempt })
+/**
+ * The signal of one request as a plain object, for the SDK's Node HTTP handlers: they accept any
+ * object with `aborted` and `onabort` (the SDK's own `AbortSignal` interface) and destroy the
+ * request's connection when `onabort` is called. It costs one allocation, where an
+ * `AbortController` costs an `EventTarget`, a listener and its removal on every request. The
+ * fetch handler needs a platform `AbortSignal`.
+ *
+ * @internal
+ */
+export class PlainSignal {
+  aborted = false
+  reason: unknown = undefined
+  onabort: ((this: unknown) => unknown) | null = null
+  get signal(): RequestSignal {
+    return this
   }
-  return isRetryable(error)
+  abort(reason?: unknown): void {
+    if (this.aborted) return
+    this.aborted = true
+    this.reason = reason
+    this.onabort?.()
+  }
+}
+
+/**
+ * Whether a client's HTTP handler is one of the SDK's Node handlers, which accept a `PlainSignal`.
+ *
+ * @internal
+ */
+export const acceptsPlainSignals = (client: DynamoDBClient): boolean => {
+  const handler: unknown = (client as { readonly config?: { readonly requestHandler?: unknown } }).config
+    ?.requestHandler
+  const name = Predicate.isObject(handler) ? handler.constructor.name : undefined
+  return name === "NodeHttpHandler" || name === "NodeHttp2Handler"
+}
+
+const isConditionFailure = (error: unknown): boolean =>
+  stringProperty(error, "name") === "ConditionalCheckFailedException"
+
+const conditionFailed = (error: unknown, afterUncertainAttempt: boolean): ConditionFailed =>
+  new ConditionFailed({
+    item: Predicate.hasProperty(error, "Item") && Predicate.isRecord(error.Item) ? error.Item as Item : undefined,
+    afterUncertainAttempt
+  })
+
+const classify = (method: string, error: unknown): IdempotencyError.StoreFailure =>
+  isRetryable(error)
     ? new IdempotencyError.StoreUnavailable({ method, cause: error })
     : new IdempotencyError.StoreError({ method, cause: error })
-}
 
 /**
  * Sends one request, and fails with a `TimeoutException` when it has not answered by `deadline`
@@ -160,13 +206,14 @@ const classify = (
  * Throttling and transient failures (network errors, timeouts, 5xx) are retried with the sender's
  * schedule while the deadline allows, so every request must be safe to send again: a later
  * attempt whose condition fails says so (`afterUncertainAttempt`) when an earlier one may have
- * been applied. Every failure is typed: `ConditionFailed` for a failed condition,
- * `StoreUnavailable` for throttling and transient failures past the retries or the deadline,
- * `StoreError` for anything else.
+ * been applied. A failed condition is data, not a failure: it succeeds with `ConditionFailed`, taken
+ * from the SDK's exception at this boundary, so the hot paths that meet one (a replay, a conflict)
+ * never fail inside the caller's fiber. Every failure is typed: `StoreUnavailable` for throttling
+ * and transient failures past the retries or the deadline, `StoreError` for anything else.
  *
- * The common case, one attempt that succeeds or fails for good (a failed condition is a failure
- * for good), costs no timer and no fiber: the attempt's deadline is watched by `Deadlines`, and
- * the schedule, and the bound of the retries, are started only after a retryable failure.
+ * The common case, one attempt that succeeds or fails for good, costs no timer and no fiber: the
+ * attempt's deadline is watched by `Deadlines`, and the schedule, and the bound of the retries,
+ * are started only after a retryable failure.
  *
  * @internal
  */
@@ -174,13 +221,13 @@ export const send = <A>(
   sender: Sender,
   method: string,
   deadline: number,
-  request: (client: DynamoDBClient, signal: AbortSignal) => Promise<A>
-): Effect.Effect<A, ConditionFailed | IdempotencyError.StoreFailure> => {
+  request: (client: DynamoDBClient, signal: RequestSignal) => Promise<A>
+): Effect.Effect<A | ConditionFailed, IdempotencyError.StoreFailure> => {
   const attempt = attemptUntil(sender, deadline, request)
   return Effect.catchAll(
     attempt,
     (error) =>
-      isRetryable(error) ? retry(sender, method, deadline, attempt, error) : Effect.fail(classify(method, error, false))
+      isRetryable(error) ? retry(sender, method, deadline, attempt, error) : Effect.fail(classify(method, error))
   )
 }
 
@@ -191,19 +238,19 @@ const callTimedOut = () => new Cause.TimeoutException("the store call did not fi
 
 /**
  * One attempt, aborted when it outlives `requestTimeout` or the call's deadline: then it fails
- * with a `TimeoutException`.
+ * with a `TimeoutException`. A failed condition succeeds with `ConditionFailed`.
  */
 const attemptUntil = <A>(
   sender: Sender,
   deadline: number,
-  request: (client: DynamoDBClient, signal: AbortSignal) => Promise<A>
-): Effect.Effect<A, unknown> =>
+  request: (client: DynamoDBClient, signal: RequestSignal) => Promise<A>
+): Effect.Effect<A | ConditionFailed, unknown> =>
   Effect.clockWith((clock) =>
-    Effect.async<A, unknown>((resume) => {
+    Effect.async<A | ConditionFailed, unknown>((resume) => {
       const now = clock.unsafeCurrentTimeMillis()
       const ends = Math.min(now + Duration.toMillis(sender.requestTimeout), deadline)
       if (ends <= now) return resume(Effect.fail(callTimedOut()))
-      const controller = new AbortController()
+      const controller = sender.plainSignals === true ? new PlainSignal() : new AbortController()
       let cause: Cause.TimeoutException | undefined = undefined
       const unregister = ends === Infinity ? () => {} : sender.deadlines.register(clock, ends, () => {
         cause = ends < deadline ? requestTimedOut(sender.requestTimeout) : callTimedOut()
@@ -217,7 +264,11 @@ const attemptUntil = <A>(
         },
         (error) => {
           unregister()
-          resume(Effect.fail(cause ?? error))
+          resume(
+            cause === undefined && isConditionFailure(error)
+              ? Effect.succeed(conditionFailed(error, false))
+              : Effect.fail(cause ?? error)
+          )
         }
       )
       return Effect.sync(() => {
@@ -238,23 +289,31 @@ const retry = <A>(
   sender: Sender,
   method: string,
   deadline: number,
-  attempt: Effect.Effect<A, unknown>,
+  attempt: Effect.Effect<A | ConditionFailed, unknown>,
   first: unknown
-): Effect.Effect<A, ConditionFailed | IdempotencyError.StoreFailure> =>
+): Effect.Effect<A | ConditionFailed, IdempotencyError.StoreFailure> =>
   Effect.flatMap(Clock.currentTimeMillis, (now) => {
-    const uncertain = mayHaveBeenApplied(first)
-    if (deadline <= now) return Effect.fail(classify(method, callTimedOut(), uncertain))
+    if (deadline <= now) return Effect.fail(classify(method, callTimedOut()))
     const retries = Effect.flatMap(Schedule.driver(Schedule.whileInput(sender.retry, isRetryable)), (driver) => {
       const next = (
         error: unknown,
         uncertain: boolean
-      ): Effect.Effect<A, ConditionFailed | IdempotencyError.StoreFailure> =>
+      ): Effect.Effect<A | ConditionFailed, IdempotencyError.StoreFailure> =>
         Effect.matchEffect(driver.next(error), {
-          onFailure: () => Effect.fail(classify(method, error, uncertain)),
+          onFailure: () => Effect.fail(classify(method, error)),
           onSuccess: () =>
-            Effect.catchAll(attempt, (failure) => next(failure, uncertain || mayHaveBeenApplied(failure)))
+            Effect.matchEffect(attempt, {
+              onFailure: (failure) => next(failure, uncertain || mayHaveBeenApplied(failure)),
+              // a failed condition after an attempt that may have been applied may be this call's own write
+              onSuccess: (result) =>
+                Effect.succeed(
+                  uncertain && result instanceof ConditionFailed
+                    ? new ConditionFailed({ item: result.item, afterUncertainAttempt: true })
+                    : result
+                )
+            })
         })
-      return next(first, uncertain)
+      return next(first, mayHaveBeenApplied(first))
     })
     return deadline === Infinity ? retries : Effect.timeoutFail(retries, {
       duration: Duration.millis(deadline - now),

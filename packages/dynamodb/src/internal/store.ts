@@ -16,8 +16,8 @@ import * as Option from "effect/Option"
 import type { Fields } from "./expression.js"
 import type { Item, Names } from "./item.js"
 import { Attribute as A, completedItemBytes, decode, toTtlSeconds } from "./item.js"
-import type { ConditionFailed, Sender } from "./send.js"
-import { isItemTooLarge, send } from "./send.js"
+import type { Sender } from "./send.js"
+import { ConditionFailed, isItemTooLarge, send } from "./send.js"
 import * as Statements from "./statements.js"
 import { N, S } from "./statements.js"
 
@@ -56,17 +56,19 @@ export const make = (config: Config): Store => {
     method: string,
     deadline: number,
     request: Parameters<typeof send<A>>[3]
-  ): Effect.Effect<A, ConditionFailed | StoreFailure> => send(sender, method, deadline, request)
+  ): Effect.Effect<A | ConditionFailed, StoreFailure> => send(sender, method, deadline, request)
 
   /** A request that has no condition: a `ConditionFailed` cannot happen, and is a store error if it does. */
   const unconditional = <A>(
     method: string,
-    effect: Effect.Effect<A, ConditionFailed | StoreFailure>
+    effect: Effect.Effect<A | ConditionFailed, StoreFailure>
   ): Effect.Effect<A, StoreFailure> =>
-    Effect.catchTag(
+    Effect.flatMap(
       effect,
-      "ConditionFailed",
-      (cause) => Effect.fail(new IdempotencyError.StoreError({ method, cause }))
+      (result) =>
+        result instanceof ConditionFailed
+          ? Effect.fail(new IdempotencyError.StoreError({ method, cause: result }))
+          : Effect.succeed(result)
     )
 
   const decodeItem = (method: string, item: Item) =>
@@ -161,7 +163,8 @@ export const make = (config: Config): Store => {
           }),
           { abortSignal }
         )).pipe(
-          Effect.flatMap((output) => {
+          Effect.flatMap((output): Effect.Effect<IdempotencyRecord.ReserveResult | ConditionFailed, StoreFailure> => {
+            if (output instanceof ConditionFailed) return Effect.succeed(output)
             const attempt = Number(output.Attributes?.[A.attempt]?.N)
             return Number.isSafeInteger(attempt) && attempt > 0
               ? Effect.succeed(reserved(attempt))
@@ -193,16 +196,18 @@ export const make = (config: Config): Store => {
             ReturnValuesOnConditionCheckFailure: "ALL_OLD"
           }),
           { abortSignal }
-        )).pipe(Effect.as(reserved(1)))
+        )).pipe(Effect.map((output) => output instanceof ConditionFailed ? output : reserved(1)))
 
       const attemptWrite = (
-        write: Effect.Effect<IdempotencyRecord.ReserveResult, ConditionFailed | StoreFailure>,
+        write: Effect.Effect<IdempotencyRecord.ReserveResult | ConditionFailed, StoreFailure>,
         writes: number
       ): Effect.Effect<IdempotencyRecord.ReserveResult, StoreFailure> =>
-        Effect.catchTag(
+        Effect.flatMap(
           write,
-          "ConditionFailed",
-          (failure) => Effect.flatMap(observed("reserve", deadline, id, failure), (record) => decide(record, writes))
+          (result) =>
+            result instanceof ConditionFailed
+              ? Effect.flatMap(observed("reserve", deadline, id, result), (record) => decide(record, writes))
+              : Effect.succeed(result)
         )
 
       // What the failed condition saw decides the next step. With DynamoDB's ALL_OLD the first
@@ -261,23 +266,21 @@ export const make = (config: Config): Store => {
     method: Method,
     deadline: number,
     id: string,
-    write: Effect.Effect<A, ConditionFailed | StoreFailure>,
+    write: Effect.Effect<A | ConditionFailed, StoreFailure>,
     recognize?: {
       readonly always?: boolean
       readonly applied: (record: Option.Option<IdempotencyRecord.IdempotencyRecord>) => boolean
     }
   ): Effect.Effect<Option.Option<A>, IdempotencyError.LeaseLost | StoreFailure> =>
-    write.pipe(
-      Effect.map(Option.some),
-      Effect.catchTag("ConditionFailed", (failure) =>
-        recognize === undefined || !(recognize.always === true || failure.afterUncertainAttempt)
-          ? Effect.fail(leaseLost(method, id))
-          : Effect.flatMap(
-            observed(method, deadline, id, failure),
-            (record) =>
-              recognize.applied(record) ? Effect.succeed(Option.none<A>()) : Effect.fail(leaseLost(method, id))
-          ))
-    )
+    Effect.flatMap(write, (result) => {
+      if (!(result instanceof ConditionFailed)) return Effect.succeed(Option.some(result))
+      return recognize === undefined || !(recognize.always === true || result.afterUncertainAttempt)
+        ? Effect.fail(leaseLost(method, id))
+        : Effect.flatMap(
+          observed(method, deadline, id, result),
+          (record) => recognize.applied(record) ? Effect.succeed(Option.none<A>()) : Effect.fail(leaseLost(method, id))
+        )
+    })
 
   /** The record is in `status` and was put there by `token`. */
   const heldBy =
@@ -490,10 +493,7 @@ export const make = (config: Config): Store => {
             new DeleteItemCommand({ TableName, Key: Key(id), ...statements.purgeDelete({ now: N(now) }) }),
             { abortSignal }
           )
-        ).pipe(
-          Effect.as(true),
-          Effect.catchTag("ConditionFailed", () => Effect.succeed(false))
-        )
+        ).pipe(Effect.map((result) => !(result instanceof ConditionFailed)))
       }
       let deleted = 0
       let startKey: Item | undefined = undefined

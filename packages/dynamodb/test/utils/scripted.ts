@@ -23,8 +23,25 @@ import * as Schedule from "effect/Schedule"
 export interface Sent {
   readonly command: "UpdateItem" | "PutItem" | "DeleteItem" | "GetItem" | "Scan" | "other"
   readonly input: Readonly<Record<string, unknown>>
-  readonly signal: AbortSignal | undefined
+  readonly signal: AbortSignal | PlainSignalLike | undefined
 }
+
+/** The SDK's own signal interface, as the store hands it to the SDK's Node handlers. */
+export interface PlainSignalLike {
+  readonly aborted: boolean
+  onabort: ((this: unknown) => unknown) | null
+}
+
+/** Calls `f` when the request's signal aborts, whichever kind of signal the store gave it. */
+export const onAbort = (sent: Sent, f: () => void): void => {
+  const signal = sent.signal
+  if (signal === undefined) return
+  if ("addEventListener" in signal) signal.addEventListener("abort", f)
+  else signal.onabort = f
+}
+
+/** Stands for the SDK's Node HTTP handler: the store then hands each request a plain signal. */
+class NodeHttpHandler {}
 
 const commandName = (command: unknown): Sent["command"] =>
   command instanceof UpdateItemCommand
@@ -68,7 +85,11 @@ export const connectionRefused = (): Error =>
  */
 export const scriptedStore = (
   respond: (sent: Sent, n: number) => Promise<unknown>,
-  options?: Partial<DynamoDbStore.Options> & { readonly retries?: number | undefined }
+  options?: Partial<DynamoDbStore.Options> & {
+    readonly retries?: number | undefined
+    /** Whether the client looks like one with the SDK's Node handler. Default false. */
+    readonly nodeHandler?: boolean | undefined
+  }
 ): Effect.Effect<{
   readonly store: IdempotencyStore.IdempotencyStore["Type"]
   readonly sent: ReadonlyArray<Sent>
@@ -77,7 +98,8 @@ export const scriptedStore = (
   const sent: Array<Sent> = []
   const steps = { count: 0 }
   const client = {
-    send: (command: unknown, sendOptions?: { readonly abortSignal?: AbortSignal }) => {
+    ...(options?.nodeHandler === true ? { config: { requestHandler: new NodeHttpHandler() } } : {}),
+    send: (command: unknown, sendOptions?: { readonly abortSignal?: Sent["signal"] }) => {
       const request: Sent = {
         command: commandName(command),
         input: (command as { readonly input: Record<string, unknown> }).input,
@@ -87,7 +109,7 @@ export const scriptedStore = (
       return respond(request, sent.length)
     }
   }
-  const { retries, ...storeOptions } = options ?? {}
+  const { nodeHandler: _, retries, ...storeOptions } = options ?? {}
   const retrySchedule = Schedule.recurs(retries ?? 3).pipe(
     Schedule.tapInput(() => Effect.sync(() => steps.count++))
   )

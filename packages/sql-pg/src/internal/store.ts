@@ -1,15 +1,14 @@
 import { LeaseLost, StoreError } from "@effect-idempotency/core/IdempotencyError"
 import type { StoreFailure } from "@effect-idempotency/core/IdempotencyError"
 import type { IdempotencyRecord, RecordId } from "@effect-idempotency/core/IdempotencyRecord"
-import { outcomeFromColumns, outcomeToColumns, ReserveResult, Status } from "@effect-idempotency/core/IdempotencyRecord"
+import type { Status } from "@effect-idempotency/core/IdempotencyRecord"
+import { outcomeFromColumns, outcomeToColumns, ReserveResult } from "@effect-idempotency/core/IdempotencyRecord"
 import type { ClockSource, IdempotencyStore, TokenRequest } from "@effect-idempotency/core/IdempotencyStore"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import type * as ParseResult from "effect/ParseResult"
-import * as Schema from "effect/Schema"
 import type { IdempotencyTable } from "../PgIdempotencyTable.js"
 import * as Detach from "./detach.js"
 import { toStoreFailure } from "./errors.js"
@@ -28,63 +27,125 @@ export const DEFAULT_PURGE_LIMIT = 1000
 /** @internal */
 export const DEFAULT_CALL_TIMEOUT: Duration.Duration = Duration.seconds(5)
 
-/** bigint columns arrive as strings from `pg` (as numbers or bigints with custom type parsers). */
-const Int = Schema.Union(
-  Schema.Int,
-  Schema.compose(Schema.NumberFromString, Schema.Int),
-  Schema.transform(Schema.BigIntFromSelf, Schema.Int, {
-    strict: true,
-    decode: (n) => Number(n),
-    encode: (n) => BigInt(n)
-  })
-)
+/**
+ * Rows decoded by hand: each statement's columns are few and fixed, and a generic decoder (a
+ * Schema over the row array) costs more per call than the statement's round trip on a fast
+ * server. A row that does not have the promised shape yields a message, which becomes a
+ * `StoreError`.
+ */
+type Decoded<A> = A | RowInvalid
 
-const OutcomeKind = Schema.Literal("Success", "Failure", "Timeout", "Omitted")
-
-const recordFields = {
-  status: Status,
-  token: Schema.String,
-  fingerprint: Schema.String,
-  attempt: Int,
-  lease_until: Int,
-  expires_at: Int,
-  outcome_kind: Schema.NullOr(OutcomeKind),
-  outcome: Schema.NullOr(Schema.String)
+/** Why a row did not decode. */
+class RowInvalid {
+  constructor(readonly message: string) {}
 }
 
-const RecordRow = Schema.Struct(recordFields)
+const INTEGER = /^-?\d+$/
 
-const ReserveRow = Schema.Union(
-  Schema.Struct({
-    reserved: Schema.Literal(true),
-    attempt: Int,
-    lease_until: Int,
-    expires_at: Int
-  }),
-  Schema.Struct({ reserved: Schema.Literal(false), ...recordFields, now: Int })
-)
+/** bigint columns arrive as strings from `pg` (as numbers or bigints with custom type parsers). */
+const int = (row: Readonly<Record<string, unknown>>, column: string): number | RowInvalid => {
+  const value = row[column]
+  const n = typeof value === "number"
+    ? value
+    : typeof value === "string" && INTEGER.test(value)
+    ? Number(value)
+    : typeof value === "bigint"
+    ? Number(value)
+    : Number.NaN
+  return Number.isSafeInteger(n) ? n : new RowInvalid(`column ${column} is not a safe integer: ${String(value)}`)
+}
 
-const OwnedRow = Schema.Struct({ owned: Schema.Literal(1) })
+const string = (row: Readonly<Record<string, unknown>>, column: string): string | RowInvalid => {
+  const value = row[column]
+  return typeof value === "string" ? value : new RowInvalid(`column ${column} is not text`)
+}
 
-const PurgedRow = Schema.Struct({ purged: Int })
+const nullableString = (row: Readonly<Record<string, unknown>>, column: string): string | null | RowInvalid => {
+  const value = row[column]
+  return value === null || typeof value === "string" ? value : new RowInvalid(`column ${column} is not text`)
+}
 
-/** A decoder of a statement's rows, compiled once: building the array schema per call costs more than the decoding. */
-const rowsDecoder = <A, I>(schema: Schema.Schema<A, I>) => Schema.decodeUnknown(Schema.Array(schema))
+const STATUSES: ReadonlySet<unknown> = new Set<Status>(["IN_PROGRESS", "COMPLETED", "FAILED"])
+const OUTCOME_KINDS: ReadonlySet<unknown> = new Set(["Success", "Failure", "Timeout", "Omitted"])
 
-const decodeRecordRows = rowsDecoder(RecordRow)
-const decodeReserveRows = rowsDecoder(ReserveRow)
-const decodeOwnedRows = rowsDecoder(OwnedRow)
-const decodePurgedRows = rowsDecoder(PurgedRow)
+const isRow = (u: unknown): u is Readonly<Record<string, unknown>> => typeof u === "object" && u !== null
 
-const toRecord = (row: typeof RecordRow.Type): IdempotencyRecord => ({
-  status: row.status,
-  token: row.token,
-  fingerprint: row.fingerprint,
-  attempt: row.attempt,
-  leaseUntil: row.lease_until,
-  expiresAt: row.expires_at,
-  outcome: row.outcome_kind === null ? undefined : outcomeFromColumns(row.outcome_kind, row.outcome ?? "")
-})
+/** The record of a row with the record's columns. */
+const recordOf = (row: Readonly<Record<string, unknown>>): Decoded<IdempotencyRecord> => {
+  const status = row.status
+  if (!STATUSES.has(status)) return new RowInvalid(`column status is not a status: ${String(status)}`)
+  const token = string(row, "token")
+  if (token instanceof RowInvalid) return token
+  const fingerprint = string(row, "fingerprint")
+  if (fingerprint instanceof RowInvalid) return fingerprint
+  const attempt = int(row, "attempt")
+  if (attempt instanceof RowInvalid) return attempt
+  const leaseUntil = int(row, "lease_until")
+  if (leaseUntil instanceof RowInvalid) return leaseUntil
+  const expiresAt = int(row, "expires_at")
+  if (expiresAt instanceof RowInvalid) return expiresAt
+  const kind = row.outcome_kind
+  if (kind !== null && !OUTCOME_KINDS.has(kind)) return new RowInvalid(`column outcome_kind is invalid`)
+  const outcome = nullableString(row, "outcome")
+  if (outcome instanceof RowInvalid) return outcome
+  return {
+    status: status as Status,
+    token,
+    fingerprint,
+    attempt,
+    leaseUntil,
+    expiresAt,
+    outcome: kind === null
+      ? undefined
+      : outcomeFromColumns(kind as "Success" | "Failure" | "Timeout" | "Omitted", outcome ?? "")
+  }
+}
+
+/** The answer of the reservation function: reserved, or the existing record and the instant of the decision. */
+type ReserveRow =
+  | { readonly reserved: true; readonly attempt: number; readonly leaseUntil: number; readonly expiresAt: number }
+  | { readonly reserved: false; readonly record: IdempotencyRecord; readonly now: number }
+
+const reserveRowOf = (row: unknown): Decoded<ReserveRow> => {
+  if (!isRow(row)) return new RowInvalid("the reservation returned no row")
+  if (row.reserved === true) {
+    const attempt = int(row, "attempt")
+    if (attempt instanceof RowInvalid) return attempt
+    const leaseUntil = int(row, "lease_until")
+    if (leaseUntil instanceof RowInvalid) return leaseUntil
+    const expiresAt = int(row, "expires_at")
+    if (expiresAt instanceof RowInvalid) return expiresAt
+    return { reserved: true, attempt, leaseUntil, expiresAt }
+  }
+  if (row.reserved !== false) return new RowInvalid("column reserved is not a boolean")
+  const record = recordOf(row)
+  if (record instanceof RowInvalid) return record
+  const now = int(row, "now")
+  if (now instanceof RowInvalid) return now
+  return { reserved: false, record, now }
+}
+
+/** At most one record, read by `get`. */
+const recordRowsOf = (rows: ReadonlyArray<unknown>): Decoded<Option.Option<IdempotencyRecord>> => {
+  const row = rows[0]
+  if (row === undefined) return Option.none()
+  if (!isRow(row)) return new RowInvalid("a row is not an object")
+  const record = recordOf(row)
+  return record instanceof RowInvalid ? record : Option.some(record)
+}
+
+/** Whether a token-checked write matched its record: one row `owned = 1`, or none. */
+const ownedRowsOf = (rows: ReadonlyArray<unknown>): Decoded<boolean> => {
+  const row = rows[0]
+  if (row === undefined) return false
+  return isRow(row) && row.owned === 1 ? true : new RowInvalid("column owned is not 1")
+}
+
+const purgedRowsOf = (rows: ReadonlyArray<unknown>): Decoded<number> => {
+  const row = rows[0]
+  if (row === undefined) return 0
+  return isRow(row) ? int(row, "purged") : new RowInvalid("a row is not an object")
+}
 
 /** The longest duration kept (about 142,000 years): `now + d` stays a safe integer. */
 const MAX_MILLIS = 2 ** 52
@@ -119,14 +180,19 @@ export const make = (
 
     const query = <A>(
       method: string,
-      decode: (rows: unknown) => Effect.Effect<ReadonlyArray<A>, ParseResult.ParseError>,
+      decode: (rows: ReadonlyArray<unknown>) => Decoded<A>,
       text: string,
       params: (now: number | null) => ReadonlyArray<unknown>
-    ): Effect.Effect<ReadonlyArray<A>, StoreFailure> =>
+    ): Effect.Effect<A, StoreFailure> =>
       now.pipe(
         Effect.flatMap((now) => detach(sql.unsafe(text, params(now)).withoutTransform)),
-        Effect.flatMap(decode),
-        Effect.mapError(toStoreFailure(method))
+        Effect.mapError(toStoreFailure(method)),
+        Effect.flatMap((rows) => {
+          const decoded = decode(rows)
+          return decoded instanceof RowInvalid
+            ? Effect.fail(new StoreError({ method, cause: decoded.message }))
+            : Effect.succeed(decoded)
+        })
       )
 
     /**
@@ -152,9 +218,9 @@ export const make = (
     ): Effect.Effect<void, LeaseLost | StoreFailure> =>
       method(
         name,
-        query(name, decodeOwnedRows, text, (now) => [now, request.id.value, request.token, ...params]).pipe(
-          Effect.flatMap((rows) =>
-            rows.length === 0 ? Effect.fail(new LeaseLost({ method: name, recordId: request.id.value })) : Effect.void
+        query(name, ownedRowsOf, text, (now) => [now, request.id.value, request.token, ...params]).pipe(
+          Effect.flatMap((owned) =>
+            owned ? Effect.void : Effect.fail(new LeaseLost({ method: name, recordId: request.id.value }))
           )
         ),
         request.id
@@ -164,7 +230,8 @@ export const make = (
       reserve: (request) => {
         const lease = millis(request.lease)
         const ttl = millis(request.ttl)
-        const reserve = query("reserve", decodeReserveRows, statements.reserve, (now) => [
+        // the function answers with exactly one row
+        const reserve = query("reserve", (rows) => reserveRowOf(rows[0]), statements.reserve, (now) => [
           now,
           request.id.value,
           request.id.operation,
@@ -176,25 +243,16 @@ export const make = (
           ttl,
           request.takeover
         ]).pipe(
-          Effect.flatMap((rows) => {
-            const row = rows[0]
-            // the function answers with exactly one row
-            if (row === undefined) {
-              return Effect.fail(
-                new StoreError({ method: "reserve", cause: "the reservation function returned no row" })
-              )
-            }
-            return Effect.succeed(
-              row.reserved
-                ? ReserveResult.Reserved({
-                  token: request.token,
-                  attempt: row.attempt,
-                  leaseUntil: row.lease_until,
-                  expiresAt: row.expires_at
-                })
-                : ReserveResult.Existing({ record: toRecord(row), now: row.now })
-            )
-          })
+          Effect.map((row) =>
+            row.reserved
+              ? ReserveResult.Reserved({
+                token: request.token,
+                attempt: row.attempt,
+                leaseUntil: row.leaseUntil,
+                expiresAt: row.expiresAt
+              })
+              : ReserveResult.Existing({ record: row.record, now: row.now })
+          )
         )
         return method("reserve", reserve, request.id)
       },
@@ -213,9 +271,7 @@ export const make = (
       get: (id) =>
         method(
           "get",
-          query("get", decodeRecordRows, statements.get, (now) => [now, id.value]).pipe(
-            Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRecord))
-          ),
+          query("get", recordRowsOf, statements.get, (now) => [now, id.value]),
           id
         ),
 
@@ -223,9 +279,7 @@ export const make = (
         const limit = purgeLimit(purgeOptions?.limit)
         return method(
           "purgeExpired",
-          query("purgeExpired", decodePurgedRows, statements.purgeExpired, (now) => [now, limit]).pipe(
-            Effect.map((rows) => rows[0]?.purged ?? 0)
-          )
+          query("purgeExpired", purgedRowsOf, statements.purgeExpired, (now) => [now, limit])
         )
       }
     }
