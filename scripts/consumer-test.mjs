@@ -1,0 +1,260 @@
+#!/usr/bin/env node
+/* global console, process */
+/**
+ * The consumer test: the packages as a user gets them from the registry.
+ *
+ * 1. Builds every published package (incrementally; a clean `npm run build` when a `dist` is missing)
+ *    and packs each with `npm pack` into a temporary folder outside the workspace.
+ * 2. In a new project there, runs the root README's install line as written (each
+ *    `@effect-idempotency/*` name replaced by its tarball), then installs every tarball, a second
+ *    copy of the core under another name, and each third-party peer at the lowest version its
+ *    range admits.
+ * 3. Extracts every snippet marked `<!-- consumer-test: NAME [exports: a, b] -->` in the READMEs,
+ *    type-checks them with the runners of `scripts/consumer-test/` (`strict`,
+ *    `exactOptionalPropertyTypes`, `skipLibCheck: false`, no `source` condition), and runs the
+ *    runners from the emitted JavaScript: the packages load from their `dist`.
+ *
+ * Every step has a time limit; any failure ends the run with a non-zero exit code.
+ * `CONSUMER_TEST_KEEP=1` keeps the temporary project.
+ */
+import { spawnSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+const runnersDir = path.join(root, "scripts", "consumer-test")
+const published = ["core", "sql-pg", "dynamodb", "redis", "http", "platform", "netlify", "lambda", "testing"]
+const readmes = ["README.md", ...published.map((name) => path.join("packages", name, "README.md"))]
+
+/** Snippets that must be marked somewhere: a README that loses one fails the test. */
+const requiredSnippets = ["install", "quickstart", "sql-pg", "sql-pg-migrate", "dynamodb"]
+/** Runners, in order; each is `scripts/consumer-test/NAME.ts`, run with a time limit. */
+const runners = ["imports", "quickstart", "sql-pg", "dynamodb", "two-copies"]
+/** Helpers the runners import, copied beside them (JavaScript with a declaration file). */
+const helpers = ["embedded.mjs", "embedded.d.mts"]
+
+/** Tools the runners use, at the versions the workspace uses. */
+const tools = [
+  "@types/node",
+  // @effect/platform-node's declarations import `ws`: with skipLibCheck off, its types are needed
+  "@types/ws@8.18.2",
+  "@types/pg",
+  "@electric-sql/pglite",
+  "@electric-sql/pglite-socket",
+  "@effect/platform-node",
+  "dynalite"
+]
+
+const started = Date.now()
+const step = (title) => console.log(`\nconsumer-test [${Math.round((Date.now() - started) / 1000)} s] ${title}`)
+
+const fail = (message) => {
+  console.error(`consumer-test: FAILED: ${message}`)
+  process.exit(1)
+}
+
+/** Runs a command with a time limit; its output goes to ours unless `capture` is set. */
+const run = (command, args, { cwd = root, timeoutSeconds, capture = false, env = {} }) => {
+  const result = spawnSync(command, args, {
+    cwd,
+    env: { ...process.env, ...env },
+    stdio: capture ? ["ignore", "pipe", "inherit"] : "inherit",
+    encoding: "utf8",
+    timeout: timeoutSeconds * 1000,
+    killSignal: "SIGKILL",
+    maxBuffer: 64 * 1024 * 1024
+  })
+  if (result.error !== undefined) fail(`${command} ${args.join(" ")}: ${result.error.message}`)
+  if (result.status !== 0) {
+    fail(`${command} ${args.join(" ")} exited with ${result.status ?? result.signal}`)
+  }
+  return result.stdout
+}
+
+const readJson = (file) => JSON.parse(fs.readFileSync(file, "utf8"))
+const workspaceVersion = (name) => {
+  const file = path.join(root, "node_modules", name, "package.json")
+  if (!fs.existsSync(file)) fail(`${name} is not installed in the workspace (run npm ci)`)
+  return readJson(file).version
+}
+/** The lowest version a peer range admits: its first `x.y.z` (`^3.22.4` is 3.22.4, `^5.11.1 || ^6` is 5.11.1). */
+const lowest = (name, range) => {
+  const match = /(\d+\.\d+\.\d+)/.exec(range)
+  if (match === null) fail(`cannot read the lowest version of ${name}@${range}`)
+  return match[1]
+}
+
+const tsc = path.join(root, "node_modules", "typescript", "bin", "tsc")
+const npm = process.platform === "win32" ? "npm.cmd" : "npm"
+const npmQuiet = ["--no-audit", "--no-fund", "--loglevel=error", "--prefer-offline"]
+
+// ── 1. build and pack ────────────────────────────────────────────────────────────────────────────
+step("build (incremental)")
+run(process.execPath, [tsc, "-b", "tsconfig.build.json"], { timeoutSeconds: 300 })
+const missing = published.filter((name) =>
+  !["index.js", "index.d.ts", "index.js.map"].every((file) =>
+    fs.existsSync(path.join(root, "packages", name, "dist", file))
+  )
+)
+if (missing.length > 0) {
+  step(`a dist is missing (${missing.join(", ")}): clean build`)
+  run(npm, ["run", "build"], { timeoutSeconds: 300 })
+}
+
+const work = fs.mkdtempSync(path.join(os.tmpdir(), "effect-idempotency-consumer-"))
+if (work.startsWith(root)) fail(`the temporary folder ${work} is inside the workspace`)
+const tarballs = path.join(work, "tarballs")
+fs.mkdirSync(tarballs)
+process.on("exit", () => {
+  if (process.env.CONSUMER_TEST_KEEP === "1") console.log(`consumer-test: kept ${work}`)
+  else fs.rmSync(work, { recursive: true, force: true })
+})
+
+step("npm pack")
+for (const name of published) {
+  const manifest = readJson(path.join(root, "packages", name, "package.json"))
+  if (manifest.scripts?.prepack !== "npm run build") fail(`${manifest.name} does not build before packing (prepack)`)
+}
+// the build above is what each package's prepack would run: pack without running it again
+const packed = JSON.parse(
+  run(npm, [
+    "pack",
+    "--ignore-scripts",
+    "--json",
+    "--pack-destination",
+    tarballs,
+    ...published.flatMap((name) => ["-w", `packages/${name}`])
+  ], { timeoutSeconds: 120, capture: true })
+)
+const tarballOf = new Map()
+for (const entry of packed) {
+  const files = new Set(entry.files.map((file) => file.path))
+  for (const file of ["dist/index.js", "dist/index.d.ts", "dist/index.js.map", "LICENSE", "package.json"]) {
+    if (!files.has(file)) fail(`${entry.name}'s tarball lacks ${file}`)
+  }
+  // a package's README is shipped when it has one
+  const readme = path.join(root, "packages", entry.name.replace("@effect-idempotency/", ""), "README.md")
+  if (fs.existsSync(readme) && !files.has("README.md")) fail(`${entry.name}'s tarball lacks README.md`)
+  if (!fs.existsSync(readme)) console.log(`  warning: ${entry.name} has no README.md`)
+  tarballOf.set(entry.name, path.join(tarballs, entry.filename))
+  console.log(`  ${entry.filename}: ${entry.files.length} files, ${Math.round(entry.size / 1024)} KiB`)
+}
+if (tarballOf.size !== published.length) fail(`packed ${tarballOf.size} packages, expected ${published.length}`)
+
+// ── 2. the consumer project ──────────────────────────────────────────────────────────────────────
+step("extract the marked README snippets")
+const marker = /<!-- consumer-test: ([\w-]+)(?: exports: ([\w, ]+))? -->\n```(\w+)\n([\s\S]*?)\n```/g
+const snippets = new Map()
+for (const readme of readmes) {
+  const file = path.join(root, readme)
+  if (!fs.existsSync(file)) continue
+  for (const [, name, exported, lang, body] of fs.readFileSync(file, "utf8").matchAll(marker)) {
+    if (snippets.has(name)) fail(`snippet ${name} is marked twice (${snippets.get(name).readme}, ${readme})`)
+    snippets.set(name, { readme, lang, body, exported: exported?.split(",").map((s) => s.trim()) ?? [] })
+    console.log(`  ${name} (${readme})`)
+  }
+}
+for (const name of requiredSnippets) {
+  if (!snippets.has(name)) fail(`no README marks the snippet ${name}`)
+}
+
+const app = path.join(work, "app")
+fs.mkdirSync(path.join(app, "src", "snippets"), { recursive: true })
+fs.writeFileSync(
+  path.join(app, "package.json"),
+  JSON.stringify({ name: "consumer", version: "0.0.0", private: true, type: "module" }, null, 2) + "\n"
+)
+
+step("the README's install line, as written")
+const install = snippets.get("install")
+const installLine = install.body.trim()
+if (!/^npm i(nstall)? /.test(installLine) || installLine.includes("\n")) fail(`unexpected install line: ${installLine}`)
+const installArgs = installLine.split(/\s+/).slice(2).map((spec) => {
+  if (!spec.startsWith("@effect-idempotency/")) return spec
+  const tarball = tarballOf.get(spec)
+  if (tarball === undefined) fail(`the install line names ${spec}, which is not a published package`)
+  return tarball
+})
+run(npm, ["install", ...installArgs, ...npmQuiet], { cwd: app, timeoutSeconds: 300 })
+run(process.execPath, [
+  "--input-type=module",
+  "-e",
+  "const m = await import('@effect-idempotency/core'); if (typeof m.Idempotency.once !== 'function') process.exit(1)"
+], { cwd: app, timeoutSeconds: 60 })
+
+step("install every tarball, a second copy of the core, the peers at their lowest versions, and the tools")
+const peers = new Map()
+for (const name of published) {
+  const manifest = readJson(path.join(root, "packages", name, "package.json"))
+  for (const [peer, range] of Object.entries(manifest.peerDependencies ?? {})) {
+    if (peer.startsWith("@effect-idempotency/")) continue
+    const version = lowest(peer, range)
+    if (peers.has(peer) && peers.get(peer) !== version) fail(`${peer}: the packages declare different ranges`)
+    peers.set(peer, version)
+  }
+}
+const specs = [
+  ...published.map((name) => tarballOf.get(`@effect-idempotency/${name}`)),
+  // the same core again, under another name: a second module instance, as a version drift would give
+  `@effect-idempotency/core-copy@file:${tarballOf.get("@effect-idempotency/core")}`,
+  ...[...peers].map(([peer, version]) => `${peer}@${version}`),
+  ...tools.map((name) => name.lastIndexOf("@") > 0 ? name : `${name}@${workspaceVersion(name)}`)
+]
+console.log(`  peers: ${[...peers].map(([peer, version]) => `${peer}@${version}`).join(", ")}`)
+run(npm, ["install", ...specs, ...npmQuiet], { cwd: app, timeoutSeconds: 480 })
+
+step("type-check the snippets and the runners (strict, exactOptionalPropertyTypes, skipLibCheck: false)")
+for (const [name, snippet] of snippets) {
+  if (snippet.lang !== "ts") continue
+  const exportLine = snippet.exported.length > 0 ? `\nexport { ${snippet.exported.join(", ")} }\n` : "\n"
+  fs.writeFileSync(
+    path.join(app, "src", "snippets", `${name}.ts`),
+    `// extracted from ${snippet.readme}\n${snippet.body}\n${exportLine}`
+  )
+}
+for (const file of [...runners.map((name) => `${name}.ts`), ...helpers]) {
+  fs.copyFileSync(path.join(runnersDir, file), path.join(app, "src", file))
+}
+fs.writeFileSync(
+  path.join(app, "tsconfig.json"),
+  JSON.stringify(
+    {
+      compilerOptions: {
+        target: "ES2022",
+        module: "NodeNext",
+        moduleResolution: "NodeNext",
+        // @effect/platform's declarations name DOM types (Storage, Crypto)
+        lib: ["ES2022", "DOM", "DOM.Iterable"],
+        types: ["node"],
+        strict: true,
+        exactOptionalPropertyTypes: true,
+        skipLibCheck: false,
+        noEmitOnError: true,
+        rootDir: "src",
+        outDir: "out"
+      },
+      include: ["src"]
+    },
+    null,
+    2
+  ) + "\n"
+)
+run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: app, timeoutSeconds: 300 })
+// the JavaScript helpers are not emitted by tsc: they sit beside the emitted runners
+for (const file of helpers.filter((file) => file.endsWith(".mjs"))) {
+  fs.copyFileSync(path.join(runnersDir, file), path.join(app, "out", file))
+}
+
+// ── 3. run from dist ─────────────────────────────────────────────────────────────────────────────
+for (const name of runners) {
+  step(`run ${name}`)
+  run(process.execPath, [path.join("out", `${name}.js`)], {
+    cwd: app,
+    timeoutSeconds: 120,
+    env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true" }
+  })
+}
+
+step(`passed: ${runners.length} runners, ${snippets.size} snippets`)

@@ -1,0 +1,21 @@
+/**
+ * Every published package loads from `dist` through its `exports` map (the testing kit is
+ * type-checked only: it needs a running vitest), deep module imports work, and `internal` modules
+ * are closed.
+ */
+import type * as Testing from "@effect-idempotency/testing"
+import { ok, rejects } from "node:assert"
+
+const packages = ["core", "sql-pg", "dynamodb", "redis", "http", "platform", "netlify", "lambda"]
+for (const name of packages) {
+  const module: Record<string, unknown> = await import(`@effect-idempotency/${name}`)
+  ok(Object.keys(module).length > 0, `@effect-idempotency/${name} exports nothing`)
+}
+const deep = await import("@effect-idempotency/core/IdempotencyError")
+ok(typeof deep.isLeaseLost === "function", "a deep import reaches the module")
+const internal: string = "@effect-idempotency/core/internal/memoryStore"
+await rejects(import(internal), { code: "ERR_PACKAGE_PATH_NOT_EXPORTED" })
+
+// the testing kit's public types resolve from its declarations
+export type Suite = typeof Testing.StoreConformance
+console.log(`imports: ${packages.length} packages from dist; internal modules are not exported`)
