@@ -163,7 +163,7 @@ const PgStore = (clock: IdempotencyStore.ClockSource, property: string) => {
         IdempotencyStore.IdempotencyStore,
         Effect.gen(function*() {
           const sql = yield* SqlClient.SqlClient
-          if (clock === "database") {
+          if (clock === "server") {
             // first: the table and its function are created in the clock's schema, first on the path
             yield* Effect.acquireRelease(
               createClock(sql, schema),
@@ -216,7 +216,7 @@ describe.concurrent("RetryProperty on the real stores", () => {
   )
   // one store per property: each property's TestClock drives its own simulated database clock
   for (const property of ["exactlyOnce", "atMostOnce"] as const) {
-    layer(PgStore("database", property), { timeout: "2 minutes" })(
+    layer(PgStore("server", property), { timeout: "2 minutes" })(
       `on the PostgreSQL store (${label}, the database's clock)`,
       (it) => checks[property](it, runs(40))
     )
