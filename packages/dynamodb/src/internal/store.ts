@@ -177,8 +177,9 @@ export const make = (config: Config): Store => {
           })
         )
 
-      // Replaces an expired record (DynamoDB deletes expired items late) with a fresh one, attempt 1.
-      const recreate = call("reserve", deadline, (client, abortSignal) =>
+      // Puts a fresh record, attempt 1, where there is none or only an expired one (DynamoDB deletes
+      // expired items late).
+      const put = call("reserve", deadline, (client, abortSignal) =>
         client.send(
           new PutItemCommand({
             TableName,
@@ -219,7 +220,7 @@ export const make = (config: Config): Store => {
       ): Effect.Effect<IdempotencyRecord.ReserveResult, StoreFailure> => {
         let next: typeof claim
         if (Option.isNone(current)) {
-          next = claim
+          next = put
         } else {
           const record = current.value
           const live = IdempotencyRecord.isLive(record, now)
@@ -234,7 +235,7 @@ export const make = (config: Config): Store => {
               })
             )
           }
-          if (!live) next = recreate
+          if (!live) next = put
           else if (IdempotencyRecord.canTakeOver(record, request, now)) next = claim
           else return Effect.succeed(IdempotencyRecord.ReserveResult.Existing({ record, now }))
         }
@@ -248,7 +249,12 @@ export const make = (config: Config): Store => {
           )
       }
 
-      return yield* attemptWrite(claim, 1)
+      // A conditional PutItem first: a new key (the common path) is one plain write, a replay or a
+      // conflict one failed write that returns the record. Only a takeover (a FAILED record, an
+      // ended lease) sends the claim as a second request. Measured against the claim first (one
+      // UpdateItem for every case), on DynamoDB Local through the combinator: 1.03–1.45× the
+      // throughput on the four paths (see bench/README.md).
+      return yield* attemptWrite(put, 1)
     }).pipe(spans.reserve)
 
   // ---------------------------------------------------------------------------------------------
