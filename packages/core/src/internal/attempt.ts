@@ -2,17 +2,18 @@
  * The protocol engine behind every entry point of `Idempotency`: one attempt of an operation.
  *
  * An attempt validates the key, fingerprints the payload, reserves the record, then either replays
- * the recorded outcome or executes. An execution runs in two fibers:
+ * the recorded outcome or executes. An execution runs in up to two fibers:
  *
  * - the worker runs the downstream, then records its outcome (or applies the failure or defect
- *   policy);
- * - the watchdog sleeps until the next thing that needs doing: the downstream's deadline, a
- *   heartbeat, the point where the lease would run out, or the attempt's deadline for recording.
- *   It interrupts the worker when the downstream outlives its deadline or its lease, and when the
- *   recording outlives the attempt. While an interrupted downstream winds down, it keeps the lease.
+ *   policy). It starts at once, on the caller's stack;
+ * - the watchdog, started only if the worker waits (a downstream or a store that suspends), sleeps
+ *   until the next thing that needs doing: the downstream's deadline, a heartbeat, the point where
+ *   the lease would run out, or the attempt's deadline for recording. It interrupts the worker
+ *   when the downstream outlives its deadline or its lease, and when the recording outlives the
+ *   attempt. While an interrupted downstream winds down, it keeps the lease.
  *
- * When the downstream finishes in time, the cost is the two forks and one timer; nothing else is
- * scheduled. After an interruption, the attempt looks at what the downstream did: an exit that is
+ * A worker that completes without waiting costs one fiber and nothing else: no timer, no watchdog,
+ * nothing scheduled. One that waits costs the watchdog and its one timer. After an interruption, the attempt looks at what the downstream did: an exit that is
  * known by the time the interruption ends is recorded like any other; only an outcome that is
  * really unknown gets the timeout policy.
  */
@@ -28,6 +29,7 @@ import * as MetricKey from "effect/MetricKey"
 import * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
+import * as Runtime from "effect/Runtime"
 import * as RuntimeFlags from "effect/RuntimeFlags"
 import * as Schedule from "effect/Schedule"
 import type { Request, Result } from "../Idempotency.js"
@@ -597,36 +599,55 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         Effect.flatMap((exit) => settle(exit, unbounded)),
         Effect.interruptible
       )
-      const workerFiber = yield* Effect.fork(worker)
-      // a daemon: interrupting this fiber from outside interrupts the worker, a child, at once, but
-      // the watchdog must outlive that to keep the lease until the downstream has stopped
-      // interruptible even when the run itself was started in an uninterruptible region (an
-      // `HttpApp` runs its handler so): it is interrupted when the worker is done
-      const watchdogFiber = yield* Effect.forkDaemon(
-        Effect.interruptible(watchdog(store, id, token, lease, workerFiber, state, {
-          downstreamDeadline,
-          recordEnd
-        }))
+      const startedAt = yield* Clock.currentTimeMillis
+      // `watchdogFiber` is started only when the worker is still running once its first run ends
+      let watchdogFiber: Fiber.RuntimeFiber<void> | undefined
+      const workerExit = yield* Effect.uninterruptibleMask((restore) =>
+        Effect.flatMap(Effect.runtime<R | IdempotencyStore>(), (runtime) => {
+          // started at once, on this call's stack: a downstream that completes without waiting (and
+          // whose outcome is recorded without waiting) is done when `runFork` returns, and then no
+          // timer, no watchdog and no scheduling is needed; the worker is a fiber of its own only
+          // so that the watchdog can interrupt the downstream without interrupting the run
+          const workerFiber = Runtime.runFork(runtime)(worker)
+          const done = workerFiber.unsafePoll()
+          if (done !== null) return Effect.succeed(done)
+          // the worker waits: the watchdog bounds it. Not a child of the run (like a daemon):
+          // interrupting the run from outside must leave it to keep the lease until the downstream
+          // has stopped. Interruptible even when the run was started in an uninterruptible region
+          // (an `HttpApp` runs its handler so): it is interrupted when the worker is done
+          const started = Runtime.runFork(runtime)(
+            Effect.interruptible(watchdog(store, id, token, lease, workerFiber, state, {
+              startedAt,
+              downstreamDeadline,
+              recordEnd
+            }))
+          )
+          watchdogFiber = started
+          return restore(Fiber.await(workerFiber)).pipe(
+            // interrupted from outside: the downstream is stopped, and its lease kept until it is
+            Effect.onInterrupt(() => Effect.zipRight(Fiber.interrupt(workerFiber), Fiber.interrupt(started)))
+          )
+        })
       )
-      const workerExit = yield* Fiber.await(workerFiber).pipe(
-        // interrupted from outside: the downstream is stopped, and its lease kept until it is
-        Effect.onInterrupt(() => Effect.zipRight(Fiber.interrupt(workerFiber), Fiber.interrupt(watchdogFiber)))
-      )
+      /** Stops the watchdog, without waiting for it: once the worker is done, nothing it does matters. */
+      const stopWatchdog = Effect.suspend(() => {
+        const fiber = watchdogFiber
+        return fiber === undefined ? Effect.void : Effect.fiberIdWith((id) => fiber.interruptAsFork(id))
+      })
 
       if (Exit.isSuccess(workerExit) || !Cause.isInterruptedOnly(workerExit.cause) || !state.interrupted) {
-        yield* Fiber.interrupt(watchdogFiber)
+        yield* stopWatchdog
         return yield* workerExit
       }
 
       // the watchdog interrupted the worker: see what the downstream did
       const exit = state.exit
+      if (watchdogFiber !== undefined) yield* Fiber.interrupt(watchdogFiber)
       if (exit !== undefined && !(Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause))) {
         // its exit became known while it was being interrupted (or it was recording): record it
-        yield* Fiber.interrupt(watchdogFiber)
         return yield* settle(exit, boundedBy(recordEnd()))
       }
       // the downstream was stopped before it ended: its outcome is unknown
-      yield* Fiber.interrupt(watchdogFiber)
       const guard = boundedBy(recordEnd())
       switch (state.reason) {
         case "leaseLost":
@@ -667,13 +688,14 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     lease: Duration.Duration,
     worker: Fiber.RuntimeFiber<unknown, unknown>,
     state: ExecutionState<A, E>,
-    times: { readonly downstreamDeadline: number; readonly recordEnd: () => number }
+    times: { readonly startedAt: number; readonly downstreamDeadline: number; readonly recordEnd: () => number }
   ): Effect.Effect<void> =>
     Effect.gen(function*() {
       const leaseMs = millis(lease)
       // an extension retried after a failure waits this long, so a short outage costs little lease
       const retryMs = Math.min(1000, Math.max(50, Math.floor((heartbeatMs ?? leaseMs) / 4)))
-      let nextBeat = heartbeatMs === undefined ? Infinity : (yield* Clock.currentTimeMillis) + heartbeatMs
+      // the heartbeat counts from the worker's start: the watchdog starts once the worker first waits
+      let nextBeat = heartbeatMs === undefined ? Infinity : times.startedAt + heartbeatMs
       let retryAt = 0
       let pollMs = INTERRUPTIBLE_POLL_FIRST_MILLIS
       /**
