@@ -41,6 +41,7 @@ import {
   DownstreamTimeout,
   IdempotencyConflict,
   InvalidPayload,
+  isIdempotencyError,
   isLeaseLost,
   isStoreFailure,
   KeyReused,
@@ -54,6 +55,7 @@ import type { FailurePolicy, InProgressPolicy, TimeoutPolicy } from "../Idempote
 import type { IdempotencyRecord, RecordId, ReserveResult } from "../IdempotencyRecord.js"
 import { makeRecordId, StoredOutcome } from "../IdempotencyRecord.js"
 import { IdempotencyStore } from "../IdempotencyStore.js"
+import * as Tracing from "../Tracing.js"
 
 /**
  * An operation, resolved: every option decoded once.
@@ -129,9 +131,33 @@ export const currentResultSink = FiberRef.unsafeMake<((result: Result<unknown>) 
   undefined
 )
 
+/**
+ * How a run ends when it does not fail in the error channel: done, or refused with an error that is
+ * data on the hot path (a conflict, a reused key, a replayed failure). A refusal fails only once the
+ * run's span has ended, so the span never wraps it. `outcome` is the span's outcome attribute.
+ */
+type Ended<A> =
+  | { readonly _tag: "Done"; readonly result: Result<A> }
+  | { readonly _tag: "Refused"; readonly error: unknown; readonly outcome: string }
+
+/** What a reservation leads to. */
 type Reservation =
   | { readonly _tag: "Execute"; readonly attempt: number; readonly sentAt: number }
   | { readonly _tag: "Replay"; readonly record: IdempotencyRecord }
+  | { readonly _tag: "Conflict"; readonly error: IdempotencyConflict }
+  | { readonly _tag: "Refused"; readonly error: KeyReused | DownstreamTimeout; readonly outcome: string }
+
+/** The outcome attribute of a run's span. */
+const outcomeOf = <A>(exit: Exit.Exit<Ended<A>, unknown>): string => {
+  if (Exit.isSuccess(exit)) {
+    const ended = exit.value
+    if (ended._tag === "Refused") return ended.outcome
+    return ended.result.replayed ? "replayed" : ended.result.recorded ? "executed" : "unrecorded"
+  }
+  const failure = Cause.failureOption(exit.cause)
+  if (Option.isSome(failure)) return isIdempotencyError(failure.value) ? failure.value._tag : "failed"
+  return Cause.isInterruptedOnly(exit.cause) ? "interrupted" : "defect"
+}
 
 /** Why the watchdog interrupted the worker. */
 type Reason = "timeout" | "leaseLost" | "leaseExpiring" | "recordDeadline"
@@ -214,8 +240,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   // built once per operation: a run only looks them up
   const spanOptions = { attributes: { "idempotency.operation": name }, captureStackTrace: false } as const
   const counters = countersOf(name)
-  const annotate = (outcome: keyof typeof counters) =>
-    Effect.zipRight(Effect.annotateCurrentSpan("idempotency.outcome", outcome), Metric.increment(counters[outcome]))
 
   const invalidPayload = (detail: string) => new InvalidPayload({ operation: name, detail })
 
@@ -226,7 +250,11 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       Effect.catchAllDefect(() => Effect.fail(invalidPayload("the payload cannot be fingerprinted")))
     )
 
-  const runDetailed = (request: Request<P>): Effect.Effect<Result<A>, E | IdempotencyError, R | IdempotencyStore> =>
+  /**
+   * One run, to its end: a success, a refusal that is data (see `Ended`), or a failure of the
+   * execution in the error channel.
+   */
+  const attemptOf = (request: Request<P>): Effect.Effect<Ended<A>, E | IdempotencyError, R | IdempotencyStore> =>
     Effect.gen(function*() {
       const store = yield* IdempotencyStore
       const key = yield* IdempotencyKey.decode(request.key, def.key)
@@ -253,32 +281,33 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       const lease = Duration.millis(leaseMs)
       const token = crypto.randomUUID()
 
-      const classify = (
-        result: ReserveResult,
-        sentAt: number
-      ): Effect.Effect<Reservation, KeyReused | DownstreamTimeout | IdempotencyConflict> => {
-        if (result._tag === "Reserved") {
-          return Effect.succeed<Reservation>({ _tag: "Execute", attempt: result.attempt, sentAt })
-        }
+      const classify = (result: ReserveResult, sentAt: number): Reservation => {
+        if (result._tag === "Reserved") return { _tag: "Execute", attempt: result.attempt, sentAt }
         const { now, record } = result
-        if (record.fingerprint !== fingerprint) return Effect.fail(new KeyReused({ operation: name, key }))
-        if (record.status === "COMPLETED") return Effect.succeed<Reservation>({ _tag: "Replay", record })
+        if (record.fingerprint !== fingerprint) {
+          return { _tag: "Refused", error: new KeyReused({ operation: name, key }), outcome: "KeyReused" }
+        }
+        if (record.status === "COMPLETED") return { _tag: "Replay", record }
         if (record.status === "IN_PROGRESS" && record.leaseUntil <= now) {
           // the store refused to take over an expired lease: an at-most-once operation whose
           // earlier attempt crashed; its outcome is unknown
-          return Effect.fail(
-            new DownstreamTimeout({
-              operation: name,
-              key,
-              timeoutMillis: timeoutMs,
-              policy: def.onTimeout,
-              replayed: true
-            })
-          )
+          const error = new DownstreamTimeout({
+            operation: name,
+            key,
+            timeoutMillis: timeoutMs,
+            policy: def.onTimeout,
+            replayed: true
+          })
+          return { _tag: "Refused", error, outcome: "replayed" }
         }
-        return Effect.fail(
-          new IdempotencyConflict({ operation: name, key, retryAfterMillis: Math.max(0, record.leaseUntil - now) })
-        )
+        return {
+          _tag: "Conflict",
+          error: new IdempotencyConflict({
+            operation: name,
+            key,
+            retryAfterMillis: Math.max(0, record.leaseUntil - now)
+          })
+        }
       }
 
       // with a deadline, each reservation is bounded by the point after which the downstream would
@@ -288,7 +317,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         Clock.currentTimeMillis,
         (sentAt) =>
           reserveGuard("reserve", store.reserve({ id, token, fingerprint, lease, ttl, takeover })).pipe(
-            Effect.flatMap((result) => classify(result, sentAt))
+            Effect.map((result) => classify(result, sentAt))
           )
       )
       const inProgress = def.inProgress
@@ -304,64 +333,105 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
           )
         )
 
-      if (reservation._tag === "Replay") {
-        const value = yield* replay(id, reservation.record, timeoutMs)
-        yield* annotate("replayed")
-        yield* Effect.logDebug(
-          `idempotency: ${name} replayed the outcome recorded by attempt ${reservation.record.attempt}`
-        )
-        return { value, replayed: true, attempt: reservation.record.attempt, recorded: true } satisfies Result<A>
+      switch (reservation._tag) {
+        case "Conflict":
+          return { _tag: "Refused", error: reservation.error, outcome: "IdempotencyConflict" } satisfies Ended<A>
+        case "Refused":
+          return reservation
+        case "Replay": {
+          const record = reservation.record
+          yield* Metric.increment(counters.replayed)
+          yield* Effect.logDebug(`idempotency: ${name} replayed the outcome recorded by attempt ${record.attempt}`)
+          return yield* replay(id, record, timeoutMs)
+        }
       }
 
       const result = yield* execute(request, id, token, reservation, timeoutMs, leaseMs)
-      yield* annotate(result.recorded ? "executed" : "unrecorded")
-      return result
-    }).pipe(
-      Effect.tap((result) =>
-        Effect.flatMap(FiberRef.get(currentResultSink), (sink) => sink === undefined ? Effect.void : sink(result))
-      ),
-      Effect.withSpan(name, spanOptions)
-    )
+      yield* Metric.increment(result.recorded ? counters.executed : counters.unrecorded)
+      return { _tag: "Done", result } satisfies Ended<A>
+    })
 
-  const waitOnConflict = <X, Y>(
-    reserveOnce: Effect.Effect<X, Y | IdempotencyConflict>,
+  /** Ends a run outside its span: a refusal fails here, so that it is never wrapped by the span. */
+  const end = (ended: Ended<A>): Effect.Effect<Result<A>, E | IdempotencyError> => {
+    if (ended._tag === "Refused") return Effect.fail(ended.error as E | IdempotencyError)
+    const result = ended.result
+    return Effect.flatMap(
+      FiberRef.get(currentResultSink),
+      (sink) => sink === undefined ? Effect.succeed(result) : Effect.as(sink(result), result)
+    )
+  }
+
+  const runDetailed = (request: Request<P>): Effect.Effect<Result<A>, E | IdempotencyError, R | IdempotencyStore> =>
+    Effect.withFiberRuntime((fiber) => {
+      if (!Tracing.unsafeIsEnabled(fiber)) return Effect.flatMap(attemptOf(request), end)
+      // one span per run, with its outcome: only when a tracer is installed to see it
+      return Effect.useSpan(name, spanOptions, (span) =>
+        attemptOf(request).pipe(
+          Effect.withParentSpan(span),
+          Effect.onExit((exit) =>
+            Effect.sync(() => {
+              span.attribute("idempotency.outcome", outcomeOf(exit))
+            })
+          )
+        )).pipe(Effect.flatMap(end))
+    })
+
+  /** Reserves again on a conflict, as `schedule` allows, until `until`; the last conflict is returned. */
+  const waitOnConflict = <Y>(
+    reserveOnce: Effect.Effect<Reservation, Y>,
     schedule: Schedule.Schedule<unknown, IdempotencyConflict>,
     until: number
-  ): Effect.Effect<X, Y | IdempotencyConflict> =>
+  ): Effect.Effect<Reservation, Y> =>
     Effect.flatMap(Schedule.driver(schedule), (driver) => {
-      const loop: Effect.Effect<X, Y | IdempotencyConflict> = Effect.catchIf(
-        reserveOnce,
-        (error): error is IdempotencyConflict => (error as { readonly _tag?: unknown })._tag === "IdempotencyConflict",
-        (conflict) =>
-          Effect.matchEffect(driver.next(conflict), {
-            onFailure: () => Effect.fail(conflict),
+      const loop: Effect.Effect<Reservation, Y> = Effect.flatMap(reserveOnce, (reservation) =>
+        reservation._tag !== "Conflict"
+          ? Effect.succeed(reservation)
+          : Effect.matchEffect(driver.next(reservation.error), {
+            onFailure: () =>
+              Effect.succeed(reservation),
             onSuccess: () =>
-              Effect.flatMap(Clock.currentTimeMillis, (now) => now >= until ? Effect.fail(conflict) : loop)
-          })
-      )
+              Effect.flatMap(Clock.currentTimeMillis, (now) => now >= until ? Effect.succeed(reservation) : loop)
+          }))
       return loop
     })
 
-  const replay = (id: RecordId, record: IdempotencyRecord, timeoutMs: number) => {
-    const invalid = (cause: unknown) => new StoredOutcomeInvalid({ operation: name, key: id.key, cause })
+  /**
+   * The recorded outcome of `record`, as the run's end: a success, or a replayed failure as data. An
+   * outcome that no longer decodes is `StoredOutcomeInvalid`.
+   */
+  const replay = (id: RecordId, record: IdempotencyRecord, timeoutMs: number): Effect.Effect<Ended<A>> => {
+    const refused = (error: unknown): Ended<A> => ({ _tag: "Refused", error, outcome: "replayed" })
+    const invalid = (cause: unknown): Ended<A> => ({
+      _tag: "Refused",
+      error: new StoredOutcomeInvalid({ operation: name, key: id.key, cause }),
+      outcome: "StoredOutcomeInvalid"
+    })
     const outcome = record.outcome
-    if (outcome === undefined) return Effect.fail(invalid("a COMPLETED record without an outcome"))
+    if (outcome === undefined) return Effect.succeed(invalid("a COMPLETED record without an outcome"))
     switch (outcome._tag) {
       case "Success":
-        return parseJson(outcome.value).pipe(Effect.flatMap(def.decodeSuccess), Effect.mapError(invalid))
+        return parseJson(outcome.value).pipe(
+          Effect.flatMap(def.decodeSuccess),
+          Effect.match({
+            onFailure: invalid,
+            onSuccess: (value): Ended<A> => ({
+              _tag: "Done",
+              result: { value, replayed: true, attempt: record.attempt, recorded: true }
+            })
+          })
+        )
       case "Failure": {
         const decodeFailure = def.decodeFailure
-        if (decodeFailure === undefined) return Effect.fail(invalid("a stored failure, but no failure schema"))
+        if (decodeFailure === undefined) return Effect.succeed(invalid("a stored failure, but no failure schema"))
         return parseJson(outcome.error).pipe(
           Effect.flatMap(decodeFailure),
-          Effect.mapError(invalid),
-          Effect.flatMap((error) => Effect.fail(error as E))
+          Effect.match({ onFailure: invalid, onSuccess: refused })
         )
       }
       case "Timeout":
-        return Effect.zipRight(
+        return Effect.as(
           Effect.logDebug(`idempotency: ${name} replayed an unknown outcome (an earlier attempt timed out or crashed)`),
-          Effect.fail(
+          refused(
             new DownstreamTimeout({
               operation: name,
               key: id.key,
@@ -372,8 +442,8 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
           )
         )
       case "Omitted":
-        return Effect.fail(
-          new OutcomeNotReplayable({ operation: name, key: id.key, reason: outcome.reason, replayed: true })
+        return Effect.succeed(
+          refused(new OutcomeNotReplayable({ operation: name, key: id.key, reason: outcome.reason, replayed: true }))
         )
     }
   }
