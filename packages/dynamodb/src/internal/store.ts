@@ -7,7 +7,7 @@ import {
   UpdateItemCommand
 } from "@aws-sdk/client-dynamodb"
 import type { IdempotencyStore } from "@effect-idempotency/core"
-import { IdempotencyError, IdempotencyRecord } from "@effect-idempotency/core"
+import { IdempotencyError, IdempotencyRecord, Tracing } from "@effect-idempotency/core"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -76,13 +76,14 @@ export const make = (config: Config): Store => {
 
   const leaseLost = (method: Method, id: string) => new IdempotencyError.LeaseLost({ method, recordId: id })
 
-  // One span per method call. Built once: its options are the same for every call, and no stack
-  // trace is captured (it would point into this file, at a cost on every call).
+  // One span per method call when a tracer is installed (none otherwise). Built once: its options
+  // are the same for every call, and no stack trace is captured (it would point into this file, at
+  // a cost on every call).
   const spanOptions = {
     attributes: { "db.system": "dynamodb", "aws.dynamodb.table_names": [tableName] },
     captureStackTrace: false
   }
-  const span = (method: string) => Effect.withSpan(`DynamoDbStore.${method}`, spanOptions)
+  const span = (method: string) => Tracing.withSpan(`DynamoDbStore.${method}`, spanOptions)
   const spans = {
     reserve: span("reserve"),
     complete: span("complete"),
