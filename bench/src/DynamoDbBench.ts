@@ -11,7 +11,12 @@ import {
   makeIdempotent
 } from "@aws-lambda-powertools/idempotency"
 import { DynamoDBPersistenceLayer } from "@aws-lambda-powertools/idempotency/dynamodb"
-import type { AttributeValue, DynamoDBClientConfig, UpdateItemCommandInput } from "@aws-sdk/client-dynamodb"
+import type {
+  AttributeValue,
+  DynamoDBClientConfig,
+  PutItemCommandInput,
+  UpdateItemCommandInput
+} from "@aws-sdk/client-dynamodb"
 import {
   ConditionalCheckFailedException,
   DynamoDBClient,
@@ -221,7 +226,7 @@ const bare = (endpoint: string, tableName: string) =>
  * requests instead of sending them. The parameters (`:now`, `:token`, …) are replaced per call.
  */
 const ourRequests: Effect.Effect<
-  { readonly reserve: UpdateItemCommandInput; readonly complete: UpdateItemCommandInput },
+  { readonly reserve: PutItemCommandInput; readonly complete: UpdateItemCommandInput },
   BenchError
 > = Effect.gen(function*() {
   const { sent, store } = yield* scriptedStore(succeed)
@@ -239,24 +244,24 @@ const ourRequests: Effect.Effect<
   const params = (input: Readonly<Record<string, unknown>>, names: ReadonlyArray<string>) =>
     names.every((name) => Predicate.hasProperty(input.ExpressionAttributeValues, name))
   if (
-    sent.length !== 2 || reserve?.command !== "UpdateItem" || complete?.command !== "UpdateItem" ||
-    !params(reserve.input, [":now", ":token", ":fingerprint", ":leaseUntil", ":expiresAt", ":ttl"]) ||
+    sent.length !== 2 || reserve?.command !== "PutItem" || complete?.command !== "UpdateItem" ||
+    !params(reserve.input, [":now"]) ||
     !params(complete.input, [":now", ":token", ":kind", ":body", ":expiresAt", ":ttl"])
   ) {
     return yield* new BenchError({ message: "the store no longer sends the requests this baseline knows" })
   }
   return {
-    reserve: reserve.input as unknown as UpdateItemCommandInput,
+    reserve: reserve.input as unknown as PutItemCommandInput,
     complete: complete.input as unknown as UpdateItemCommandInput
   }
 })
 
 /**
- * The store's exact requests with nothing around them: the reservation `UpdateItem` with the
- * store's compiled takeover condition and update (`ReturnValues: UPDATED_NEW`, `ALL_OLD` on a
- * failed condition), and the completion `UpdateItem` fenced by the token, sent with the SDK client
- * alone (no Effect, no abort signal, no hashing). Against `bare-client` it measures what the
- * request shape costs; against ours, what everything but the requests costs.
+ * The store's exact requests with nothing around them: the reservation's conditional `PutItem`
+ * (absent or expired, `ALL_OLD` on a failed condition) and the completion `UpdateItem` fenced by
+ * the token, sent with the SDK client alone (no Effect, no abort signal, no hashing). Against ours
+ * it measures what everything but the requests costs; against `bare-client`, what the store's
+ * conditions and its fencing add to the plainest requests.
  */
 const bareOurs = (endpoint: string, tableName: string) =>
   Effect.gen(function*() {
@@ -272,19 +277,21 @@ const bareOurs = (endpoint: string, tableName: string) =>
       const expiresAt = now + TTL_SECONDS * 1000
       try {
         await client.send(
-          new UpdateItemCommand({
+          new PutItemCommand({
             ...requests.reserve,
             TableName: tableName,
-            Key,
-            ExpressionAttributeValues: {
-              ...requests.reserve.ExpressionAttributeValues,
-              ":now": N(now),
-              ":token": S(token),
-              ":fingerprint": S(fingerprint),
-              ":leaseUntil": N(now + LEASE_MILLIS),
-              ":expiresAt": N(expiresAt),
-              ":ttl": N(Math.ceil(expiresAt / 1000))
-            }
+            Item: {
+              ...requests.reserve.Item,
+              ...Key,
+              status: S("IN_PROGRESS"),
+              token: S(token),
+              fingerprint: S(fingerprint),
+              attempt: N(1),
+              lease_until: N(now + LEASE_MILLIS),
+              expires_at: N(expiresAt),
+              ttl: N(Math.ceil(expiresAt / 1000))
+            },
+            ExpressionAttributeValues: { ...requests.reserve.ExpressionAttributeValues, ":now": N(now) }
           })
         )
       } catch (error) {

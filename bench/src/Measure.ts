@@ -2,8 +2,10 @@
  * Timing: batches of calls at a fixed concurrency, contenders interleaved round by round, and
  * the statistics the report uses (medians, percentiles, paired ratios).
  */
+import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import * as Runtime from "effect/Runtime"
 
 /** A benchmark step that could not run (a contender failed, a server did not start). */
 export class BenchError extends Data.TaggedError("BenchError")<{
@@ -51,7 +53,13 @@ export const runBatch = (
       const { system, user } = process.cpuUsage(cpu)
       return { calls, millis, latencies, cpuMicros: user + system }
     },
-    catch: (cause) => new BenchError({ message: "a call failed during a batch", cause })
+    catch: (cause) =>
+      new BenchError({
+        message: `a call failed during a batch: ${
+          Runtime.isFiberFailure(cause) ? Cause.pretty(cause[Runtime.FiberFailureCauseId]) : String(cause)
+        }`,
+        cause
+      })
   })
 
 /**

@@ -303,7 +303,7 @@ ${run.plan.rounds} rounds; per round and contender ${
     }, on each path. \`${OURS}\`: the \`Idempotency\` combinator on \`DynamoDbStore\`, one \`runPromise\` per call on a
 runtime built once; \`${POWERTOOLS}\`: \`makeIdempotent\` with \`DynamoDBPersistenceLayer\`, key from the event's
 \`key\`, payload validation on; \`${BARE}\`: a conditional \`PutItem\` and an \`UpdateItem\` sent with the SDK
-client and nothing else; \`${BARE_OURS}\`: the store's exact two \`UpdateItem\` requests (captured from the store),
+client and nothing else; \`${BARE_OURS}\`: the store's exact two requests (a conditional \`PutItem\`, a fenced \`UpdateItem\`; captured from the store),
 sent with the SDK client and nothing else; \`${OURS_CACHED}\`: ours behind the warm-instance cache (\`IdempotencyStore.makeCached\`). Every
 contender has its own client (one attempt, kept-alive sockets) and table; round trips are counted by
 an SDK middleware on each client. CPU µs/call is the benchmark process's CPU time per call${

@@ -102,7 +102,11 @@ const measure = (
     const executions = contender.downstream.executions
     const roundTrips = contender.roundTrips()
     const call = path === "replay" && contender.replay !== undefined ? contender.replay : contender.call
-    const batch = yield* runBatch(calls, concurrency, (i) => call(key(i)))
+    const batch = yield* runBatch(calls, concurrency, (i) => call(key(i))).pipe(
+      Effect.mapError((error) =>
+        new BenchError({ message: `${contender.name}, ${path}: ${error.message}`, cause: error })
+      )
+    )
     const executed = contender.downstream.executions - executions
     const expected = path === "first" ? calls : 0
     if (executed !== expected) {

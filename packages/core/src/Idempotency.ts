@@ -16,6 +16,12 @@
  *
  * `result(effect)` tells whether a run was replayed, whichever way it was made.
  *
+ * Observability: when a tracer is installed (see `Tracing`), each run is one span named after the
+ * operation, with the attributes `idempotency.operation` and `idempotency.outcome` (`executed`,
+ * `replayed`, `unrecorded`, the tag of an `IdempotencyError`, `failed`, `defect` or `interrupted`);
+ * without one, a run starts no span. The counter `effect_idempotency_attempts` counts runs by
+ * operation and outcome (`executed`, `replayed`, `unrecorded`).
+ *
  * ```ts
  * import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
  * import { Effect, Schema } from "effect"

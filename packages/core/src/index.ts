@@ -42,3 +42,8 @@ export * as IdempotencyStore from "./IdempotencyStore.js"
  * @since 0.1.0
  */
 export * as StoreDeadlines from "./StoreDeadlines.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Tracing from "./Tracing.js"

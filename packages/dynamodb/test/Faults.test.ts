@@ -167,7 +167,7 @@ for (const backend of backends) {
         const error = yield* Effect.flip(store.reserve(reserveRequest(freshId())))
         assert.strictEqual(error._tag, "StoreError")
         assert.strictEqual(causeOf(error).name, "ResourceNotFoundException")
-        assert.deepStrictEqual(yield* requests.take, ["UpdateItem"])
+        assert.deepStrictEqual(yield* requests.take, ["PutItem"])
       }))
   })
 

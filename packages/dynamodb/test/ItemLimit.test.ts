@@ -54,7 +54,7 @@ const tooLarge = (size: number, expectedRequests: ReadonlyArray<string>) =>
 for (const backend of backends) {
   layer(storeLayer(backend), { timeout: Duration.seconds(60) })(`the 400 KB item limit on ${backend.name}`, (it) => {
     it.scoped("an outcome over the limit is recorded as omitted before writing: one execution, replays fail typed", () =>
-      tooLarge(500 * 1024, ["UpdateItem", "UpdateItem"]))
+      tooLarge(500 * 1024, ["PutItem", "UpdateItem"]))
 
     it.scoped("an outcome just under the limit is stored and replayed exactly", () =>
       Effect.gen(function*() {
@@ -74,7 +74,7 @@ for (const backend of backends) {
     `an outcome DynamoDB refuses as too large on ${backend.name}`,
     (it) => {
       it.scoped("is recorded as omitted after the refusal: one execution, replays fail typed", () =>
-        tooLarge(500 * 1024, ["UpdateItem", "UpdateItem", "UpdateItem"]))
+        tooLarge(500 * 1024, ["PutItem", "UpdateItem", "UpdateItem"]))
     }
   )
 }

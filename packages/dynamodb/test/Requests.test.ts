@@ -59,9 +59,13 @@ const everyMethod = (options?: { readonly keyAttribute?: string; readonly ttlAtt
       lease_until: { N: "500" },
       expires_at: { N: "900" }
     }
+    // live records the reservations may take over: an ended lease, a FAILED record
+    const lapsedItem = { ...expiredItem, status: { S: "IN_PROGRESS" }, expires_at: { N: "9000" } }
+    const failedItem = { ...expiredItem, expires_at: { N: "9000" } }
     const { sent, store } = yield* scriptedStore((request, n) => {
-      // the second reservation meets an expired item (so the store puts a fresh one)
-      if (n === 2) return Promise.reject(conditionFailed(expiredItem))
+      // each reservation's put meets a record it may take over (so the store sends the claim)
+      if (n === 1) return Promise.reject(conditionFailed(lapsedItem))
+      if (n === 3) return Promise.reject(conditionFailed(failedItem))
       // extend's first write returns the old item: the lease outlives the record
       if (request.command === "UpdateItem" && request.input.ReturnValues === "ALL_OLD") {
         return Promise.resolve({
@@ -109,7 +113,9 @@ describe("the requests DynamoDbStore sends", () => {
         `lease_until = ${lease}, expires_at = ${expires}, ttl = ${ttl}, attempt = if_not_exists(attempt, 0) + 1 ` +
         `REMOVE outcome_kind, outcome_body`
       const owned = "status = 'IN_PROGRESS' AND token = 'token-1' AND expires_at > 1000"
+      const put = { command: "PutItem", ConditionExpression: "attribute_not_exists(id) OR expires_at <= 1000" }
       assert.deepStrictEqual(summary, [
+        put,
         {
           command: "UpdateItem",
           ConditionExpression:
@@ -117,13 +123,13 @@ describe("the requests DynamoDbStore sends", () => {
             "(status = 'FAILED' OR status = 'IN_PROGRESS' AND lease_until <= 1000)",
           UpdateExpression: claimUpdate
         },
+        put,
         {
           command: "UpdateItem",
           ConditionExpression:
             "attribute_not_exists(id) OR expires_at > 1000 AND fingerprint = 'sha256:requests' AND status = 'FAILED'",
           UpdateExpression: claimUpdate
         },
-        { command: "PutItem", ConditionExpression: "attribute_not_exists(id) OR expires_at <= 1000" },
         {
           command: "UpdateItem",
           ConditionExpression: owned,
@@ -157,11 +163,11 @@ describe("the requests DynamoDbStore sends", () => {
     Effect.gen(function*() {
       for (const options of [undefined, { keyAttribute: "pk", ttlAttribute: "expires_at_s" }]) {
         const sent = yield* everyMethod(options)
-        assert.strictEqual(sent.length, 11)
+        assert.strictEqual(sent.length, 12)
         sent.forEach(assertPlaceholdersExact)
         if (options !== undefined) {
           assert.include(resolve(sent[0]!, "ConditionExpression"), "attribute_not_exists(pk)")
-          assert.include(resolve(sent[0]!, "UpdateExpression"), "expires_at_s = ")
+          assert.include(resolve(sent[1]!, "UpdateExpression"), "expires_at_s = ")
           assert.deepStrictEqual(Object.keys(sent[6]!.input.Key as object), ["pk"])
         }
       }
@@ -176,24 +182,36 @@ describe("the requests DynamoDbStore sends", () => {
       yield* store.reserve(reserveRequest({ token: "token-2", fingerprint: "sha256:other" }))
       const [first, second] = sent
       assert.strictEqual(first!.input.ConditionExpression, second!.input.ConditionExpression)
-      assert.strictEqual(first!.input.UpdateExpression, second!.input.UpdateExpression)
       assert.strictEqual(first!.input.ExpressionAttributeNames, second!.input.ExpressionAttributeNames)
       const values = (request: Sent) => request.input.ExpressionAttributeValues as Record<string, unknown>
       assert.deepStrictEqual(values(first!)[":now"], { N: "1000" })
       assert.deepStrictEqual(values(second!)[":now"], { N: "5000" })
-      assert.deepStrictEqual(values(second!)[":token"], { S: "token-2" })
+      assert.deepStrictEqual((second!.input.Item as Record<string, unknown>).token, { S: "token-2" })
       // a fresh map per request: a request never sees another one's values
       assert.notStrictEqual(values(first!), values(second!))
     }))
 
   it.effect("values equal to one another keep their own placeholders", () =>
     Effect.gen(function*() {
-      const { sent, store } = yield* scriptedStore(succeed)
+      // the put meets an ended lease, so the claim follows
+      const lapsed = {
+        id: { S: id.value },
+        status: { S: "IN_PROGRESS" },
+        token: { S: "old" },
+        fingerprint: { S: "sha256:requests" },
+        attempt: { N: "1" },
+        lease_until: { N: "500" },
+        expires_at: { N: "9000" }
+      }
+      const { sent, store } = yield* scriptedStore((request, n) =>
+        n === 1 ? Promise.reject(conditionFailed(lapsed)) : succeed(request)
+      )
       yield* TestClock.setTime(1000)
       // lease and ttl of the same length: lease_until = expires_at
       yield* store.reserve(reserveRequest({ lease: Duration.hours(1), ttl: Duration.hours(1) }))
-      assertPlaceholdersExact(sent[0]!)
-      assert.include(String(sent[0]!.input.UpdateExpression), "= :leaseUntil")
-      assert.include(String(sent[0]!.input.UpdateExpression), "= :expiresAt")
+      assert.strictEqual(sent[1]!.command, "UpdateItem")
+      assertPlaceholdersExact(sent[1]!)
+      assert.include(String(sent[1]!.input.UpdateExpression), "= :leaseUntil")
+      assert.include(String(sent[1]!.input.UpdateExpression), "= :expiresAt")
     }))
 })

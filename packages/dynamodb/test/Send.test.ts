@@ -294,7 +294,7 @@ describe("time limits", () => {
       yield* advance("2 seconds")
       const [error, failedAt] = yield* Fiber.join(fiber)
       assert.strictEqual(errorTag(error), "StoreUnavailable")
-      assert.deepStrictEqual(sent.map((request) => request.command), ["UpdateItem", "GetItem"])
+      assert.deepStrictEqual(sent.map((request) => request.command), ["PutItem", "GetItem"])
       // the call's end: 3 s after it started, not 3 s after the read started
       assert.isAtLeast(failedAt, 4000)
       assert.isAtMost(failedAt, 4100)

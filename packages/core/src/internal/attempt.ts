@@ -2,17 +2,18 @@
  * The protocol engine behind every entry point of `Idempotency`: one attempt of an operation.
  *
  * An attempt validates the key, fingerprints the payload, reserves the record, then either replays
- * the recorded outcome or executes. An execution runs in two fibers:
+ * the recorded outcome or executes. An execution runs in up to two fibers:
  *
  * - the worker runs the downstream, then records its outcome (or applies the failure or defect
- *   policy);
- * - the watchdog sleeps until the next thing that needs doing: the downstream's deadline, a
- *   heartbeat, the point where the lease would run out, or the attempt's deadline for recording.
- *   It interrupts the worker when the downstream outlives its deadline or its lease, and when the
- *   recording outlives the attempt. While an interrupted downstream winds down, it keeps the lease.
+ *   policy). It starts at once, on the caller's stack;
+ * - the watchdog, started only if the worker waits (a downstream or a store that suspends), sleeps
+ *   until the next thing that needs doing: the downstream's deadline, a heartbeat, the point where
+ *   the lease would run out, or the attempt's deadline for recording. It interrupts the worker
+ *   when the downstream outlives its deadline or its lease, and when the recording outlives the
+ *   attempt. While an interrupted downstream winds down, it keeps the lease.
  *
- * When the downstream finishes in time, the cost is the two forks and one timer; nothing else is
- * scheduled. After an interruption, the attempt looks at what the downstream did: an exit that is
+ * A worker that completes without waiting costs one fiber and nothing else: no timer, no watchdog,
+ * nothing scheduled. One that waits costs the watchdog and its one timer. After an interruption, the attempt looks at what the downstream did: an exit that is
  * known by the time the interruption ends is recorded like any other; only an outcome that is
  * really unknown gets the timeout policy.
  */
@@ -28,6 +29,7 @@ import * as MetricKey from "effect/MetricKey"
 import * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
+import * as Runtime from "effect/Runtime"
 import * as RuntimeFlags from "effect/RuntimeFlags"
 import * as Schedule from "effect/Schedule"
 import type { Request, Result } from "../Idempotency.js"
@@ -39,6 +41,7 @@ import {
   DownstreamTimeout,
   IdempotencyConflict,
   InvalidPayload,
+  isIdempotencyError,
   isLeaseLost,
   isStoreFailure,
   KeyReused,
@@ -52,6 +55,7 @@ import type { FailurePolicy, InProgressPolicy, TimeoutPolicy } from "../Idempote
 import type { IdempotencyRecord, RecordId, ReserveResult } from "../IdempotencyRecord.js"
 import { makeRecordId, StoredOutcome } from "../IdempotencyRecord.js"
 import { IdempotencyStore } from "../IdempotencyStore.js"
+import * as Tracing from "../Tracing.js"
 
 /**
  * An operation, resolved: every option decoded once.
@@ -127,9 +131,33 @@ export const currentResultSink = FiberRef.unsafeMake<((result: Result<unknown>) 
   undefined
 )
 
+/**
+ * How a run ends when it does not fail in the error channel: done, or refused with an error that is
+ * data on the hot path (a conflict, a reused key, a replayed failure). A refusal fails only once the
+ * run's span has ended, so the span never wraps it. `outcome` is the span's outcome attribute.
+ */
+type Ended<A> =
+  | { readonly _tag: "Done"; readonly result: Result<A> }
+  | { readonly _tag: "Refused"; readonly error: unknown; readonly outcome: string }
+
+/** What a reservation leads to. */
 type Reservation =
   | { readonly _tag: "Execute"; readonly attempt: number; readonly sentAt: number }
   | { readonly _tag: "Replay"; readonly record: IdempotencyRecord }
+  | { readonly _tag: "Conflict"; readonly error: IdempotencyConflict }
+  | { readonly _tag: "Refused"; readonly error: KeyReused | DownstreamTimeout; readonly outcome: string }
+
+/** The outcome attribute of a run's span. */
+const outcomeOf = <A>(exit: Exit.Exit<Ended<A>, unknown>): string => {
+  if (Exit.isSuccess(exit)) {
+    const ended = exit.value
+    if (ended._tag === "Refused") return ended.outcome
+    return ended.result.replayed ? "replayed" : ended.result.recorded ? "executed" : "unrecorded"
+  }
+  const failure = Cause.failureOption(exit.cause)
+  if (Option.isSome(failure)) return isIdempotencyError(failure.value) ? failure.value._tag : "failed"
+  return Cause.isInterruptedOnly(exit.cause) ? "interrupted" : "defect"
+}
 
 /** Why the watchdog interrupted the worker. */
 type Reason = "timeout" | "leaseLost" | "leaseExpiring" | "recordDeadline"
@@ -212,8 +240,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   // built once per operation: a run only looks them up
   const spanOptions = { attributes: { "idempotency.operation": name }, captureStackTrace: false } as const
   const counters = countersOf(name)
-  const annotate = (outcome: keyof typeof counters) =>
-    Effect.zipRight(Effect.annotateCurrentSpan("idempotency.outcome", outcome), Metric.increment(counters[outcome]))
 
   const invalidPayload = (detail: string) => new InvalidPayload({ operation: name, detail })
 
@@ -224,7 +250,11 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       Effect.catchAllDefect(() => Effect.fail(invalidPayload("the payload cannot be fingerprinted")))
     )
 
-  const runDetailed = (request: Request<P>): Effect.Effect<Result<A>, E | IdempotencyError, R | IdempotencyStore> =>
+  /**
+   * One run, to its end: a success, a refusal that is data (see `Ended`), or a failure of the
+   * execution in the error channel.
+   */
+  const attemptOf = (request: Request<P>): Effect.Effect<Ended<A>, E | IdempotencyError, R | IdempotencyStore> =>
     Effect.gen(function*() {
       const store = yield* IdempotencyStore
       const key = yield* IdempotencyKey.decode(request.key, def.key)
@@ -251,32 +281,33 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       const lease = Duration.millis(leaseMs)
       const token = globalThis.crypto.randomUUID()
 
-      const classify = (
-        result: ReserveResult,
-        sentAt: number
-      ): Effect.Effect<Reservation, KeyReused | DownstreamTimeout | IdempotencyConflict> => {
-        if (result._tag === "Reserved") {
-          return Effect.succeed<Reservation>({ _tag: "Execute", attempt: result.attempt, sentAt })
-        }
+      const classify = (result: ReserveResult, sentAt: number): Reservation => {
+        if (result._tag === "Reserved") return { _tag: "Execute", attempt: result.attempt, sentAt }
         const { now, record } = result
-        if (record.fingerprint !== fingerprint) return Effect.fail(new KeyReused({ operation: name, key }))
-        if (record.status === "COMPLETED") return Effect.succeed<Reservation>({ _tag: "Replay", record })
+        if (record.fingerprint !== fingerprint) {
+          return { _tag: "Refused", error: new KeyReused({ operation: name, key }), outcome: "KeyReused" }
+        }
+        if (record.status === "COMPLETED") return { _tag: "Replay", record }
         if (record.status === "IN_PROGRESS" && record.leaseUntil <= now) {
           // the store refused to take over an expired lease: an at-most-once operation whose
           // earlier attempt crashed; its outcome is unknown
-          return Effect.fail(
-            new DownstreamTimeout({
-              operation: name,
-              key,
-              timeoutMillis: timeoutMs,
-              policy: def.onTimeout,
-              replayed: true
-            })
-          )
+          const error = new DownstreamTimeout({
+            operation: name,
+            key,
+            timeoutMillis: timeoutMs,
+            policy: def.onTimeout,
+            replayed: true
+          })
+          return { _tag: "Refused", error, outcome: "replayed" }
         }
-        return Effect.fail(
-          new IdempotencyConflict({ operation: name, key, retryAfterMillis: Math.max(0, record.leaseUntil - now) })
-        )
+        return {
+          _tag: "Conflict",
+          error: new IdempotencyConflict({
+            operation: name,
+            key,
+            retryAfterMillis: Math.max(0, record.leaseUntil - now)
+          })
+        }
       }
 
       // with a deadline, each reservation is bounded by the point after which the downstream would
@@ -286,7 +317,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         Clock.currentTimeMillis,
         (sentAt) =>
           reserveGuard("reserve", store.reserve({ id, token, fingerprint, lease, ttl, takeover })).pipe(
-            Effect.flatMap((result) => classify(result, sentAt))
+            Effect.map((result) => classify(result, sentAt))
           )
       )
       const inProgress = def.inProgress
@@ -302,64 +333,105 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
           )
         )
 
-      if (reservation._tag === "Replay") {
-        const value = yield* replay(id, reservation.record, timeoutMs)
-        yield* annotate("replayed")
-        yield* Effect.logDebug(
-          `idempotency: ${name} replayed the outcome recorded by attempt ${reservation.record.attempt}`
-        )
-        return { value, replayed: true, attempt: reservation.record.attempt, recorded: true } satisfies Result<A>
+      switch (reservation._tag) {
+        case "Conflict":
+          return { _tag: "Refused", error: reservation.error, outcome: "IdempotencyConflict" } satisfies Ended<A>
+        case "Refused":
+          return reservation
+        case "Replay": {
+          const record = reservation.record
+          yield* Metric.increment(counters.replayed)
+          yield* Effect.logDebug(`idempotency: ${name} replayed the outcome recorded by attempt ${record.attempt}`)
+          return yield* replay(id, record, timeoutMs)
+        }
       }
 
       const result = yield* execute(request, id, token, reservation, timeoutMs, leaseMs)
-      yield* annotate(result.recorded ? "executed" : "unrecorded")
-      return result
-    }).pipe(
-      Effect.tap((result) =>
-        Effect.flatMap(FiberRef.get(currentResultSink), (sink) => sink === undefined ? Effect.void : sink(result))
-      ),
-      Effect.withSpan(name, spanOptions)
-    )
+      yield* Metric.increment(result.recorded ? counters.executed : counters.unrecorded)
+      return { _tag: "Done", result } satisfies Ended<A>
+    })
 
-  const waitOnConflict = <X, Y>(
-    reserveOnce: Effect.Effect<X, Y | IdempotencyConflict>,
+  /** Ends a run outside its span: a refusal fails here, so that it is never wrapped by the span. */
+  const end = (ended: Ended<A>): Effect.Effect<Result<A>, E | IdempotencyError> => {
+    if (ended._tag === "Refused") return Effect.fail(ended.error as E | IdempotencyError)
+    const result = ended.result
+    return Effect.flatMap(
+      FiberRef.get(currentResultSink),
+      (sink) => sink === undefined ? Effect.succeed(result) : Effect.as(sink(result), result)
+    )
+  }
+
+  const runDetailed = (request: Request<P>): Effect.Effect<Result<A>, E | IdempotencyError, R | IdempotencyStore> =>
+    Effect.withFiberRuntime((fiber) => {
+      if (!Tracing.unsafeIsEnabled(fiber)) return Effect.flatMap(attemptOf(request), end)
+      // one span per run, with its outcome: only when a tracer is installed to see it
+      return Effect.useSpan(name, spanOptions, (span) =>
+        attemptOf(request).pipe(
+          Effect.withParentSpan(span),
+          Effect.onExit((exit) =>
+            Effect.sync(() => {
+              span.attribute("idempotency.outcome", outcomeOf(exit))
+            })
+          )
+        )).pipe(Effect.flatMap(end))
+    })
+
+  /** Reserves again on a conflict, as `schedule` allows, until `until`; the last conflict is returned. */
+  const waitOnConflict = <Y>(
+    reserveOnce: Effect.Effect<Reservation, Y>,
     schedule: Schedule.Schedule<unknown, IdempotencyConflict>,
     until: number
-  ): Effect.Effect<X, Y | IdempotencyConflict> =>
+  ): Effect.Effect<Reservation, Y> =>
     Effect.flatMap(Schedule.driver(schedule), (driver) => {
-      const loop: Effect.Effect<X, Y | IdempotencyConflict> = Effect.catchIf(
-        reserveOnce,
-        (error): error is IdempotencyConflict => (error as { readonly _tag?: unknown })._tag === "IdempotencyConflict",
-        (conflict) =>
-          Effect.matchEffect(driver.next(conflict), {
-            onFailure: () => Effect.fail(conflict),
+      const loop: Effect.Effect<Reservation, Y> = Effect.flatMap(reserveOnce, (reservation) =>
+        reservation._tag !== "Conflict"
+          ? Effect.succeed(reservation)
+          : Effect.matchEffect(driver.next(reservation.error), {
+            onFailure: () =>
+              Effect.succeed(reservation),
             onSuccess: () =>
-              Effect.flatMap(Clock.currentTimeMillis, (now) => now >= until ? Effect.fail(conflict) : loop)
-          })
-      )
+              Effect.flatMap(Clock.currentTimeMillis, (now) => now >= until ? Effect.succeed(reservation) : loop)
+          }))
       return loop
     })
 
-  const replay = (id: RecordId, record: IdempotencyRecord, timeoutMs: number) => {
-    const invalid = (cause: unknown) => new StoredOutcomeInvalid({ operation: name, key: id.key, cause })
+  /**
+   * The recorded outcome of `record`, as the run's end: a success, or a replayed failure as data. An
+   * outcome that no longer decodes is `StoredOutcomeInvalid`.
+   */
+  const replay = (id: RecordId, record: IdempotencyRecord, timeoutMs: number): Effect.Effect<Ended<A>> => {
+    const refused = (error: unknown): Ended<A> => ({ _tag: "Refused", error, outcome: "replayed" })
+    const invalid = (cause: unknown): Ended<A> => ({
+      _tag: "Refused",
+      error: new StoredOutcomeInvalid({ operation: name, key: id.key, cause }),
+      outcome: "StoredOutcomeInvalid"
+    })
     const outcome = record.outcome
-    if (outcome === undefined) return Effect.fail(invalid("a COMPLETED record without an outcome"))
+    if (outcome === undefined) return Effect.succeed(invalid("a COMPLETED record without an outcome"))
     switch (outcome._tag) {
       case "Success":
-        return parseJson(outcome.value).pipe(Effect.flatMap(def.decodeSuccess), Effect.mapError(invalid))
+        return parseJson(outcome.value).pipe(
+          Effect.flatMap(def.decodeSuccess),
+          Effect.match({
+            onFailure: invalid,
+            onSuccess: (value): Ended<A> => ({
+              _tag: "Done",
+              result: { value, replayed: true, attempt: record.attempt, recorded: true }
+            })
+          })
+        )
       case "Failure": {
         const decodeFailure = def.decodeFailure
-        if (decodeFailure === undefined) return Effect.fail(invalid("a stored failure, but no failure schema"))
+        if (decodeFailure === undefined) return Effect.succeed(invalid("a stored failure, but no failure schema"))
         return parseJson(outcome.error).pipe(
           Effect.flatMap(decodeFailure),
-          Effect.mapError(invalid),
-          Effect.flatMap((error) => Effect.fail(error as E))
+          Effect.match({ onFailure: invalid, onSuccess: refused })
         )
       }
       case "Timeout":
-        return Effect.zipRight(
+        return Effect.as(
           Effect.logDebug(`idempotency: ${name} replayed an unknown outcome (an earlier attempt timed out or crashed)`),
-          Effect.fail(
+          refused(
             new DownstreamTimeout({
               operation: name,
               key: id.key,
@@ -370,8 +442,8 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
           )
         )
       case "Omitted":
-        return Effect.fail(
-          new OutcomeNotReplayable({ operation: name, key: id.key, reason: outcome.reason, replayed: true })
+        return Effect.succeed(
+          refused(new OutcomeNotReplayable({ operation: name, key: id.key, reason: outcome.reason, replayed: true }))
         )
     }
   }
@@ -597,36 +669,55 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         Effect.flatMap((exit) => settle(exit, unbounded)),
         Effect.interruptible
       )
-      const workerFiber = yield* Effect.fork(worker)
-      // a daemon: interrupting this fiber from outside interrupts the worker, a child, at once, but
-      // the watchdog must outlive that to keep the lease until the downstream has stopped
-      // interruptible even when the run itself was started in an uninterruptible region (an
-      // `HttpApp` runs its handler so): it is interrupted when the worker is done
-      const watchdogFiber = yield* Effect.forkDaemon(
-        Effect.interruptible(watchdog(store, id, token, lease, workerFiber, state, {
-          downstreamDeadline,
-          recordEnd
-        }))
+      const startedAt = yield* Clock.currentTimeMillis
+      // `watchdogFiber` is started only when the worker is still running once its first run ends
+      let watchdogFiber: Fiber.RuntimeFiber<void> | undefined
+      const workerExit = yield* Effect.uninterruptibleMask((restore) =>
+        Effect.flatMap(Effect.runtime<R | IdempotencyStore>(), (runtime) => {
+          // started at once, on this call's stack: a downstream that completes without waiting (and
+          // whose outcome is recorded without waiting) is done when `runFork` returns, and then no
+          // timer, no watchdog and no scheduling is needed; the worker is a fiber of its own only
+          // so that the watchdog can interrupt the downstream without interrupting the run
+          const workerFiber = Runtime.runFork(runtime)(worker)
+          const done = workerFiber.unsafePoll()
+          if (done !== null) return Effect.succeed(done)
+          // the worker waits: the watchdog bounds it. Not a child of the run (like a daemon):
+          // interrupting the run from outside must leave it to keep the lease until the downstream
+          // has stopped. Interruptible even when the run was started in an uninterruptible region
+          // (an `HttpApp` runs its handler so): it is interrupted when the worker is done
+          const started = Runtime.runFork(runtime)(
+            Effect.interruptible(watchdog(store, id, token, lease, workerFiber, state, {
+              startedAt,
+              downstreamDeadline,
+              recordEnd
+            }))
+          )
+          watchdogFiber = started
+          return restore(Fiber.await(workerFiber)).pipe(
+            // interrupted from outside: the downstream is stopped, and its lease kept until it is
+            Effect.onInterrupt(() => Effect.zipRight(Fiber.interrupt(workerFiber), Fiber.interrupt(started)))
+          )
+        })
       )
-      const workerExit = yield* Fiber.await(workerFiber).pipe(
-        // interrupted from outside: the downstream is stopped, and its lease kept until it is
-        Effect.onInterrupt(() => Effect.zipRight(Fiber.interrupt(workerFiber), Fiber.interrupt(watchdogFiber)))
-      )
+      /** Stops the watchdog, without waiting for it: once the worker is done, nothing it does matters. */
+      const stopWatchdog = Effect.suspend(() => {
+        const fiber = watchdogFiber
+        return fiber === undefined ? Effect.void : Effect.fiberIdWith((id) => fiber.interruptAsFork(id))
+      })
 
       if (Exit.isSuccess(workerExit) || !Cause.isInterruptedOnly(workerExit.cause) || !state.interrupted) {
-        yield* Fiber.interrupt(watchdogFiber)
+        yield* stopWatchdog
         return yield* workerExit
       }
 
       // the watchdog interrupted the worker: see what the downstream did
       const exit = state.exit
+      if (watchdogFiber !== undefined) yield* Fiber.interrupt(watchdogFiber)
       if (exit !== undefined && !(Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause))) {
         // its exit became known while it was being interrupted (or it was recording): record it
-        yield* Fiber.interrupt(watchdogFiber)
         return yield* settle(exit, boundedBy(recordEnd()))
       }
       // the downstream was stopped before it ended: its outcome is unknown
-      yield* Fiber.interrupt(watchdogFiber)
       const guard = boundedBy(recordEnd())
       switch (state.reason) {
         case "leaseLost":
@@ -667,13 +758,14 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     lease: Duration.Duration,
     worker: Fiber.RuntimeFiber<unknown, unknown>,
     state: ExecutionState<A, E>,
-    times: { readonly downstreamDeadline: number; readonly recordEnd: () => number }
+    times: { readonly startedAt: number; readonly downstreamDeadline: number; readonly recordEnd: () => number }
   ): Effect.Effect<void> =>
     Effect.gen(function*() {
       const leaseMs = millis(lease)
       // an extension retried after a failure waits this long, so a short outage costs little lease
       const retryMs = Math.min(1000, Math.max(50, Math.floor((heartbeatMs ?? leaseMs) / 4)))
-      let nextBeat = heartbeatMs === undefined ? Infinity : (yield* Clock.currentTimeMillis) + heartbeatMs
+      // the heartbeat counts from the worker's start: the watchdog starts once the worker first waits
+      let nextBeat = heartbeatMs === undefined ? Infinity : times.startedAt + heartbeatMs
       let retryAt = 0
       let pollMs = INTERRUPTIBLE_POLL_FIRST_MILLIS
       /**

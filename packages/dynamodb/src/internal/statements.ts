@@ -20,15 +20,19 @@ export const N = (n: number): AttributeValue => ({ N: String(n) })
  */
 export interface Statements {
   /**
-   * Reserve: creates the record, or takes over a live one by the takeover rule; the attempt
-   * number is computed by DynamoDB from the record it replaces, in the same write. One statement
-   * for reservations that may take over an ended lease, one for those that may not.
+   * Reserve, the second write when the first met a record the takeover rule gives to this request:
+   * takes it over (or creates it, if gone); the attempt number is computed by DynamoDB from the
+   * record it replaces, in the same write. One statement for reservations that may take over an
+   * ended lease, one for those that may not.
    */
   readonly claim: {
     readonly takeover: Compiled<"now" | "token" | "fingerprint" | "leaseUntil" | "expiresAt" | "ttl">
     readonly noTakeover: Compiled<"now" | "token" | "fingerprint" | "leaseUntil" | "expiresAt" | "ttl">
   }
-  /** Reserve, on a record that expired but was not deleted yet: put a fresh one if still absent or expired. */
+  /**
+   * Reserve, the first write: put a fresh record if there is none or only an expired one (not
+   * deleted yet); a failed condition returns the record (`ALL_OLD`).
+   */
   readonly recreate: Compiled<"now">
   readonly complete: Compiled<"now" | "token" | "kind" | "body" | "expiresAt" | "ttl">
   readonly markFailed: Compiled<"now" | "token" | "expiresAt" | "ttl">

@@ -7,7 +7,7 @@ import {
   UpdateItemCommand
 } from "@aws-sdk/client-dynamodb"
 import type { IdempotencyStore } from "@effect-idempotency/core"
-import { IdempotencyError, IdempotencyRecord } from "@effect-idempotency/core"
+import { IdempotencyError, IdempotencyRecord, Tracing } from "@effect-idempotency/core"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -76,13 +76,14 @@ export const make = (config: Config): Store => {
 
   const leaseLost = (method: Method, id: string) => new IdempotencyError.LeaseLost({ method, recordId: id })
 
-  // One span per method call. Built once: its options are the same for every call, and no stack
-  // trace is captured (it would point into this file, at a cost on every call).
+  // One span per method call when a tracer is installed (none otherwise). Built once: its options
+  // are the same for every call, and no stack trace is captured (it would point into this file, at
+  // a cost on every call).
   const spanOptions = {
     attributes: { "db.system": "dynamodb", "aws.dynamodb.table_names": [tableName] },
     captureStackTrace: false
   }
-  const span = (method: string) => Effect.withSpan(`DynamoDbStore.${method}`, spanOptions)
+  const span = (method: string) => Tracing.withSpan(`DynamoDbStore.${method}`, spanOptions)
   const spans = {
     reserve: span("reserve"),
     complete: span("complete"),
@@ -177,8 +178,9 @@ export const make = (config: Config): Store => {
           })
         )
 
-      // Replaces an expired record (DynamoDB deletes expired items late) with a fresh one, attempt 1.
-      const recreate = call("reserve", deadline, (client, abortSignal) =>
+      // Puts a fresh record, attempt 1, where there is none or only an expired one (DynamoDB deletes
+      // expired items late).
+      const put = call("reserve", deadline, (client, abortSignal) =>
         client.send(
           new PutItemCommand({
             TableName,
@@ -219,7 +221,7 @@ export const make = (config: Config): Store => {
       ): Effect.Effect<IdempotencyRecord.ReserveResult, StoreFailure> => {
         let next: typeof claim
         if (Option.isNone(current)) {
-          next = claim
+          next = put
         } else {
           const record = current.value
           const live = IdempotencyRecord.isLive(record, now)
@@ -234,7 +236,7 @@ export const make = (config: Config): Store => {
               })
             )
           }
-          if (!live) next = recreate
+          if (!live) next = put
           else if (IdempotencyRecord.canTakeOver(record, request, now)) next = claim
           else return Effect.succeed(IdempotencyRecord.ReserveResult.Existing({ record, now }))
         }
@@ -248,7 +250,12 @@ export const make = (config: Config): Store => {
           )
       }
 
-      return yield* attemptWrite(claim, 1)
+      // A conditional PutItem first: a new key (the common path) is one plain write, a replay or a
+      // conflict one failed write that returns the record. Only a takeover (a FAILED record, an
+      // ended lease) sends the claim as a second request. Measured against the claim first (one
+      // UpdateItem for every case), on DynamoDB Local through the combinator: 1.03–1.45× the
+      // throughput on the four paths (see bench/README.md).
+      return yield* attemptWrite(put, 1)
     }).pipe(spans.reserve)
 
   // ---------------------------------------------------------------------------------------------

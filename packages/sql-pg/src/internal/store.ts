@@ -4,6 +4,7 @@ import type { IdempotencyRecord, RecordId } from "@effect-idempotency/core/Idemp
 import type { Status } from "@effect-idempotency/core/IdempotencyRecord"
 import { outcomeFromColumns, outcomeToColumns, ReserveResult } from "@effect-idempotency/core/IdempotencyRecord"
 import type { ClockSource, IdempotencyStore, TokenRequest } from "@effect-idempotency/core/IdempotencyStore"
+import * as Tracing from "@effect-idempotency/core/Tracing"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -202,7 +203,7 @@ export const make = (
     const method = <A, E>(name: string, effect: Effect.Effect<A, E>, id?: RecordId): Effect.Effect<A, E | StoreError> =>
       effect.pipe(
         Effect.catchAllDefect((cause) => Effect.fail(new StoreError({ method: name, cause }))),
-        Effect.withSpan(
+        Tracing.withSpan(
           `PgIdempotencyStore.${name}`,
           id === undefined
             ? { captureStackTrace: false }

@@ -1,0 +1,118 @@
+/**
+ * Spans: one per run, with its outcome as an attribute, when a tracer is installed; none when the
+ * default tracer is in place (nobody sees its spans) or tracing is disabled.
+ */
+import { Idempotency, IdempotencyStore, Tracing } from "@effect-idempotency/core"
+import { assert, describe, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Tracer from "effect/Tracer"
+
+const Order = Schema.Struct({ sku: Schema.String })
+const Placed = Schema.Struct({ orderId: Schema.String })
+
+/** The spans started through an installed tracer that wraps the current one. */
+const recording = Effect.map(Effect.tracer, (base) => {
+  const spans: Array<Tracer.Span> = []
+  const tracer = Tracer.make({
+    span: (name, parent, context, links, startTime, kind, options) => {
+      const span = base.span(name, parent, context, links, startTime, kind, options)
+      spans.push(span)
+      return span
+    },
+    context: (f, fiber) => base.context(f, fiber)
+  })
+  return { tracer, spans }
+})
+
+/** An operation whose downstream reports the span it runs under, and waits on `gate` when given. */
+const operation = (seen: Array<string>, gate?: Deferred.Deferred<void>) =>
+  Idempotency.make({
+    name: "place-order",
+    payload: Order,
+    success: Placed,
+    execute: (order) =>
+      Effect.gen(function*() {
+        const span = yield* Effect.option(Effect.currentSpan)
+        seen.push(Option.match(span, { onNone: () => "none", onSome: (s) => s.name }))
+        if (gate !== undefined) yield* Deferred.await(gate)
+        return { orderId: `order-${order.sku}` }
+      })
+  })
+
+const outcomes = (spans: ReadonlyArray<Tracer.Span>) =>
+  spans.filter((span) => span.name === "place-order").map((span) => span.attributes.get("idempotency.outcome"))
+
+describe("Tracing", () => {
+  it.effect("with a tracer installed, each run is one span named after the operation, its outcome an attribute", () =>
+    Effect.gen(function*() {
+      const { spans, tracer } = yield* recording
+      const seen: Array<string> = []
+      const gate = yield* Deferred.make<void>()
+      const op = operation(seen, gate)
+      const traced = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.withTracer(effect, tracer)
+
+      assert.isTrue(yield* traced(Tracing.isEnabled))
+      const first = yield* Effect.fork(traced(op.run({ key: "k-1", payload: { sku: "A" } })))
+      yield* Effect.yieldNow()
+      const conflict = yield* Effect.flip(traced(op.run({ key: "k-1", payload: { sku: "A" } })))
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(first)
+      const replay = yield* Idempotency.result(traced(op.run({ key: "k-1", payload: { sku: "A" } })))
+      const reused = yield* Effect.flip(traced(op.run({ key: "k-1", payload: { sku: "B" } })))
+
+      assert.strictEqual(conflict._tag, "IdempotencyConflict")
+      assert.isTrue(replay.replayed)
+      assert.strictEqual(reused._tag, "KeyReused")
+      assert.deepStrictEqual(seen, ["place-order"])
+      assert.deepStrictEqual(outcomes(spans), ["executed", "IdempotencyConflict", "replayed", "KeyReused"])
+      for (const span of spans) {
+        assert.strictEqual(span.status._tag, "Ended")
+        assert.strictEqual(span.attributes.get("idempotency.operation"), "place-order")
+      }
+    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+  it.effect("a failure of the downstream is the outcome of its run's span", () =>
+    Effect.gen(function*() {
+      const { spans, tracer } = yield* recording
+      const op = Idempotency.make({
+        name: "place-order",
+        payload: Order,
+        success: Placed,
+        execute: () => Effect.die("boom")
+      })
+      yield* Effect.exit(op.run({ key: "k-2", payload: { sku: "A" } }).pipe(Effect.withTracer(tracer)))
+      assert.deepStrictEqual(outcomes(spans), ["defect"])
+      assert.strictEqual(spans[0]!.status._tag, "Ended")
+    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+  it.effect("without a tracer installed, or with tracing disabled, a run starts no span", () =>
+    Effect.gen(function*() {
+      const seen: Array<string> = []
+      const op = operation(seen)
+      assert.isFalse(yield* Tracing.isEnabled)
+      // the default tracer: the downstream runs under the caller's span, not one of the run's
+      yield* op.run({ key: "k-3", payload: { sku: "A" } }).pipe(Effect.withSpan("caller"))
+      const { spans, tracer } = yield* recording
+      yield* op.run({ key: "k-4", payload: { sku: "A" } }).pipe(
+        Effect.withTracerEnabled(false),
+        Effect.withTracer(tracer)
+      )
+      assert.deepStrictEqual(seen, ["caller", "none"])
+      assert.deepStrictEqual(spans, [])
+    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+  it.effect("Tracing.withSpan starts its span only when a tracer is installed", () =>
+    Effect.gen(function*() {
+      const { spans, tracer } = yield* recording
+      const inner = Effect.map(Effect.option(Effect.currentSpan), Option.map((span) => span.name))
+      const untraced = yield* Tracing.withSpan(inner, "store.get")
+      const traced = yield* inner.pipe(Tracing.withSpan("store.get"), Effect.withTracer(tracer))
+      assert.isTrue(Option.isNone(untraced))
+      assert.deepStrictEqual(traced, Option.some("store.get"))
+      assert.deepStrictEqual(spans.map((span) => span.name), ["store.get"])
+    }))
+})
