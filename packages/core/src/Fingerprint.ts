@@ -28,53 +28,44 @@ export type Fingerprint = string
  */
 export const ALGORITHM = "sha256"
 
-const write = (value: unknown, out: Array<string>): void => {
-  if (value === null) {
-    out.push("null")
-    return
-  }
+/** The canonical text of `value` (see `canonicalJson`), built by concatenation. */
+const write = (value: unknown): string => {
+  if (value === null) return "null"
   switch (typeof value) {
     case "string":
-      out.push(JSON.stringify(value))
-      return
+      return JSON.stringify(value)
     case "number":
-      out.push(Number.isFinite(value) ? JSON.stringify(value) : "null")
-      return
+      return Number.isFinite(value) ? JSON.stringify(value) : "null"
     case "boolean":
-      out.push(value ? "true" : "false")
-      return
+      return value ? "true" : "false"
     case "bigint":
-      out.push(JSON.stringify(value.toString()))
-      return
+      return JSON.stringify(value.toString())
     case "undefined":
     case "function":
     case "symbol":
-      out.push("null")
-      return
+      return "null"
   }
   const withJson = value as { toJSON?: unknown }
-  if (typeof withJson.toJSON === "function") {
-    write((withJson.toJSON as () => unknown)(), out)
-    return
-  }
+  if (typeof withJson.toJSON === "function") return write((withJson.toJSON as () => unknown)())
   if (Array.isArray(value)) {
-    out.push("[")
+    let out = "["
     for (let i = 0; i < value.length; i++) {
-      if (i > 0) out.push(",")
-      write(value[i], out)
+      if (i > 0) out += ","
+      out += write(value[i])
     }
-    out.push("]")
-    return
+    return out + "]"
   }
   const record = value as Record<string, unknown>
-  const keys = Object.keys(record).filter((key) => record[key] !== undefined).sort()
-  out.push("{")
+  const keys = Object.keys(record).sort()
+  let out = "{"
+  let first = true
   for (let i = 0; i < keys.length; i++) {
-    if (i > 0) out.push(",")
-    out.push(JSON.stringify(keys[i]), ":")
-    write(record[keys[i]!], out)
+    const member = record[keys[i]!]
+    if (member === undefined) continue
+    out += (first ? "" : ",") + JSON.stringify(keys[i]) + ":" + write(member)
+    first = false
   }
-  out.push("}")
+  return out + "}"
 }
 
 /**
@@ -83,11 +74,7 @@ const write = (value: unknown, out: Array<string>): void => {
  * @since 0.1.0
  * @category utils
  */
-export const canonicalJson = (value: unknown): string => {
-  const out: Array<string> = []
-  write(value, out)
-  return out.join("")
-}
+export const canonicalJson = (value: unknown): string => write(value)
 
 /**
  * The fingerprint of an already-encoded (JSON-like) value.
@@ -96,7 +83,7 @@ export const canonicalJson = (value: unknown): string => {
  * @category constructors
  */
 export const fromEncoded = (encoded: unknown): Fingerprint =>
-  `${ALGORITHM}:${Sha256.hex(Sha256.digestUtf8(canonicalJson(encoded)))}`
+  `${ALGORITHM}:${Sha256.hex(Sha256.digestUtf8(write(encoded)))}`
 
 /**
  * The fingerprint of a payload, computed over its encoding with `schema`.

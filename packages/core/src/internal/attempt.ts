@@ -19,11 +19,15 @@
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as DefaultServices from "effect/DefaultServices"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import type * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
+import * as LogLevel from "effect/LogLevel"
 import * as Metric from "effect/Metric"
 import * as MetricKey from "effect/MetricKey"
 import * as MetricLabel from "effect/MetricLabel"
@@ -254,126 +258,167 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
    * One run, to its end: a success, a refusal that is data (see `Ended`), or a failure of the
    * execution in the error channel.
    */
-  const attemptOf = (request: Request<P>): Effect.Effect<Ended<A>, E | IdempotencyError, R | IdempotencyStore> =>
-    Effect.gen(function*() {
-      const store = yield* IdempotencyStore
-      const key = yield* IdempotencyKey.decode(request.key, def.key)
-      const id = makeRecordId({ operation: name, key, scope: request.scope })
-      const fingerprint = yield* fingerprintOf(request.payload)
-      const start = yield* Clock.currentTimeMillis
-      let timeoutMs = request.timeout === undefined
-        ? defaultTimeoutMs
-        : Math.min(defaultTimeoutMs, millis(Duration.decode(request.timeout)))
-      // the downstream must end a margin before the attempt's deadline, to record its outcome
-      const downstreamDeadline = request.deadline === undefined ? Infinity : request.deadline - marginMs
-      if (request.deadline !== undefined) timeoutMs = Math.min(timeoutMs, downstreamDeadline - start)
-      if (timeoutMs <= 0) {
-        // nothing can run in the time left: no store is touched
-        return yield* new DownstreamTimeout({
+  const attemptOf = (
+    request: Request<P>,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>
+  ): Effect.Effect<Ended<A>, E | IdempotencyError, R> => {
+    // read once for the whole run, from the fiber that runs it
+    const store = Context.unsafeGet(fiber.getFiberRef(FiberRef.currentContext), IdempotencyStore)
+    const clock = Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock)
+    return Effect.flatMap(
+      IdempotencyKey.decode(request.key, def.key),
+      (key) =>
+        Effect.flatMap(
+          fingerprintOf(request.payload),
+          (fingerprint) => reserveAndRun(request, store, clock, fiber, key, fingerprint)
+        )
+    )
+  }
+
+  /** The run of a valid request: reserve, then replay, refuse or execute. */
+  const reserveAndRun = (
+    request: Request<P>,
+    store: IdempotencyStore["Type"],
+    clock: Clock.Clock,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    key: IdempotencyKey.IdempotencyKey,
+    fingerprint: string
+  ): Effect.Effect<Ended<A>, E | IdempotencyError, R> => {
+    // a replay's debug line is built only when it would be logged
+    const logsDebug = LogLevel.lessThanEqual(fiber.getFiberRef(FiberRef.currentMinimumLogLevel), LogLevel.Debug)
+    const id = makeRecordId({ operation: name, key, scope: request.scope })
+    const start = clock.unsafeCurrentTimeMillis()
+    let timeoutMs = request.timeout === undefined
+      ? defaultTimeoutMs
+      : Math.min(defaultTimeoutMs, millis(Duration.decode(request.timeout)))
+    // the downstream must end a margin before the attempt's deadline, to record its outcome
+    const downstreamDeadline = request.deadline === undefined ? Infinity : request.deadline - marginMs
+    if (request.deadline !== undefined) timeoutMs = Math.min(timeoutMs, downstreamDeadline - start)
+    if (timeoutMs <= 0) {
+      // nothing can run in the time left: no store is touched
+      return Effect.fail(
+        new DownstreamTimeout({
           operation: name,
           key,
           timeoutMillis: 0,
           policy: "release",
           replayed: false
         })
-      }
-      const leaseMs = leaseFor(timeoutMs)
-      const lease = Duration.millis(leaseMs)
-      const token = globalThis.crypto.randomUUID()
-
-      const classify = (result: ReserveResult, sentAt: number): Reservation => {
-        if (result._tag === "Reserved") return { _tag: "Execute", attempt: result.attempt, sentAt }
-        const { now, record } = result
-        if (record.fingerprint !== fingerprint) {
-          return { _tag: "Refused", error: new KeyReused({ operation: name, key }), outcome: "KeyReused" }
-        }
-        if (record.status === "COMPLETED") return { _tag: "Replay", record }
-        if (record.status === "IN_PROGRESS" && record.leaseUntil <= now) {
-          // the store refused to take over an expired lease: an at-most-once operation whose
-          // earlier attempt crashed; its outcome is unknown
-          const error = new DownstreamTimeout({
-            operation: name,
-            key,
-            timeoutMillis: timeoutMs,
-            policy: def.onTimeout,
-            replayed: true
-          })
-          return { _tag: "Refused", error, outcome: "replayed" }
-        }
-        return {
-          _tag: "Conflict",
-          error: new IdempotencyConflict({
-            operation: name,
-            key,
-            retryAfterMillis: Math.max(0, record.leaseUntil - now)
-          })
-        }
-      }
-
-      // with a deadline, each reservation is bounded by the point after which the downstream would
-      // get no time at all
-      const reserveGuard = request.deadline === undefined ? unbounded : boundedBy(downstreamDeadline)
-      const reserveOnce = Effect.flatMap(
-        Clock.currentTimeMillis,
-        (sentAt) =>
-          reserveGuard("reserve", store.reserve({ id, token, fingerprint, lease, ttl, takeover })).pipe(
-            Effect.map((result) => classify(result, sentAt))
-          )
       )
-      const inProgress = def.inProgress
-      const reservation = yield* (inProgress === undefined || inProgress._tag === "Fail"
-        ? reserveOnce
-        : waitOnConflict(reserveOnce, inProgress.schedule, downstreamDeadline)).pipe(
-          Effect.tapError((error) =>
-            // a reservation cut off by the deadline may have been applied: give it back, within the
-            // attempt's deadline, so the key is not blocked by an attempt that never ran
-            error._tag === "StoreUnavailable" && error.cause === DEADLINE_PASSED && request.deadline !== undefined
-              ? boundedBy(request.deadline)("release", store.release({ id, token })).pipe(Effect.ignore)
-              : Effect.void
-          )
-        )
+    }
+    const leaseMs = leaseFor(timeoutMs)
+    const lease = Duration.millis(leaseMs)
+    const token = globalThis.crypto.randomUUID()
 
+    const classify = (result: ReserveResult, sentAt: number): Reservation => {
+      if (result._tag === "Reserved") return { _tag: "Execute", attempt: result.attempt, sentAt }
+      const { now, record } = result
+      if (record.fingerprint !== fingerprint) {
+        return { _tag: "Refused", error: new KeyReused({ operation: name, key }), outcome: "KeyReused" }
+      }
+      if (record.status === "COMPLETED") return { _tag: "Replay", record }
+      if (record.status === "IN_PROGRESS" && record.leaseUntil <= now) {
+        // the store refused to take over an expired lease: an at-most-once operation whose
+        // earlier attempt crashed; its outcome is unknown
+        const error = new DownstreamTimeout({
+          operation: name,
+          key,
+          timeoutMillis: timeoutMs,
+          policy: def.onTimeout,
+          replayed: true
+        })
+        return { _tag: "Refused", error, outcome: "replayed" }
+      }
+      return {
+        _tag: "Conflict",
+        error: new IdempotencyConflict({
+          operation: name,
+          key,
+          retryAfterMillis: Math.max(0, record.leaseUntil - now)
+        })
+      }
+    }
+
+    // with a deadline, each reservation is bounded by the point after which the downstream would
+    // get no time at all
+    const reserveGuard = request.deadline === undefined ? unbounded : boundedBy(downstreamDeadline)
+    const reserveOnce = Effect.suspend(() => {
+      const sentAt = clock.unsafeCurrentTimeMillis()
+      return Effect.map(
+        reserveGuard("reserve", store.reserve({ id, token, fingerprint, lease, ttl, takeover })),
+        (result) => classify(result, sentAt)
+      )
+    })
+    const inProgress = def.inProgress
+    let reservation = inProgress === undefined || inProgress._tag === "Fail"
+      ? reserveOnce
+      : waitOnConflict(reserveOnce, inProgress.schedule, downstreamDeadline)
+    const deadline = request.deadline
+    if (deadline !== undefined) {
+      reservation = Effect.tapError(reservation, (error) =>
+        // a reservation cut off by the deadline may have been applied: give it back, within the
+        // attempt's deadline, so the key is not blocked by an attempt that never ran
+        error._tag === "StoreUnavailable" && error.cause === DEADLINE_PASSED
+          ? boundedBy(deadline)("release", store.release({ id, token })).pipe(Effect.ignore)
+          : Effect.void)
+    }
+
+    return Effect.flatMap(reservation, (reservation): Effect.Effect<Ended<A>, E | IdempotencyError, R> => {
       switch (reservation._tag) {
         case "Conflict":
-          return { _tag: "Refused", error: reservation.error, outcome: "IdempotencyConflict" } satisfies Ended<A>
+          return Effect.succeed({ _tag: "Refused", error: reservation.error, outcome: "IdempotencyConflict" })
         case "Refused":
-          return reservation
+          return Effect.succeed(reservation)
         case "Replay": {
           const record = reservation.record
-          yield* Metric.increment(counters.replayed)
-          yield* Effect.logDebug(`idempotency: ${name} replayed the outcome recorded by attempt ${record.attempt}`)
-          return yield* replay(id, record, timeoutMs)
+          return logsDebug
+            ? Effect.zipRight(
+              Effect.logDebug(`idempotency: ${name} replayed the outcome recorded by attempt ${record.attempt}`),
+              replay(id, record, timeoutMs)
+            )
+            : replay(id, record, timeoutMs)
         }
+        case "Execute":
+          return Effect.map(
+            execute(request, store, clock, fiber.id(), id, token, reservation, timeoutMs, leaseMs),
+            (result): Ended<A> => ({ _tag: "Done", result })
+          )
       }
-
-      const result = yield* execute(request, id, token, reservation, timeoutMs, leaseMs)
-      yield* Metric.increment(result.recorded ? counters.executed : counters.unrecorded)
-      return { _tag: "Done", result } satisfies Ended<A>
     })
+  }
 
   /** Ends a run outside its span: a refusal fails here, so that it is never wrapped by the span. */
-  const end = (ended: Ended<A>): Effect.Effect<Result<A>, E | IdempotencyError> => {
-    if (ended._tag === "Refused") return Effect.fail(ended.error as E | IdempotencyError)
+  const end = (
+    ended: Ended<A>,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>
+  ): Effect.Effect<Result<A>, E | IdempotencyError> => {
+    // the counters are updated here, where the fiber is at hand: no effect per update
+    const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
+    if (ended._tag === "Refused") {
+      if (ended.outcome === "replayed") counters.replayed.unsafeUpdate(1, labels)
+      return Effect.fail(ended.error as E | IdempotencyError)
+    }
     const result = ended.result
-    return Effect.flatMap(
-      FiberRef.get(currentResultSink),
-      (sink) => sink === undefined ? Effect.succeed(result) : Effect.as(sink(result), result)
-    )
+    const counter = result.replayed ? counters.replayed : result.recorded ? counters.executed : counters.unrecorded
+    counter.unsafeUpdate(1, labels)
+    const sink = fiber.getFiberRef(currentResultSink)
+    return sink === undefined ? Effect.succeed(result) : Effect.as(sink(result), result)
   }
 
   const runDetailed = (request: Request<P>): Effect.Effect<Result<A>, E | IdempotencyError, R | IdempotencyStore> =>
-    Effect.withFiberRuntime((fiber) => {
-      if (!Tracing.unsafeIsEnabled(fiber)) return Effect.flatMap(attemptOf(request), end)
+    Effect.withFiberRuntime<Result<A>, E | IdempotencyError, R>((fiber) => {
+      const ended = (result: Ended<A>) => end(result, fiber)
+      if (!Tracing.unsafeIsEnabled(fiber)) return Effect.flatMap(attemptOf(request, fiber), ended)
       // one span per run, with its outcome: only when a tracer is installed to see it
       return Effect.useSpan(name, spanOptions, (span) =>
-        attemptOf(request).pipe(
+        attemptOf(request, fiber).pipe(
           Effect.withParentSpan(span),
           Effect.onExit((exit) =>
             Effect.sync(() => {
               span.attribute("idempotency.outcome", outcomeOf(exit))
             })
           )
-        )).pipe(Effect.flatMap(end))
+        )).pipe(Effect.flatMap(ended))
     })
 
   /** Reserves again on a conflict, as `schedule` allows, until `until`; the last conflict is returned. */
@@ -450,210 +495,213 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
 
   const execute = (
     request: Request<P>,
+    store: IdempotencyStore["Type"],
+    clock: Clock.Clock,
+    runFiber: FiberId.FiberId,
     id: RecordId,
     token: string,
     reservation: Extract<Reservation, { readonly _tag: "Execute" }>,
     timeoutMs: number,
     leaseMs: number
-  ): Effect.Effect<Result<A>, E | IdempotencyError, R | IdempotencyStore> =>
-    Effect.gen(function*() {
-      const store = yield* IdempotencyStore
-      const attempt = reservation.attempt
-      const lease = Duration.millis(leaseMs)
-      const downstreamDeadline = Math.min(
-        reservation.sentAt + timeoutMs,
-        request.deadline === undefined ? Infinity : request.deadline - marginMs
-      )
-      const attemptDeadline = request.deadline ?? Infinity
-      const state: ExecutionState<A, E> = {
-        phase: "downstream",
-        reason: undefined,
-        interrupted: false,
-        leaseEnd: reservation.sentAt + leaseMs,
-        exit: undefined
-      }
-      /** The latest point at which recording still helps: the lease, and the attempt's deadline. */
-      const recordEnd = () => Math.min(state.leaseEnd, attemptDeadline)
+  ): Effect.Effect<Result<A>, E | IdempotencyError, R> => {
+    const attempt = reservation.attempt
+    const lease = Duration.millis(leaseMs)
+    const downstreamDeadline = Math.min(
+      reservation.sentAt + timeoutMs,
+      request.deadline === undefined ? Infinity : request.deadline - marginMs
+    )
+    const attemptDeadline = request.deadline ?? Infinity
+    const state: ExecutionState<A, E> = {
+      phase: "downstream",
+      reason: undefined,
+      interrupted: false,
+      leaseEnd: reservation.sentAt + leaseMs,
+      exit: undefined
+    }
+    /** The latest point at which recording still helps: the lease, and the attempt's deadline. */
+    const recordEnd = () => Math.min(state.leaseEnd, attemptDeadline)
 
-      const cleanupFailed = (policy: CleanupFailed["policy"], original: unknown) => (cause: StoreFailure) =>
-        new CleanupFailed({ operation: name, key: id.key, policy, original, cause })
-      // a lost lease during cleanup means another attempt owns the record now: nothing left to clean
-      const ignoreLeaseLost = <X, Y>(effect: Effect.Effect<X, LeaseLost | Y>) =>
-        Effect.catchIf(effect, (error): error is LeaseLost => isLeaseLost(error), () => Effect.void)
+    const cleanupFailed = (policy: CleanupFailed["policy"], original: unknown) => (cause: StoreFailure) =>
+      new CleanupFailed({ operation: name, key: id.key, policy, original, cause })
+    // a lost lease during cleanup means another attempt owns the record now: nothing left to clean
+    const ignoreLeaseLost = <X, Y>(effect: Effect.Effect<X, LeaseLost | Y>) =>
+      Effect.catchIf(effect, (error): error is LeaseLost => isLeaseLost(error), () => Effect.void)
 
-      /** Applies a policy's write, bounded; a store failure becomes `CleanupFailed`. */
-      const apply = (
-        guard: Guard,
-        policy: CleanupFailed["policy"],
-        original: unknown,
-        write: Effect.Effect<void, LeaseLost | StoreFailure>
-      ): Effect.Effect<void, CleanupFailed> =>
-        policy === "keepLease"
-          ? Effect.void
-          : guard(methodOf(policy), write).pipe(ignoreLeaseLost, Effect.mapError(cleanupFailed(policy, original)))
+    /** Applies a policy's write, bounded; a store failure becomes `CleanupFailed`. */
+    const apply = (
+      guard: Guard,
+      policy: CleanupFailed["policy"],
+      original: unknown,
+      write: Effect.Effect<void, LeaseLost | StoreFailure>
+    ): Effect.Effect<void, CleanupFailed> =>
+      policy === "keepLease"
+        ? Effect.void
+        : guard(methodOf(policy), write).pipe(ignoreLeaseLost, Effect.mapError(cleanupFailed(policy, original)))
 
-      /** The write of a policy for an outcome that is unknown (a timeout, a defect). */
-      const unknownOutcome = (policy: TimeoutPolicy): Effect.Effect<void, LeaseLost | StoreFailure> =>
-        policy === "release"
-          ? store.release({ id, token })
-          : policy === "markUnknown"
-          ? store.complete({ id, token, outcome: StoredOutcome.Timeout(), ttl })
-          : Effect.void
+    /** The write of a policy for an outcome that is unknown (a timeout, a defect). */
+    const unknownOutcome = (policy: TimeoutPolicy): Effect.Effect<void, LeaseLost | StoreFailure> =>
+      policy === "release"
+        ? store.release({ id, token })
+        : policy === "markUnknown"
+        ? store.complete({ id, token, outcome: StoredOutcome.Timeout(), ttl })
+        : Effect.void
 
-      /** Completes with `outcome`, retrying unavailability; a retry that finds its own record counts. */
-      const complete = (outcome: StoredOutcome): Effect.Effect<void, LeaseLost | StoreFailure> =>
-        store.complete({ id, token, outcome, ttl }).pipe(
-          // the retry's schedule is only built when a completion fails
-          Effect.catchIf(
-            (error): error is StoreUnavailable => error._tag === "StoreUnavailable",
-            () =>
-              Effect.retry(store.complete({ id, token, outcome, ttl }), {
-                schedule: def.completeRetry,
-                while: (error) => error._tag === "StoreUnavailable"
-              })
-          ),
-          // a retried completion whose first try was applied but whose answer was lost sees its own
-          // COMPLETED record: that is this attempt's outcome, recorded, not a lost lease
-          Effect.catchIf(
-            (error): error is LeaseLost => error._tag === "LeaseLost",
-            (error) =>
-              Effect.flatMap(store.get(id), (record) =>
+    /** Completes with `outcome`, retrying unavailability; a retry that finds its own record counts. */
+    const complete = (outcome: StoredOutcome): Effect.Effect<void, LeaseLost | StoreFailure> =>
+      store.complete({ id, token, outcome, ttl }).pipe(
+        // the retry's schedule is only built when a completion fails
+        Effect.catchIf(
+          (error): error is StoreUnavailable => error._tag === "StoreUnavailable",
+          () =>
+            Effect.retry(store.complete({ id, token, outcome, ttl }), {
+              schedule: def.completeRetry,
+              while: (error) => error._tag === "StoreUnavailable"
+            })
+        ),
+        // a retried completion whose first try was applied but whose answer was lost sees its own
+        // COMPLETED record: that is this attempt's outcome, recorded, not a lost lease
+        Effect.catchIf(
+          (error): error is LeaseLost => error._tag === "LeaseLost",
+          (error) =>
+            Effect.flatMap(
+              store.get(id),
+              (record) =>
                 Option.isSome(record) && record.value.status === "COMPLETED" && record.value.token === token
                   ? Effect.void
-                  : Effect.fail(error))
+                  : Effect.fail(error)
+            )
+        )
+      )
+
+    const recordSuccess = (value: A, guard: Guard): Effect.Effect<Result<A>, IdempotencyError> =>
+      def.encodeSuccess(value).pipe(
+        Effect.flatMap(toJson),
+        // the caller gets the value a replay would get: the recorded text, decoded
+        Effect.flatMap((json) =>
+          parseJson(json).pipe(
+            Effect.flatMap(def.decodeSuccess),
+            Effect.map((decoded) => ({ json, decoded }))
           )
-        )
-
-      const recordSuccess = (value: A, guard: Guard): Effect.Effect<Result<A>, IdempotencyError> =>
-        def.encodeSuccess(value).pipe(
-          Effect.flatMap(toJson),
-          // the caller gets the value a replay would get: the recorded text, decoded
-          Effect.flatMap((json) =>
-            parseJson(json).pipe(
-              Effect.flatMap(def.decodeSuccess),
-              Effect.map((decoded) => ({ json, decoded }))
-            )
-          ),
-          Effect.either,
-          Effect.flatMap((encoded): Effect.Effect<Result<A>, IdempotencyError> => {
-            if (encoded._tag === "Left") {
-              // the downstream ran: its outcome is kept as omitted, so no retry runs it again
-              const reason = encodeFailureReason(encoded.left)
-              const notReplayable = new OutcomeNotReplayable({ operation: name, key: id.key, reason, replayed: false })
-              // recorded: the caller and every retry get `OutcomeNotReplayable`; not recorded (the store
-              // failed): the caller learns that a retry may run the downstream again
-              return guard("complete", complete(StoredOutcome.Omitted({ reason }))).pipe(
-                Effect.mapError((error) =>
-                  isStoreFailure(error)
-                    ? new CleanupFailed({
-                      operation: name,
-                      key: id.key,
-                      policy: "store",
-                      original: notReplayable,
-                      cause: error
-                    })
-                    : error
-                ),
-                Effect.zipRight(Effect.fail(notReplayable))
-              )
-            }
-            return guard("complete", complete(StoredOutcome.Success({ value: encoded.right.json }))).pipe(
-              Effect.as(true),
-              Effect.catchIf(
-                (error): error is StoreFailure =>
-                  isStoreFailure(error),
-                (error) =>
-                  Effect.as(
-                    Effect.logError("idempotency: the outcome could not be recorded; returning it unrecorded", error),
-                    false
-                  )
+        ),
+        Effect.either,
+        Effect.flatMap((encoded): Effect.Effect<Result<A>, IdempotencyError> => {
+          if (encoded._tag === "Left") {
+            // the downstream ran: its outcome is kept as omitted, so no retry runs it again
+            const reason = encodeFailureReason(encoded.left)
+            const notReplayable = new OutcomeNotReplayable({ operation: name, key: id.key, reason, replayed: false })
+            // recorded: the caller and every retry get `OutcomeNotReplayable`; not recorded (the store
+            // failed): the caller learns that a retry may run the downstream again
+            return guard("complete", complete(StoredOutcome.Omitted({ reason }))).pipe(
+              Effect.mapError((error) =>
+                isStoreFailure(error)
+                  ? new CleanupFailed({
+                    operation: name,
+                    key: id.key,
+                    policy: "store",
+                    original: notReplayable,
+                    cause: error
+                  })
+                  : error
               ),
-              Effect.map((recorded): Result<A> => ({
-                value: encoded.right.decoded,
-                replayed: false,
-                attempt,
-                recorded
-              }))
+              Effect.zipRight(Effect.fail(notReplayable))
             )
-          })
-        )
-
-      const recordFailure = (error: E, cause: Cause.Cause<E>, guard: Guard): Effect.Effect<never, E | CleanupFailed> =>
-        Effect.gen(function*() {
-          let policy = def.failurePolicy(error)
-          let outcome: StoredOutcome | undefined
-          if (policy === "store") {
-            const encoded = def.encodeFailure === undefined
-              ? Option.none<string>()
-              : yield* def.encodeFailure(error).pipe(Effect.flatMap(toJson), Effect.option)
-            if (Option.isSome(encoded)) {
-              outcome = StoredOutcome.Failure({ error: encoded.value })
-            } else {
-              // kept as omitted, never released: `store` did not choose to let a retry run again
-              outcome = StoredOutcome.Omitted({ reason: "a failure chosen for `store` does not encode" })
-              yield* Effect.logWarning(
-                "idempotency: a failure chosen for `store` does not encode; its record is kept without it"
-              )
-            }
           }
-          const write: Effect.Effect<void, LeaseLost | StoreFailure> = outcome !== undefined
-            ? complete(outcome)
-            : policy === "markFailed"
-            ? store.markFailed({ id, token, ttl })
-            : store.release({ id, token })
-          if (outcome !== undefined) {
-            policy = "store"
-          }
-          yield* apply(guard, policy, error, write)
-          return yield* Effect.failCause(cause)
+          return guard("complete", complete(StoredOutcome.Success({ value: encoded.right.json }))).pipe(
+            Effect.as(true),
+            Effect.catchIf(
+              (error): error is StoreFailure => isStoreFailure(error),
+              (error) =>
+                Effect.as(
+                  Effect.logError("idempotency: the outcome could not be recorded; returning it unrecorded", error),
+                  false
+                )
+            ),
+            Effect.map((recorded): Result<A> => ({
+              value: encoded.right.decoded,
+              replayed: false,
+              attempt,
+              recorded
+            }))
+          )
         })
+      )
 
-      /** Records (or applies the policy of) an exit of the downstream that is known. */
-      const settle = (exit: Exit.Exit<A, E>, guard: Guard): Effect.Effect<Result<A>, E | IdempotencyError> => {
-        if (Exit.isSuccess(exit)) {
-          return recordSuccess(exit.value, guard)
+    const recordFailure = (error: E, cause: Cause.Cause<E>, guard: Guard): Effect.Effect<never, E | CleanupFailed> =>
+      Effect.gen(function*() {
+        let policy = def.failurePolicy(error)
+        let outcome: StoredOutcome | undefined
+        if (policy === "store") {
+          const encoded = def.encodeFailure === undefined
+            ? Option.none<string>()
+            : yield* def.encodeFailure(error).pipe(Effect.flatMap(toJson), Effect.option)
+          if (Option.isSome(encoded)) {
+            outcome = StoredOutcome.Failure({ error: encoded.value })
+          } else {
+            // kept as omitted, never released: `store` did not choose to let a retry run again
+            outcome = StoredOutcome.Omitted({ reason: "a failure chosen for `store` does not encode" })
+            yield* Effect.logWarning(
+              "idempotency: a failure chosen for `store` does not encode; its record is kept without it"
+            )
+          }
         }
-        const cause = exit.cause
-        if (Cause.isInterruptedOnly(cause)) {
-          // the downstream interrupted itself, like a crash: the lease bounds the block
-          return Effect.failCause(cause)
+        const write: Effect.Effect<void, LeaseLost | StoreFailure> = outcome !== undefined
+          ? complete(outcome)
+          : policy === "markFailed"
+          ? store.markFailed({ id, token, ttl })
+          : store.release({ id, token })
+        if (outcome !== undefined) {
+          policy = "store"
         }
-        const failure = Cause.failureOption(cause)
-        if (Option.isSome(failure)) {
-          return recordFailure(failure.value, cause, guard)
-        }
-        // a defect may come after the downstream's write: its outcome is unknown
-        return apply(guard, def.onDefect, Cause.squash(cause), unknownOutcome(def.onDefect)).pipe(
-          Effect.zipRight(Effect.failCause(cause))
-        )
+        yield* apply(guard, policy, error, write)
+        return yield* Effect.failCause(cause)
+      })
+
+    /** Records (or applies the policy of) an exit of the downstream that is known. */
+    const settle = (exit: Exit.Exit<A, E>, guard: Guard): Effect.Effect<Result<A>, E | IdempotencyError> => {
+      if (Exit.isSuccess(exit)) {
+        return recordSuccess(exit.value, guard)
       }
+      const cause = exit.cause
+      if (Cause.isInterruptedOnly(cause)) {
+        // the downstream interrupted itself, like a crash: the lease bounds the block
+        return Effect.failCause(cause)
+      }
+      const failure = Cause.failureOption(cause)
+      if (Option.isSome(failure)) {
+        return recordFailure(failure.value, cause, guard)
+      }
+      // a defect may come after the downstream's write: its outcome is unknown
+      return apply(guard, def.onDefect, Cause.squash(cause), unknownOutcome(def.onDefect)).pipe(
+        Effect.zipRight(Effect.failCause(cause))
+      )
+    }
 
-      // building the downstream may throw: nothing has run then, so the reservation is given back
-      const built = yield* Effect.either(Effect.try({
-        try: () =>
-          def.execute(request.payload),
-        catch: (thrown) => thrown
-      }))
-      // giving back a reservation that nothing used is bounded by the attempt's deadline only
-      const giveBack = (request.deadline === undefined ? unbounded : boundedBy(request.deadline))(
+    // giving back a reservation that nothing used is bounded by the attempt's deadline only
+    const giveBack = () =>
+      (request.deadline === undefined ? unbounded : boundedBy(request.deadline))(
         "release",
         store.release({ id, token })
       ).pipe(Effect.ignore)
-      if (built._tag === "Left") {
-        yield* giveBack
-        return yield* Effect.die(built.left)
-      }
 
-      if ((yield* Clock.currentTimeMillis) >= downstreamDeadline) {
+    // building the downstream may throw: nothing has run then, so the reservation is given back
+    const built = Effect.either(Effect.try({ try: () => def.execute(request.payload), catch: (thrown) => thrown }))
+    return Effect.flatMap(built, (built) => {
+      if (built._tag === "Left") return Effect.zipRight(giveBack(), Effect.die(built.left))
+      const startedAt = clock.unsafeCurrentTimeMillis()
+      if (startedAt >= downstreamDeadline) {
         // the reservation took the downstream's time: nothing ran, so it is given back
-        yield* giveBack
-        return yield* new DownstreamTimeout({
-          operation: name,
-          key: id.key,
-          timeoutMillis: 0,
-          policy: "release",
-          replayed: false
-        })
+        return Effect.zipRight(
+          giveBack(),
+          Effect.fail(
+            new DownstreamTimeout({
+              operation: name,
+              key: id.key,
+              timeoutMillis: 0,
+              policy: "release",
+              replayed: false
+            })
+          )
+        )
       }
 
       const context = IdempotencyContext.make({ id, token, attempt })
@@ -669,11 +717,10 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         Effect.flatMap((exit) => settle(exit, unbounded)),
         Effect.interruptible
       )
-      const startedAt = yield* Clock.currentTimeMillis
       // `watchdogFiber` is started only when the worker is still running once its first run ends
       let watchdogFiber: Fiber.RuntimeFiber<void> | undefined
-      const workerExit = yield* Effect.uninterruptibleMask((restore) =>
-        Effect.flatMap(Effect.runtime<R | IdempotencyStore>(), (runtime) => {
+      const workerExit = Effect.uninterruptibleMask((restore) =>
+        Effect.flatMap(Effect.runtime<R>(), (runtime) => {
           // started at once, on this call's stack: a downstream that completes without waiting (and
           // whose outcome is recorded without waiting) is done when `runFork` returns, and then no
           // timer, no watchdog and no scheduling is needed; the worker is a fiber of its own only
@@ -699,35 +746,40 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
           )
         })
       )
-      /** Stops the watchdog, without waiting for it: once the worker is done, nothing it does matters. */
-      const stopWatchdog = Effect.suspend(() => {
-        const fiber = watchdogFiber
-        return fiber === undefined ? Effect.void : Effect.fiberIdWith((id) => fiber.interruptAsFork(id))
+
+      return Effect.flatMap(workerExit, (workerExit) => {
+        if (Exit.isSuccess(workerExit) || !Cause.isInterruptedOnly(workerExit.cause) || !state.interrupted) {
+          // stopped without waiting for it: once the worker is done, nothing the watchdog does matters
+          watchdogFiber?.unsafeInterruptAsFork(runFiber)
+          return workerExit
+        }
+        // the watchdog interrupted the worker: see what the downstream did
+        return Effect.zipRight(
+          watchdogFiber === undefined ? Effect.void : Fiber.interrupt(watchdogFiber),
+          Effect.suspend(() => afterInterruption())
+        )
       })
+    })
 
-      if (Exit.isSuccess(workerExit) || !Cause.isInterruptedOnly(workerExit.cause) || !state.interrupted) {
-        yield* stopWatchdog
-        return yield* workerExit
-      }
-
-      // the watchdog interrupted the worker: see what the downstream did
+    /** The end of an execution whose worker the watchdog interrupted. */
+    function afterInterruption(): Effect.Effect<Result<A>, E | IdempotencyError> {
       const exit = state.exit
-      if (watchdogFiber !== undefined) yield* Fiber.interrupt(watchdogFiber)
       if (exit !== undefined && !(Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause))) {
         // its exit became known while it was being interrupted (or it was recording): record it
-        return yield* settle(exit, boundedBy(recordEnd()))
+        return settle(exit, boundedBy(recordEnd()))
       }
       // the downstream was stopped before it ended: its outcome is unknown
       const guard = boundedBy(recordEnd())
       switch (state.reason) {
         case "leaseLost":
-          return yield* new LeaseLost({ method: "extend", recordId: id.value })
-        case "leaseExpiring": {
-          yield* apply(guard, def.onTimeout, "lease expiring", unknownOutcome(def.onTimeout)).pipe(
-            Effect.catchAll((error) => Effect.logWarning("idempotency: the timeout policy could not be applied", error))
+          return Effect.fail(new LeaseLost({ method: "extend", recordId: id.value }))
+        case "leaseExpiring":
+          return apply(guard, def.onTimeout, "lease expiring", unknownOutcome(def.onTimeout)).pipe(
+            Effect.catchAll((error) =>
+              Effect.logWarning("idempotency: the timeout policy could not be applied", error)
+            ),
+            Effect.zipRight(Effect.fail(new LeaseLost({ method: "extend", recordId: id.value, reason: "expiring" })))
           )
-          return yield* new LeaseLost({ method: "extend", recordId: id.value, reason: "expiring" })
-        }
         default: {
           const original = new DownstreamTimeout({
             operation: name,
@@ -736,11 +788,14 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
             policy: def.onTimeout,
             replayed: false
           })
-          yield* apply(guard, def.onTimeout, original, unknownOutcome(def.onTimeout))
-          return yield* original
+          return Effect.zipRight(
+            apply(guard, def.onTimeout, original, unknownOutcome(def.onTimeout)),
+            Effect.fail(original)
+          )
         }
       }
-    })
+    }
+  }
 
   /**
    * The watchdog of one execution (see the module's documentation). It never fails: a failed

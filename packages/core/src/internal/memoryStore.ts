@@ -50,12 +50,16 @@ export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["T
       return Effect.void
     }
 
+    /** `f` of the clock's time, in one step: the clock is read where the map is. */
+    const atNow = <X, Y>(f: (now: number) => Effect.Effect<X, Y>): Effect.Effect<X, Y> =>
+      Effect.clockWith((clock) => f(clock.unsafeCurrentTimeMillis()))
+
     const store: IdempotencyStore["Type"] = {
       reserve: (request) =>
-        Effect.map(Clock.currentTimeMillis, (now) => {
+        atNow((now): Effect.Effect<ReserveResult> => {
           const existing = live(request.id.value, now)
           if (existing !== undefined && !canTakeOver(existing, request, now)) {
-            return ReserveResult.Existing({ record: existing, now })
+            return Effect.succeed(ReserveResult.Existing({ record: existing, now }))
           }
           const lease = Duration.toMillis(request.lease)
           const leaseUntil = now + lease
@@ -70,10 +74,10 @@ export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["T
             expiresAt,
             outcome: undefined
           })
-          return ReserveResult.Reserved({ token: request.token, attempt, leaseUntil, expiresAt })
+          return Effect.succeed(ReserveResult.Reserved({ token: request.token, attempt, leaseUntil, expiresAt }))
         }),
       complete: (request) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        atNow((now) =>
           owned("complete", request, now, (record) => {
             write(request.id.value, {
               ...record,
@@ -81,23 +85,26 @@ export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["T
               outcome: request.outcome,
               expiresAt: now + Duration.toMillis(request.ttl)
             })
-          })),
+          })
+        ),
       release: (request) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        atNow((now) =>
           owned("release", request, now, () => {
             records.delete(request.id.value)
-          })),
+          })
+        ),
       markFailed: (request) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        atNow((now) =>
           owned("markFailed", request, now, (record) => {
             write(request.id.value, {
               ...record,
               status: "FAILED",
               expiresAt: now + Duration.toMillis(request.ttl)
             })
-          })),
+          })
+        ),
       extend: (request) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        atNow((now) =>
           owned("extend", request, now, (record) => {
             const leaseUntil = now + Duration.toMillis(request.lease)
             write(request.id.value, {
@@ -105,8 +112,9 @@ export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["T
               leaseUntil,
               expiresAt: Math.max(record.expiresAt, leaseUntil)
             })
-          })),
-      get: (id) => Effect.map(Clock.currentTimeMillis, (now) => Option.fromNullable(live(id.value, now))),
+          })
+        ),
+      get: (id) => atNow((now) => Effect.succeed(Option.fromNullable(live(id.value, now)))),
       purgeExpired: (purgeOptions) =>
         Effect.map(Clock.currentTimeMillis, (now) => {
           const limit = purgeOptions?.limit ?? DEFAULT_PURGE_LIMIT
