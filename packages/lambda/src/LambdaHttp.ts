@@ -6,6 +6,13 @@
  * response recorded (status, allowed headers, body bytes) and replayed with
  * `Idempotent-Replayed: true`, 5xx not recorded.
  *
+ * The event becomes a Web `Request` (method, path, query, headers, the body decoded from base64
+ * when API Gateway encoded it); the handler's `Response` becomes the event source's result (a
+ * binary body as base64, cookies as API Gateway wants them). The cut-off is the invocation's
+ * remaining time: the handler ends `margin` before it (default 1 second) and every store call
+ * before it.
+ *
+ * @example
  * ```ts
  * import { LambdaHttp } from "@effect-idempotency/lambda"
  * import { Effect } from "effect"
@@ -19,12 +26,6 @@
  *     )
  * })
  * ```
- *
- * The event becomes a Web `Request` (method, path, query, headers, the body decoded from base64
- * when API Gateway encoded it); the handler's `Response` becomes the event source's result (a
- * binary body as base64, cookies as API Gateway wants them). The cut-off is the invocation's
- * remaining time: the handler ends `margin` before it (default 1 second) and every store call
- * before it.
  *
  * @since 0.1.0
  */

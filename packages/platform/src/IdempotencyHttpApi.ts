@@ -7,6 +7,10 @@
  * `Idempotent-Replayed: true`, per the IETF Idempotency-Key draft (see `@effect-idempotency/http`
  * for every rule). The other endpoints are untouched.
  *
+ * A domain failure the endpoint declares (`addError(OutOfStock)`, status 409) is answered as its
+ * response and recorded like any other response below 500, so a retry gets the same rejection.
+ *
+ * @example
  * ```ts
  * import { IdempotencyHttpApi } from "@effect-idempotency/platform"
  * import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
@@ -24,9 +28,6 @@
  *   Layer.provide(StoreLive)
  * )
  * ```
- *
- * A domain failure the endpoint declares (`addError(OutOfStock)`, status 409) is answered as its
- * response and recorded like any other response below 500, so a retry gets the same rejection.
  *
  * @since 0.1.0
  */

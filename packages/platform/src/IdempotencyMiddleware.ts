@@ -6,6 +6,10 @@
  *
  * A route opts in by piping its handler through the middleware; the other routes are untouched:
  *
+ * The app then needs an `IdempotencyStore` (memory, PostgreSQL, DynamoDB, Redis). Applied to a
+ * whole app (`HttpServer.serve(app, idempotent)`), it covers every `POST` and `PATCH` route.
+ *
+ * @example
  * ```ts
  * import { IdempotencyMiddleware } from "@effect-idempotency/platform"
  * import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
@@ -18,9 +22,6 @@
  *   HttpRouter.get("/orders/:id", getOrder)
  * )
  * ```
- *
- * The app then needs an `IdempotencyStore` (memory, PostgreSQL, DynamoDB, Redis). Applied to a
- * whole app (`HttpServer.serve(app, idempotent)`), it covers every `POST` and `PATCH` route.
  *
  * @since 0.1.0
  */

@@ -1,16 +1,6 @@
 /**
  * The PostgreSQL `IdempotencyStore`, on `SqlClient` from `@effect/sql`.
  *
- * ```ts
- * import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
- * import { PgClient } from "@effect/sql-pg"
- * import { Layer, Redacted } from "effect"
- *
- * const StoreLive = PgIdempotencyStore.layerWith({ purgeInterval: "5 minutes" }).pipe(
- *   Layer.provide(PgClient.layer({ url: Redacted.make(process.env.DATABASE_URL!) }))
- * )
- * ```
- *
  * Each method is one statement (one round trip): a first execution costs 2 (reserve, complete), a
  * replay 1, a conflict 1. The reservation calls the PL/pgSQL function `<table>_reserve` that the
  * migration creates next to the table: its statements are planned once per connection, and it
@@ -28,6 +18,17 @@
  * ever cancelled under another caller's feet.
  *
  * The table and the function come from `PgIdempotencyMigration`.
+ *
+ * @example
+ * ```ts
+ * import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
+ * import { PgClient } from "@effect/sql-pg"
+ * import { Layer, Redacted } from "effect"
+ *
+ * const StoreLive = PgIdempotencyStore.layerWith({ purgeInterval: "5 minutes" }).pipe(
+ *   Layer.provide(PgClient.layer({ url: Redacted.make(process.env.DATABASE_URL!) }))
+ * )
+ * ```
  *
  * @since 0.1.0
  */

@@ -5,6 +5,7 @@
  * instance), or a crash of the attempt at a named point of the protocol, so that lost completions
  * can be reproduced. The faults are a list, written by hand or drawn by fast-check (`arbitrary`).
  *
+ * @example
  * ```ts
  * import { IdempotencyStore } from "@effect-idempotency/core"
  * import { FaultyStore } from "@effect-idempotency/testing"

@@ -9,6 +9,7 @@
  * never learn the outcome. `run` and `assert` hand both to `FastCheck.check` and report the guarantee
  * the configuration gave over every case.
  *
+ * @example
  * ```ts
  * import { PlatformModel, RetryProperty } from "@effect-idempotency/testing"
  * import { it } from "@effect/vitest"

@@ -4,6 +4,10 @@
  * open: no RST, no FIN, as a hung server or a network that stopped delivering looks to the client),
  * to reset every connection (a server that is down), or to cut the connections it has.
  *
+ * The proxy listens on one port, bound when it is made and kept until its scope closes, so that
+ * no other process can take the port between two phases of a test.
+ *
+ * @example
  * ```ts
  * import { TcpProxy } from "@effect-idempotency/testing"
  *
@@ -13,9 +17,6 @@
  * // ... a store call must now fail with StoreUnavailable within its time limit
  * yield* proxy.resume // the held bytes are delivered, in order, and traffic flows again
  * ```
- *
- * The proxy listens on one port, bound when it is made and kept until its scope closes, so that
- * no other process can take the port between two phases of a test.
  *
  * @since 0.1.0
  */
