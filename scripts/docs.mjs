@@ -6,11 +6,15 @@
  * exactOptionalPropertyTypes, the packages' sources through the `source` condition). The modules'
  * pages are gathered under `docs/<package>/`, with an index at `docs/README.md`.
  *
+ * docgen also runs each example with tsx, except the testing kit's, which are vitest test files
+ * (type-checked only).
+ *
  * `node scripts/docs.mjs` regenerates `docs/`; `--check` only type-checks the examples (docgen's
  * output is written to a temporary folder inside each package and removed).
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -18,6 +22,16 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const published = ["core", "sql-pg", "dynamodb", "redis", "http", "platform", "netlify", "lambda", "testing"]
 const check = process.argv.includes("--check")
 const docgen = path.join(root, "node_modules", "@effect", "docgen", "bin.cjs")
+
+/** A folder holding a `tsx` that runs nothing: for examples that only a test runner can run. */
+const typeCheckOnlyBin = () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "docgen-bin-"))
+  fs.writeFileSync(path.join(dir, "tsx"), "#!/bin/sh\necho \"examples type-checked, not run (vitest test files)\"\n", {
+    mode: 0o755
+  })
+  process.on("exit", () => fs.rmSync(dir, { recursive: true, force: true }))
+  return dir
+}
 
 const index = [
   "# API reference",
@@ -33,7 +47,13 @@ for (const name of published) {
   const generated = path.join(dir, "docs")
   fs.rmSync(generated, { recursive: true, force: true })
   const started = Date.now()
-  const result = spawnSync(process.execPath, [docgen], { cwd: dir, encoding: "utf8", timeout: 300_000 })
+  // docgen runs `tsc` and `tsx` (the workspace's) from the PATH: `tsc` type-checks the examples, `tsx`
+  // runs them. The testing kit's examples are vitest test files, which run only inside vitest: for
+  // that package a stand-in `tsx` comes first on the PATH, so its examples are type-checked, not run.
+  const bins = [path.join(root, "node_modules", ".bin")]
+  if (name === "testing") bins.unshift(typeCheckOnlyBin())
+  const env = { ...process.env, PATH: [...bins, process.env.PATH].join(path.delimiter) }
+  const result = spawnSync(process.execPath, [docgen], { cwd: dir, env, encoding: "utf8", timeout: 300_000 })
   const output = `${result.stdout ?? ""}${result.stderr ?? ""}`
   if (result.status !== 0) {
     fs.rmSync(generated, { recursive: true, force: true })

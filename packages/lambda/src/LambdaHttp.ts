@@ -14,8 +14,12 @@
  *
  * @example
  * ```ts
+ * import { IdempotencyStore } from "@effect-idempotency/core"
  * import { LambdaHttp } from "@effect-idempotency/lambda"
  * import { Effect } from "effect"
+ *
+ * // the store's layer: DynamoDB, PostgreSQL or Redis (memory keeps records per instance only)
+ * const StoreLive = IdempotencyStore.layerMemory
  *
  * export const handler = LambdaHttp.idempotent({
  *   name: "create-order",

@@ -13,7 +13,14 @@
  * @example
  * ```ts
  * import { IdempotencyHttpApi } from "@effect-idempotency/platform"
+ * import { IdempotencyStore } from "@effect-idempotency/core"
  * import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+ * import { Effect, Layer, Schema } from "effect"
+ *
+ * const NewOrder = Schema.Struct({ sku: Schema.String, quantity: Schema.Int })
+ * const Order = Schema.Struct({ id: Schema.String, sku: Schema.String, quantity: Schema.Int })
+ * const OrderPath = Schema.Struct({ id: Schema.String })
+ * class OutOfStock extends Schema.TaggedError<OutOfStock>()("OutOfStock", { sku: Schema.String }) {}
  *
  * class OrdersApi extends HttpApiGroup.make("orders")
  *   .add(HttpApiEndpoint.post("create", "/orders").setPayload(NewOrder).addSuccess(Order, { status: 201 })
@@ -21,6 +28,13 @@
  *   .add(HttpApiEndpoint.get("get", "/orders/:id").setPath(OrderPath).addSuccess(Order))
  * {}
  * class Api extends HttpApi.make("shop").add(OrdersApi) {}
+ *
+ * const OrdersLive = HttpApiBuilder.group(Api, "orders", (handlers) =>
+ *   handlers
+ *     .handle("create", ({ payload }) => Effect.succeed({ id: "order-1", ...payload }))
+ *     .handle("get", ({ path }) => Effect.succeed({ id: path.id, sku: "A-1", quantity: 1 })))
+ * // the store's layer: PostgreSQL, DynamoDB, Redis, or memory in development
+ * const StoreLive = IdempotencyStore.layerMemory
  *
  * const ApiLive = HttpApiBuilder.api(Api).pipe(
  *   Layer.provide(OrdersLive),

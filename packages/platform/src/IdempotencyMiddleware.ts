@@ -13,7 +13,13 @@
  * ```ts
  * import { IdempotencyMiddleware } from "@effect-idempotency/platform"
  * import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
- * import { Effect } from "effect"
+ * import { Effect, Schema } from "effect"
+ *
+ * const createOrder = Effect.gen(function*() {
+ *   const order = yield* HttpServerRequest.schemaBodyJson(Schema.Struct({ sku: Schema.String }))
+ *   return yield* HttpServerResponse.json({ id: "order-1", ...order }, { status: 201 })
+ * })
+ * const getOrder = HttpServerResponse.json({ id: "order-1", sku: "A-1" })
  *
  * const idempotent = IdempotencyMiddleware.make({ name: "orders" })
  *

@@ -22,9 +22,13 @@
  * import { it } from "@effect/vitest"
  * import { Effect, FastCheck } from "effect"
  *
+ * // the function under test: one invocation
+ * const handler = Effect.succeed({ statusCode: 201 })
+ *
  * it.effect.prop("a handler under Lambda's retries", [PlatformModel.arbitrary(PlatformModel.awsLambdaAsync, FastCheck.constant(null))], ([plan]) =>
  *   Effect.gen(function*() {
  *     const attempts = yield* PlatformModel.play(plan, () => handler)
+ *     yield* Effect.log(`${attempts.length} attempts`)
  *   }))
  * ```
  *

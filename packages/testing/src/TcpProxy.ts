@@ -10,12 +10,15 @@
  * @example
  * ```ts
  * import { TcpProxy } from "@effect-idempotency/testing"
+ * import { Effect } from "effect"
  *
- * const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: 5432 })
- * // point the store's client at 127.0.0.1:proxy.port, then:
- * yield* proxy.stall() // every connection stops answering
- * // ... a store call must now fail with StoreUnavailable within its time limit
- * yield* proxy.resume // the held bytes are delivered, in order, and traffic flows again
+ * const scenario = Effect.gen(function*() {
+ *   const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: 5432 })
+ *   // point the store's client at 127.0.0.1:proxy.port, then:
+ *   yield* proxy.stall() // every connection stops answering
+ *   // ... a store call must now fail with StoreUnavailable within its time limit
+ *   yield* proxy.resume // the held bytes are delivered, in order, and traffic flows again
+ * }).pipe(Effect.scoped)
  * ```
  *
  * @since 0.1.0
