@@ -22,6 +22,7 @@
  * without one, a run starts no span. The counter `effect_idempotency_attempts` counts runs by
  * operation and outcome (`executed`, `replayed`, `unrecorded`).
  *
+ * @example
  * ```ts
  * import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
  * import { Effect, Schema } from "effect"
@@ -278,8 +279,17 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
  * the option of the same name when the config provides it), so that an application reads its
  * timeouts and policies from the environment without a factory of its own:
  *
+ * @example
  * ```ts
- * const chargeLive = Idempotency.makeConfig(chargeOptions, {
+ * import { Idempotency } from "@effect-idempotency/core"
+ * import { Config, Effect, Option, Schema } from "effect"
+ *
+ * const chargeLive = Idempotency.makeConfig({
+ *   name: "charge",
+ *   payload: Schema.Struct({ amountCents: Schema.Int }),
+ *   success: Schema.Struct({ chargeId: Schema.String }),
+ *   execute: ({ amountCents }) => Effect.succeed({ chargeId: `ch_${amountCents}` })
+ * }, {
  *   timeout: Config.option(Config.duration("CHARGE_TIMEOUT")).pipe(Config.map(Option.getOrUndefined)),
  *   ttl: Config.succeed("24 hours")
  * })
@@ -355,13 +365,29 @@ export interface OnceOptions<P, IP, A, IA, EF, IEF> extends Settings {
  * Protects an effect you already have: runs it at most once per key (within the policies), and
  * gives every retry the recorded outcome instead. Dual: pipe it, or pass the effect first.
  *
+ * The effect may read `IdempotencyContext` (the key, step keys to forward downstream).
+ *
+ * @example
  * ```ts
+ * import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
+ * import { Effect, Schema } from "effect"
+ *
+ * class PaymentDeclined extends Schema.TaggedError<PaymentDeclined>()("PaymentDeclined", { reason: Schema.String }) {}
+ * const Receipt = Schema.Struct({ chargeId: Schema.String })
+ *
+ * const chargeCustomer = (charge: { readonly customerId: string; readonly amountCents: number }) =>
+ *   charge.amountCents > 100_000
+ *     ? Effect.fail(new PaymentDeclined({ reason: "limit" }))
+ *     : Effect.succeed({ chargeId: `ch_${charge.customerId}` })
+ *
+ * const charge = { customerId: "cus_42", amountCents: 1999 }
+ * const key = "5f1c7e2a-9d1b"
+ *
  * const receipt = chargeCustomer(charge).pipe(
- *   Idempotency.once({ operation: "charge", key, payload: charge, success: Receipt, failure: PaymentDeclined })
+ *   Idempotency.once({ operation: "charge", key, payload: charge, success: Receipt, failure: PaymentDeclined }),
+ *   Effect.provide(IdempotencyStore.layerMemory)
  * )
  * ```
- *
- * The effect may read `IdempotencyContext` (the key, step keys to forward downstream).
  *
  * @since 0.1.0
  * @category combinators
@@ -436,16 +462,29 @@ export interface HandlerSettings<E> extends Settings {
  * computed over the class's encoding), its success and failure schemas are the class's, and the
  * operation's name is the request's tag.
  *
+ * @example
  * ```ts
+ * import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
+ * import { Effect, Schema } from "effect"
+ *
+ * class Order extends Schema.Class<Order>("Order")({ orderId: Schema.String }) {}
+ * class OutOfStock extends Schema.TaggedError<OutOfStock>()("OutOfStock", { sku: Schema.String }) {}
+ *
  * class CreateOrder extends Schema.TaggedRequest<CreateOrder>()("CreateOrder", {
  *   payload: { sku: Schema.String, quantity: Schema.Int },
  *   success: Order,
  *   failure: OutOfStock
  * }) {}
  *
- * const createOrder = Idempotency.handler(CreateOrder, (request) => ordersApi.create(request))
+ * const createOrder = Idempotency.handler(CreateOrder, (request) =>
+ *   request.quantity > 10
+ *     ? Effect.fail(new OutOfStock({ sku: request.sku }))
+ *     : Effect.succeed(new Order({ orderId: `order-${request.sku}` })))
  *
- * createOrder(new CreateOrder({ sku: "A-1", quantity: 2 }), { key }) // Effect<Order, OutOfStock | IdempotencyError, ...>
+ * // Effect<Order, OutOfStock | IdempotencyError, IdempotencyStore>
+ * const program = createOrder(new CreateOrder({ sku: "A-1", quantity: 2 }), { key: "3f0c5c9e-client-key" }).pipe(
+ *   Effect.provide(IdempotencyStore.layerMemory)
+ * )
  * ```
  *
  * @since 0.1.0
@@ -509,7 +548,21 @@ export interface FnOptions<P, IP, A, IA, EF, IEF> extends HandlerSettings<unknow
  * of each run is named after the operation. `make` takes the full option set; this is the common
  * case.
  *
+ * @example
  * ```ts
+ * import { Idempotency, IdempotencyContext, IdempotencyStore } from "@effect-idempotency/core"
+ * import { Effect, Schema } from "effect"
+ *
+ * const Charge = Schema.Struct({ customerId: Schema.String, amountCents: Schema.Int })
+ * const Receipt = Schema.Struct({ chargeId: Schema.String })
+ * class PaymentDeclined extends Schema.TaggedError<PaymentDeclined>()("PaymentDeclined", { reason: Schema.String }) {}
+ *
+ * // the payments API's client; it sends `key` as the request's Idempotency-Key
+ * const payments = {
+ *   charge: (charge: typeof Charge.Type, key: string): Effect.Effect<typeof Receipt.Type, PaymentDeclined> =>
+ *     Effect.succeed({ chargeId: `ch_${charge.customerId}_${key.slice(0, 8)}` })
+ * }
+ *
  * const charge = Idempotency.fn("charge", { payload: Charge, success: Receipt, failure: PaymentDeclined })(
  *   function*(charge) {
  *     const key = yield* IdempotencyContext.stepKey("payments")
@@ -517,7 +570,9 @@ export interface FnOptions<P, IP, A, IA, EF, IEF> extends HandlerSettings<unknow
  *   }
  * )
  *
- * charge.run({ key, payload: { customerId: "cus_42", amountCents: 1999 } })
+ * const program = charge.run({ key: "5f1c7e2a-9d1b", payload: { customerId: "cus_42", amountCents: 1999 } }).pipe(
+ *   Effect.provide(IdempotencyStore.layerMemory)
+ * )
  * ```
  *
  * @since 0.1.0
@@ -541,8 +596,23 @@ export const fn = <P, IP, A, IA, EF = never, IEF = never>(
  * and whether it was replayed, the attempt that produced it, whether it was recorded. When the
  * effect holds several runs, the last one to succeed is reported.
  *
+ * @example
  * ```ts
- * const { replayed, value } = yield* Idempotency.result(createOrder(request, { key }))
+ * import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
+ * import { Effect, Schema } from "effect"
+ *
+ * const createOrder = Idempotency.make({
+ *   name: "create-order",
+ *   payload: Schema.Struct({ sku: Schema.String }),
+ *   success: Schema.Struct({ orderId: Schema.String }),
+ *   execute: ({ sku }) => Effect.succeed({ orderId: `order-${sku}` })
+ * })
+ *
+ * const program = Effect.gen(function*() {
+ *   const run = createOrder.run({ key: "3f0c5c9e-client-key", payload: { sku: "A-1" } })
+ *   const { replayed, value } = yield* Idempotency.result(run)
+ *   yield* Effect.log(replayed ? `replayed ${value.orderId}` : `created ${value.orderId}`)
+ * }).pipe(Effect.provide(IdempotencyStore.layerMemory))
  * ```
  *
  * @since 0.1.0

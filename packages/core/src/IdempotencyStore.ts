@@ -262,8 +262,15 @@ export const makeCached: (
 /**
  * The warm-instance cache (see `makeCached`) over the `IdempotencyStore` of the context.
  *
+ * @example
  * ```ts
- * const StoreLive = IdempotencyStore.layerCached({ capacity: 1000 }).pipe(Layer.provide(PgStoreLive))
+ * import { IdempotencyStore } from "@effect-idempotency/core"
+ * import { Layer } from "effect"
+ *
+ * // any store's layer: PostgreSQL, DynamoDB, Redis or memory
+ * const StoreLive = IdempotencyStore.layerMemory
+ *
+ * const CachedStoreLive = IdempotencyStore.layerCached({ capacity: 1000 }).pipe(Layer.provide(StoreLive))
  * ```
  *
  * @since 0.1.0

@@ -2,6 +2,13 @@
  * The DynamoDB client service: an AWS SDK v3 `DynamoDBClient` that lives as long as the scope
  * that built it, and is destroyed (its sockets closed) when that scope closes.
  *
+ * The client makes one attempt per request unless told otherwise (`maxAttempts`): the store
+ * retries throttled requests itself, with an Effect `Schedule`, so that retries are bounded,
+ * visible and interruptible. A connection that is not established within `defaultConnectTimeout`
+ * (1 second) is abandoned, unless told otherwise (`connectTimeout`, or the SDK's
+ * `requestHandler.connectionTimeout`).
+ *
+ * @example
  * ```ts
  * import { DynamoDbClient } from "@effect-idempotency/dynamodb"
  * import { Config } from "effect"
@@ -11,12 +18,6 @@
  *   endpoint: Config.string("DYNAMODB_ENDPOINT").pipe(Config.withDefault(undefined))
  * })
  * ```
- *
- * The client makes one attempt per request unless told otherwise (`maxAttempts`): the store
- * retries throttled requests itself, with an Effect `Schedule`, so that retries are bounded,
- * visible and interruptible. A connection that is not established within `defaultConnectTimeout`
- * (1 second) is abandoned, unless told otherwise (`connectTimeout`, or the SDK's
- * `requestHandler.connectionTimeout`).
  *
  * @since 0.1.0
  */

@@ -1,15 +1,6 @@
 /**
  * An `IdempotencyStore` on DynamoDB.
  *
- * ```ts
- * import { DynamoDbClient, DynamoDbStore } from "@effect-idempotency/dynamodb"
- * import { Layer } from "effect"
- *
- * const StoreLive = DynamoDbStore.layerWith({ tableName: "idempotency" }).pipe(
- *   Layer.provide(DynamoDbClient.layer({ region: "eu-west-1" }))
- * )
- * ```
- *
  * Every method is one conditional request in the common case, with the decision taken by
  * DynamoDB atomically:
  *
@@ -32,6 +23,16 @@
  *   even when DynamoDB or the network stopped answering without closing the connection.
  *   Interrupting the calling fiber aborts the request in flight at once. A failed condition is never an
  *   error of its own: it is a reservation's `Existing` result, or `LeaseLost`.
+ *
+ * @example
+ * ```ts
+ * import { DynamoDbClient, DynamoDbStore } from "@effect-idempotency/dynamodb"
+ * import { Layer } from "effect"
+ *
+ * const StoreLive = DynamoDbStore.layerWith({ tableName: "idempotency" }).pipe(
+ *   Layer.provide(DynamoDbClient.layer({ region: "eu-west-1" }))
+ * )
+ * ```
  *
  * @since 0.1.0
  */

@@ -18,6 +18,7 @@
  * 6. answers with the fresh response, or replays the recorded one with `Idempotent-Replayed: true`,
  *    or answers with a problem (400, 409 with `Retry-After`, 413, 422, 500, 503, 504).
  *
+ * @example
  * ```ts
  * import { HttpIdempotency } from "@effect-idempotency/http"
  *

@@ -4,6 +4,11 @@
  * Promise<Response>` handler goes in, the same comes out, with one `ManagedRuntime` per instance
  * (the store's connections are made once, on the first request, and reused).
  *
+ * The engine (`HttpIdempotency`) does the rest: the key, the fingerprint, the record, the replays
+ * and the problem responses. `make` takes an Effect handler instead, with a step that reads the
+ * request once (to derive the key from the body, for example).
+ *
+ * @example
  * ```ts
  * import { IdempotencyStore } from "@effect-idempotency/core"
  * import { IdempotentFetch } from "@effect-idempotency/http"
@@ -13,10 +18,6 @@
  *
  * export default IdempotentFetch.wrap(createOrder, { layer: IdempotencyStore.layerMemory })
  * ```
- *
- * The engine (`HttpIdempotency`) does the rest: the key, the fingerprint, the record, the replays
- * and the problem responses. `make` takes an Effect handler instead, with a step that reads the
- * request once (to derive the key from the body, for example).
  *
  * @since 0.1.0
  */
@@ -361,7 +362,16 @@ export interface WrapOptions<C, LE> extends HttpIdempotency.Options, RuntimeOpti
  * A rejection of the handler is a failure: answered with 500, and the record is released (a
  * retry runs it again).
  *
+ * @example
  * ```ts
+ * import { IdempotencyStore } from "@effect-idempotency/core"
+ * import { IdempotentFetch } from "@effect-idempotency/http"
+ *
+ * // the application's own handler
+ * const createOrder = async (request: Request) => ({ orderId: "order-1", sku: (await request.json()).sku })
+ * // the store's layer: PostgreSQL, DynamoDB, Redis, or memory in development
+ * const StoreLive = IdempotencyStore.layerMemory
+ *
  * export default IdempotentFetch.wrap(async (request) => Response.json(await createOrder(request)), {
  *   layer: StoreLive,
  *   scope: (request) => request.headers.get("x-tenant-id") ?? undefined

@@ -4,6 +4,15 @@
  * the decoded event (where Powertools takes a JMESPath, `eventKeyJmesPath`), and the request's
  * fingerprint from the event or a chosen part of it (`payloadValidationJmesPath`).
  *
+ * Per invocation: the event is decoded (an `InvalidEvent` otherwise), the key read, and the handler
+ * run inside `Idempotency.once`, within the time Lambda leaves the invocation less a margin, so the
+ * outcome is recorded before Lambda stops the function. The lease covers the invocation's remaining
+ * time. The result is the handler's value, encoded with `success` (what Lambda serializes); a replay
+ * returns the recorded one. A failure is rejected with the error itself, so an asynchronous
+ * invocation is retried by Lambda as usual: a stored failure is rejected again on every retry, and
+ * the handler does not run.
+ *
+ * @example
  * ```ts
  * import { IdempotencyStore } from "@effect-idempotency/core"
  * import { LambdaEvent } from "@effect-idempotency/lambda"
@@ -18,14 +27,6 @@
  *   handler: (event) => Effect.succeed({ trackingId: `track-${event.detail.orderId}` })
  * })
  * ```
- *
- * Per invocation: the event is decoded (an `InvalidEvent` otherwise), the key read, and the handler
- * run inside `Idempotency.once`, within the time Lambda leaves the invocation less a margin, so the
- * outcome is recorded before Lambda stops the function. The lease covers the invocation's remaining
- * time. The result is the handler's value, encoded with `success` (what Lambda serializes); a replay
- * returns the recorded one. A failure is rejected with the error itself, so an asynchronous
- * invocation is retried by Lambda as usual: a stored failure is rejected again on every retry, and
- * the handler does not run.
  *
  * @since 0.1.0
  */

@@ -6,9 +6,20 @@
  * response recorded (status, allowed headers, body bytes) and replayed with
  * `Idempotent-Replayed: true`, 5xx not recorded.
  *
+ * The event becomes a Web `Request` (method, path, query, headers, the body decoded from base64
+ * when API Gateway encoded it); the handler's `Response` becomes the event source's result (a
+ * binary body as base64, cookies as API Gateway wants them). The cut-off is the invocation's
+ * remaining time: the handler ends `margin` before it (default 1 second) and every store call
+ * before it.
+ *
+ * @example
  * ```ts
+ * import { IdempotencyStore } from "@effect-idempotency/core"
  * import { LambdaHttp } from "@effect-idempotency/lambda"
  * import { Effect } from "effect"
+ *
+ * // the store's layer: DynamoDB, PostgreSQL or Redis (memory keeps records per instance only)
+ * const StoreLive = IdempotencyStore.layerMemory
  *
  * export const handler = LambdaHttp.idempotent({
  *   name: "create-order",
@@ -19,12 +30,6 @@
  *     )
  * })
  * ```
- *
- * The event becomes a Web `Request` (method, path, query, headers, the body decoded from base64
- * when API Gateway encoded it); the handler's `Response` becomes the event source's result (a
- * binary body as base64, cookies as API Gateway wants them). The cut-off is the invocation's
- * remaining time: the handler ends `margin` before it (default 1 second) and every store call
- * before it.
  *
  * @since 0.1.0
  */

@@ -4,6 +4,12 @@
  * that failed go back to the queue. A record already processed (a duplicate delivery, a redelivery
  * after a visibility timeout) is replayed and counts as done: its side effect happens once.
  *
+ * The function's event source mapping must have `ReportBatchItemFailures` on, so that Lambda reads
+ * `batchItemFailures`. A record whose body does not decode fails (it returns to the queue, and goes
+ * to its dead-letter queue after `maxReceiveCount`). With `fifo: true`, records are processed in
+ * order and the first failure fails every record after it, as SQS FIFO queues require.
+ *
+ * @example
  * ```ts
  * import { IdempotencyStore } from "@effect-idempotency/core"
  * import { LambdaSqs } from "@effect-idempotency/lambda"
@@ -17,11 +23,6 @@
  *   handler: (body) => Effect.log(`charging ${body.cents} for ${body.chargeId}`)
  * })
  * ```
- *
- * The function's event source mapping must have `ReportBatchItemFailures` on, so that Lambda reads
- * `batchItemFailures`. A record whose body does not decode fails (it returns to the queue, and goes
- * to its dead-letter queue after `maxReceiveCount`). With `fifo: true`, records are processed in
- * order and the first failure fails every record after it, as SQS FIFO queues require.
  *
  * @since 0.1.0
  */

@@ -8,6 +8,7 @@
  * payload), runs the handler at most once per key, records its response (status, selected headers,
  * body), and replays that response to every retry with `Idempotent-Replayed: true`.
  *
+ * @example
  * ```ts
  * // netlify/functions/create-order.ts
  * import { IdempotencyStore } from "@effect-idempotency/core"

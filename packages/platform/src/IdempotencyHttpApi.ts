@@ -7,9 +7,20 @@
  * `Idempotent-Replayed: true`, per the IETF Idempotency-Key draft (see `@effect-idempotency/http`
  * for every rule). The other endpoints are untouched.
  *
+ * A domain failure the endpoint declares (`addError(OutOfStock)`, status 409) is answered as its
+ * response and recorded like any other response below 500, so a retry gets the same rejection.
+ *
+ * @example
  * ```ts
  * import { IdempotencyHttpApi } from "@effect-idempotency/platform"
+ * import { IdempotencyStore } from "@effect-idempotency/core"
  * import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+ * import { Effect, Layer, Schema } from "effect"
+ *
+ * const NewOrder = Schema.Struct({ sku: Schema.String, quantity: Schema.Int })
+ * const Order = Schema.Struct({ id: Schema.String, sku: Schema.String, quantity: Schema.Int })
+ * const OrderPath = Schema.Struct({ id: Schema.String })
+ * class OutOfStock extends Schema.TaggedError<OutOfStock>()("OutOfStock", { sku: Schema.String }) {}
  *
  * class OrdersApi extends HttpApiGroup.make("orders")
  *   .add(HttpApiEndpoint.post("create", "/orders").setPayload(NewOrder).addSuccess(Order, { status: 201 })
@@ -18,15 +29,19 @@
  * {}
  * class Api extends HttpApi.make("shop").add(OrdersApi) {}
  *
+ * const OrdersLive = HttpApiBuilder.group(Api, "orders", (handlers) =>
+ *   handlers
+ *     .handle("create", ({ payload }) => Effect.succeed({ id: "order-1", ...payload }))
+ *     .handle("get", ({ path }) => Effect.succeed({ id: path.id, sku: "A-1", quantity: 1 })))
+ * // the store's layer: PostgreSQL, DynamoDB, Redis, or memory in development
+ * const StoreLive = IdempotencyStore.layerMemory
+ *
  * const ApiLive = HttpApiBuilder.api(Api).pipe(
  *   Layer.provide(OrdersLive),
  *   Layer.provide(IdempotencyHttpApi.layer(Api)),
  *   Layer.provide(StoreLive)
  * )
  * ```
- *
- * A domain failure the endpoint declares (`addError(OutOfStock)`, status 409) is answered as its
- * response and recorded like any other response below 500, so a retry gets the same rejection.
  *
  * @since 0.1.0
  */

@@ -7,6 +7,7 @@
  * operation, scope and client key. A downstream API that deduplicates by that header then turns a
  * retried write into a replay. Requests made outside an operation are sent unchanged.
  *
+ * @example
  * ```ts
  * import { IdempotencyHttpClient } from "@effect-idempotency/platform"
  * import { FetchHttpClient, HttpClient } from "@effect/platform"
@@ -173,6 +174,7 @@ export const layerWith = (options?: Options): Layer.Layer<HttpClient.HttpClient,
 /**
  * Replaces the `HttpClient` in the context with one that forwards keys.
  *
+ * @example
  * ```ts
  * import { IdempotencyHttpClient } from "@effect-idempotency/platform"
  * import { FetchHttpClient } from "@effect/platform"

@@ -6,10 +6,20 @@
  *
  * A route opts in by piping its handler through the middleware; the other routes are untouched:
  *
+ * The app then needs an `IdempotencyStore` (memory, PostgreSQL, DynamoDB, Redis). Applied to a
+ * whole app (`HttpServer.serve(app, idempotent)`), it covers every `POST` and `PATCH` route.
+ *
+ * @example
  * ```ts
  * import { IdempotencyMiddleware } from "@effect-idempotency/platform"
  * import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
- * import { Effect } from "effect"
+ * import { Effect, Schema } from "effect"
+ *
+ * const createOrder = Effect.gen(function*() {
+ *   const order = yield* HttpServerRequest.schemaBodyJson(Schema.Struct({ sku: Schema.String }))
+ *   return yield* HttpServerResponse.json({ id: "order-1", ...order }, { status: 201 })
+ * })
+ * const getOrder = HttpServerResponse.json({ id: "order-1", sku: "A-1" })
  *
  * const idempotent = IdempotencyMiddleware.make({ name: "orders" })
  *
@@ -18,9 +28,6 @@
  *   HttpRouter.get("/orders/:id", getOrder)
  * )
  * ```
- *
- * The app then needs an `IdempotencyStore` (memory, PostgreSQL, DynamoDB, Redis). Applied to a
- * whole app (`HttpServer.serve(app, idempotent)`), it covers every `POST` and `PATCH` route.
  *
  * @since 0.1.0
  */

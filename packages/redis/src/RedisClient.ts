@@ -2,13 +2,6 @@
  * The Redis client service: an ioredis connection (`Redis`) or cluster client (`Cluster`) that the
  * store sends its scripts through.
  *
- * ```ts
- * import { RedisClient } from "@effect-idempotency/redis"
- * import { Config } from "effect"
- *
- * const ClientLive = RedisClient.layerConfig({ url: Config.redacted("REDIS_URL") })
- * ```
- *
  * A client built here fails fast instead of queueing: no offline queue, no command resent after a
  * reconnection, every command answered within `commandTimeout` (default 2 seconds) and every
  * connection attempt settled within `connectTimeout` (default 2 seconds). So a store call on a
@@ -17,6 +10,14 @@
  *
  * A client of your own (`layerFromClient`) keeps the options you gave it; see
  * `recommendedOptions`.
+ *
+ * @example
+ * ```ts
+ * import { RedisClient } from "@effect-idempotency/redis"
+ * import { Config } from "effect"
+ *
+ * const ClientLive = RedisClient.layerConfig({ url: Config.redacted("REDIS_URL") })
+ * ```
  *
  * @since 0.1.0
  */
@@ -196,7 +197,11 @@ export const toOptions = (options: ClientOptions): Options => ({
 /**
  * A client layer from `Config`.
  *
+ * @example
  * ```ts
+ * import { RedisClient } from "@effect-idempotency/redis"
+ * import { Config } from "effect"
+ *
  * const ClientLive = RedisClient.layerConfig({
  *   url: Config.redacted("REDIS_URL"),
  *   commandTimeout: Config.duration("REDIS_COMMAND_TIMEOUT").pipe(Config.withDefault("2 seconds"))

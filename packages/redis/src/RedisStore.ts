@@ -1,15 +1,6 @@
 /**
  * The Redis / Valkey `IdempotencyStore`, on ioredis.
  *
- * ```ts
- * import { RedisClient, RedisStore } from "@effect-idempotency/redis"
- * import { Config, Layer } from "effect"
- *
- * const StoreLive = RedisStore.layer.pipe(
- *   Layer.provide(RedisClient.layerConfig({ url: Config.redacted("REDIS_URL") }))
- * )
- * ```
- *
  * Every method is one Lua script, run atomically by the server in one round trip (`EVALSHA`, or
  * `EVAL` the first time a client sends it and after `NOSCRIPT`): a first execution costs 2 (reserve,
  * complete), a replay 1, a conflict 1. The reservation creates the record, takes over an expired
@@ -22,6 +13,16 @@
  * by the server's clock (`TIME`, read inside each script) by default: one clock for every function
  * instance. Records also carry a native expiry (`PXAT`) at their `expires_at`, so Redis deletes
  * them by itself.
+ *
+ * @example
+ * ```ts
+ * import { RedisClient, RedisStore } from "@effect-idempotency/redis"
+ * import { Config, Layer } from "effect"
+ *
+ * const StoreLive = RedisStore.layer.pipe(
+ *   Layer.provide(RedisClient.layerConfig({ url: Config.redacted("REDIS_URL") }))
+ * )
+ * ```
  *
  * @since 0.1.0
  */
@@ -200,7 +201,11 @@ export const layer: Layer.Layer<IdempotencyStore, never, RedisClient> = Layer.sc
 /**
  * The store as a layer, with options read from `Config`.
  *
+ * @example
  * ```ts
+ * import { RedisStore } from "@effect-idempotency/redis"
+ * import { Config } from "effect"
+ *
  * const StoreLive = RedisStore.layerConfig({
  *   prefix: Config.string("IDEMPOTENCY_PREFIX").pipe(Config.withDefault("idempotency:"))
  * })

@@ -5,16 +5,6 @@
  * With the Migrator, keep the store's migrations in a migrations table of their own, so their ids
  * never collide with the application's:
  *
- * ```ts
- * import { PgIdempotencyMigration } from "@effect-idempotency/sql-pg"
- * import { PgMigrator } from "@effect/sql-pg"
- *
- * const migrate = PgMigrator.run({
- *   loader: PgIdempotencyMigration.loader(),
- *   table: "effect_idempotency_migrations"
- * })
- * ```
- *
  * Or let the store's layer run it when it is built (`PgIdempotencyStore.layerWith({ migrate: true })`),
  * run `migration(options)` from one of the application's own migrations, or apply `toSql()` with
  * any other tool. Every statement is idempotent (`IF NOT EXISTS`, `CREATE OR REPLACE`), and the
@@ -38,6 +28,17 @@
  * Next to the table, in the same schema, the migration creates the PL/pgSQL function
  * `<table>_reserve`, which the store calls to reserve a record: it must exist before the store is
  * used.
+ *
+ * @example
+ * ```ts
+ * import { PgIdempotencyMigration } from "@effect-idempotency/sql-pg"
+ * import { PgMigrator } from "@effect/sql-pg"
+ *
+ * const migrate = PgMigrator.run({
+ *   loader: PgIdempotencyMigration.loader(),
+ *   table: "effect_idempotency_migrations"
+ * })
+ * ```
  *
  * @since 0.1.0
  */
@@ -89,6 +90,7 @@ export const statements = (
 /**
  * The migration as one SQL script, for teams that manage their own migrations.
  *
+ * @example
  * ```ts
  * import { PgIdempotencyMigration } from "@effect-idempotency/sql-pg"
  *

@@ -1,16 +1,6 @@
 /**
  * The PostgreSQL `IdempotencyStore`, on `SqlClient` from `@effect/sql`.
  *
- * ```ts
- * import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
- * import { PgClient } from "@effect/sql-pg"
- * import { Config, Layer } from "effect"
- *
- * const StoreLive = PgIdempotencyStore.layerWith({ migrate: true, purgeInterval: "5 minutes" }).pipe(
- *   Layer.provide(PgClient.layerConfig({ url: Config.redacted("DATABASE_URL") }))
- * )
- * ```
- *
  * Each method is one statement (one round trip): a first execution costs 2 (reserve, complete), a
  * replay 1, a conflict 1. The reservation calls the PL/pgSQL function `<table>_reserve` that the
  * migration creates next to the table: its statements are planned once per connection, and it
@@ -29,6 +19,17 @@
  *
  * The table and the function come from `PgIdempotencyMigration`: run it with your migrations, or
  * let the layer run it when it is built (`migrate: true`).
+ *
+ * @example
+ * ```ts
+ * import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
+ * import { PgClient } from "@effect/sql-pg"
+ * import { Config, Layer } from "effect"
+ *
+ * const StoreLive = PgIdempotencyStore.layerWith({ migrate: true, purgeInterval: "5 minutes" }).pipe(
+ *   Layer.provide(PgClient.layerConfig({ url: Config.redacted("DATABASE_URL") }))
+ * )
+ * ```
  *
  * @since 0.1.0
  */

@@ -3,19 +3,20 @@
  * `Idempotency` on a real store, with what must be recorded, what the caller gets, and what a retry
  * gets. A store package calls `suite` once with its Layer, as it calls `StoreConformance.suite`:
  *
- * ```ts
- * import { ExitPaths } from "@effect-idempotency/testing"
- * import { IdempotencyStore } from "@effect-idempotency/core"
- *
- * ExitPaths.suite("memory store", IdempotencyStore.layerMemoryWith({ warn: false }))
- * ```
- *
  * The exits: a heartbeat whose extension fails once, or for good, or finds the lease lost; a
  * success that does not encode; a defect (before or after the write); a downstream that ends while
  * it is being interrupted, or that ignores interruption past its lease margin; a store that hangs
  * after the reservation, on the completion, on a policy's write, or on the reservation itself.
  * Faults are injected in front of the store; time is `TestClock`, started at the wall clock and
  * moved one scheduled wake-up at a time, only while no store request is in flight.
+ *
+ * @example
+ * ```ts
+ * import { ExitPaths } from "@effect-idempotency/testing"
+ * import { IdempotencyStore } from "@effect-idempotency/core"
+ *
+ * ExitPaths.suite("memory store", IdempotencyStore.layerMemoryWith({ warn: false }))
+ * ```
  *
  * @since 0.1.0
  */

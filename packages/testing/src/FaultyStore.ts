@@ -5,10 +5,19 @@
  * instance), or a crash of the attempt at a named point of the protocol, so that lost completions
  * can be reproduced. The faults are a list, written by hand or drawn by fast-check (`arbitrary`).
  *
+ * @example
  * ```ts
- * import { IdempotencyStore } from "@effect-idempotency/core"
+ * import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
  * import { FaultyStore } from "@effect-idempotency/testing"
- * import { Effect } from "effect"
+ * import { Effect, Schema } from "effect"
+ *
+ * const createOrder = Idempotency.make({
+ *   name: "create-order",
+ *   payload: Schema.Struct({ sku: Schema.String }),
+ *   success: Schema.Struct({ orderId: Schema.String }),
+ *   execute: ({ sku }) => Effect.succeed({ orderId: `order-${sku}` })
+ * })
+ * const request = { key: "3f0c5c9e-client-key", payload: { sku: "A-1" } }
  *
  * // this attempt crashes after its downstream call, before recording the outcome
  * const crashed = createOrder.run(request).pipe(

@@ -8,17 +8,6 @@
  * or `it.effect.prop`); `play` runs a plan under `TestClock`: it starts each delivery at its time,
  * stops an attempt at the time limit, and retries a failed attempt as the platform would.
  *
- * ```ts
- * import { PlatformModel } from "@effect-idempotency/testing"
- * import { it } from "@effect/vitest"
- * import { Effect, FastCheck } from "effect"
- *
- * it.effect.prop("a handler under Lambda's retries", [PlatformModel.arbitrary(PlatformModel.awsLambdaAsync, FastCheck.constant(null))], ([plan]) =>
- *   Effect.gen(function*() {
- *     const attempts = yield* PlatformModel.play(plan, () => handler)
- *   }))
- * ```
- *
  * Presets (values, so a field can be overridden with a spread: `{ ...PlatformModel.awsLambdaAsync, timeLimit: "30 seconds" }`):
  *
  * | preset | time limit | platform retries | other deliveries |
@@ -26,6 +15,22 @@
  * | `netlifySynchronous` | 10 s (the default; up to 26 s) | none | clients resend up to 2 times within 2 minutes |
  * | `netlifyBackground` | 15 min | after 1 min, then 2 min | a client resends once within 15 minutes |
  * | `awsLambdaAsync` | 3 s (the default; up to 900 s) | 2: after ~1 min, then ~2 min | a duplicate delivery within the 6 h maximum event age |
+ *
+ * @example
+ * ```ts
+ * import { PlatformModel } from "@effect-idempotency/testing"
+ * import { it } from "@effect/vitest"
+ * import { Effect, FastCheck } from "effect"
+ *
+ * // the function under test: one invocation
+ * const handler = Effect.succeed({ statusCode: 201 })
+ *
+ * it.effect.prop("a handler under Lambda's retries", [PlatformModel.arbitrary(PlatformModel.awsLambdaAsync, FastCheck.constant(null))], ([plan]) =>
+ *   Effect.gen(function*() {
+ *     const attempts = yield* PlatformModel.play(plan, () => handler)
+ *     yield* Effect.log(`${attempts.length} attempts`)
+ *   }))
+ * ```
  *
  * @since 0.1.0
  */

@@ -9,9 +9,21 @@
  * never learn the outcome. `run` and `assert` hand both to `FastCheck.check` and report the guarantee
  * the configuration gave over every case.
  *
+ * @example
  * ```ts
+ * import type { Idempotency } from "@effect-idempotency/core"
+ * import type { SimulatedDownstream } from "@effect-idempotency/testing"
  * import { PlatformModel, RetryProperty } from "@effect-idempotency/testing"
  * import { it } from "@effect/vitest"
+ * import type { Layer } from "effect"
+ *
+ * // the application's OrdersApi client, and the operation that calls it
+ * interface OrdersApi {
+ *   readonly create: unknown
+ * }
+ * declare const createOrder: Idempotency.Operation<{ sku: string; quantity: number }, { orderId: string }, never, OrdersApi>
+ * // OrdersApi over SimulatedDownstream (see SimulatedDownstream)
+ * declare const OrdersApiSimulated: Layer.Layer<OrdersApi, never, SimulatedDownstream.SimulatedDownstream>
  *
  * const property = {
  *   operation: createOrder, // Idempotency.make({ ... }), calling the downstream through OrdersApi

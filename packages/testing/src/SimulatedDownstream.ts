@@ -10,6 +10,9 @@
  * the endpoint. Name an endpoint as the request's method and URL (`POST https://api.example/orders`),
  * as the middleware names a step.
  *
+ * Time is read through `Clock` and spent with `Effect.sleep`, so `TestClock` drives every delay.
+ *
+ * @example
  * ```ts
  * import { SimulatedDownstream } from "@effect-idempotency/testing"
  * import { Effect } from "effect"
@@ -23,8 +26,6 @@
  *   return yield* downstream.writes
  * }).pipe(Effect.provide(SimulatedDownstream.layer({ deduplicate: true })))
  * ```
- *
- * Time is read through `Clock` and spent with `Effect.sleep`, so `TestClock` drives every delay.
  *
  * @since 0.1.0
  */

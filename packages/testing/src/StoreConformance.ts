@@ -2,15 +2,16 @@
  * The conformance suite every `IdempotencyStore` must pass. A store package calls `suite` once
  * from its own test file with its Layer:
  *
+ * The suite drives time with `TestClock` (set to the wall clock at the start of each test, then
+ * moved with `TestClock.adjust`). A store that reads another clock passes `advance`.
+ *
+ * @example
  * ```ts
  * import { StoreConformance } from "@effect-idempotency/testing"
  * import { IdempotencyStore } from "@effect-idempotency/core"
  *
  * StoreConformance.suite("memory store", IdempotencyStore.layerMemoryWith({ warn: false }))
  * ```
- *
- * The suite drives time with `TestClock` (set to the wall clock at the start of each test, then
- * moved with `TestClock.adjust`). A store that reads another clock passes `advance`.
  *
  * @since 0.1.0
  */

@@ -4,18 +4,22 @@
  * open: no RST, no FIN, as a hung server or a network that stopped delivering looks to the client),
  * to reset every connection (a server that is down), or to cut the connections it has.
  *
- * ```ts
- * import { TcpProxy } from "@effect-idempotency/testing"
- *
- * const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: 5432 })
- * // point the store's client at 127.0.0.1:proxy.port, then:
- * yield* proxy.stall() // every connection stops answering
- * // ... a store call must now fail with StoreUnavailable within its time limit
- * yield* proxy.resume // the held bytes are delivered, in order, and traffic flows again
- * ```
- *
  * The proxy listens on one port, bound when it is made and kept until its scope closes, so that
  * no other process can take the port between two phases of a test.
+ *
+ * @example
+ * ```ts
+ * import { TcpProxy } from "@effect-idempotency/testing"
+ * import { Effect } from "effect"
+ *
+ * const scenario = Effect.gen(function*() {
+ *   const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: 5432 })
+ *   // point the store's client at 127.0.0.1:proxy.port, then:
+ *   yield* proxy.stall() // every connection stops answering
+ *   // ... a store call must now fail with StoreUnavailable within its time limit
+ *   yield* proxy.resume // the held bytes are delivered, in order, and traffic flows again
+ * }).pipe(Effect.scoped)
+ * ```
  *
  * @since 0.1.0
  */
