@@ -30,7 +30,12 @@ describe("at-most-once (markUnknown)", () => {
       Effect.gen(function*() {
         const { executions, violations } = yield* play(cfg, attempts)
         assert.deepStrictEqual(violations, [])
-        assert.isAtMost(executions.length, 1)
+        // every record lives at least its TTL from its reservation: until then nothing runs again
+        // (the attempts start within the TTL, but a run can take simulated time of its own, so the
+        // last one may start when the first record has just expired, and may then run)
+        const first = executions[0]
+        const within = first === undefined ? [] : executions.filter((e) => e.start < first.start + cfg.ttlMs)
+        assert.isAtMost(within.length, 1)
       }),
     { timeout: 600_000, fastCheck: { numRuns: NUM_RUNS } }
   )
