@@ -90,6 +90,9 @@ export const statements = (
 /**
  * The migration as one SQL script, for teams that manage their own migrations.
  *
+ * Takes a validated table, or table options (`{ table, schema }`, validated here); with neither,
+ * the default table `idempotency_records`.
+ *
  * @example
  * ```ts
  * import { PgIdempotencyMigration } from "@effect-idempotency/sql-pg"
@@ -99,9 +102,6 @@ export const statements = (
  * // a table of your own
  * const billing = PgIdempotencyMigration.toSql({ table: "payments_idempotency", schema: "billing" })
  * ```
- *
- * Takes a validated table, or table options (`{ table, schema }`, validated here); with neither,
- * the default table `idempotency_records`.
  *
  * @throws `InvalidTableName` when the options name an invalid table or schema.
  * @since 0.1.0
