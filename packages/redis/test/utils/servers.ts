@@ -244,18 +244,40 @@ export const redisCluster = (binary: string): Effect.Effect<RedisCluster, Server
   Effect.gen(function*() {
     const ranges = [[0, 5460], [5461, 10922], [10923, 16383]] as const
     const ports: Array<number> = []
-    for (let i = 0; i < ranges.length; i++) {
+    // each node listens on two ports: clients' and the cluster bus's (by default the first plus
+    // 10000, which may be taken or out of range), so both are chosen free; a port taken by another
+    // process between the choice and the bind fails the start, which then tries other ports
+    const node = Effect.gen(function*() {
       const port = yield* freePort
+      let bus = yield* freePort
+      for (let i = 0; i < 5 && bus === port; i++) bus = yield* freePort
       yield* redisServer(binary, {
         port,
-        args: ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000"]
+        args: [
+          "--cluster-enabled",
+          "yes",
+          "--cluster-port",
+          String(bus),
+          "--cluster-config-file",
+          "nodes.conf",
+          "--cluster-node-timeout",
+          "5000"
+        ]
       })
+      return { port, bus }
+    })
+    const buses = new Map<number, number>()
+    for (let i = 0; i < ranges.length; i++) {
+      const { bus, port } = yield* Effect.retry(node, { times: 3 })
       ports.push(port)
+      buses.set(port, bus)
     }
     for (const [i, [first, last]] of ranges.entries()) {
       yield* command(ports[i]!, ["CLUSTER", "ADDSLOTSRANGE", first, last])
     }
-    for (const port of ports.slice(1)) yield* command(ports[0]!, ["CLUSTER", "MEET", "127.0.0.1", port])
+    for (const port of ports.slice(1)) {
+      yield* command(ports[0]!, ["CLUSTER", "MEET", "127.0.0.1", port, buses.get(port)!])
+    }
     const settled = Effect.forEach(
       ports,
       (port) =>
