@@ -18,6 +18,13 @@ import { randomUUID } from "node:crypto"
 import { backends, clientLayer, immediateRetries, tableLayer, uniqueTableName } from "./utils/backends.js"
 import { startAtWallClock } from "./utils/requests.js"
 
+/** Waits (in real time, 30 s at most) until a fiber sleeps on the TestClock, as a background loop does between rounds. */
+const awaitSleeper = Effect.gen(function*() {
+  for (let i = 0; i < 3000 && (yield* TestClock.sleeps()).length === 0; i++) {
+    yield* TestServices.provideLive(Effect.sleep("10 millis"))
+  }
+})
+
 const fromEnv = DynamoDbStore.layerConfig({
   tableName: Config.string("IDEMPOTENCY_TABLE"),
   keyAttribute: Config.string("IDEMPOTENCY_KEY_ATTRIBUTE").pipe(Config.withDefault(undefined)),
@@ -72,7 +79,9 @@ for (const backend of backends) {
         const item = yield* raw(id)
         assert.isDefined(item)
         assert.isDefined(item?.expires?.N, "the TTL attribute is the configured one")
-        // the record expires; the purge of the configuration deletes it a minute later
+        // the record expires; the purge of the configuration deletes it a minute later. The first round
+        // runs at once and is a real request: the clock moves only once the purge fiber sleeps
+        yield* awaitSleeper
         yield* TestClock.adjust(Duration.minutes(1))
         let left: Record<string, AttributeValue> | undefined = item
         // the purge runs on its own fiber: read until it has deleted, 10 ms of real time apart (30 s at most)

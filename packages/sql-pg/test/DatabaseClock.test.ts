@@ -12,7 +12,16 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
-import { DB_NOW, expectExisting, expectReserved, FP_B, freshId, reserveRequest } from "./utils/fixtures.js"
+import * as TestServices from "effect/TestServices"
+import {
+  awaitSleeper,
+  DB_NOW,
+  expectExisting,
+  expectReserved,
+  FP_B,
+  freshId,
+  reserveRequest
+} from "./utils/fixtures.js"
 import { layerClient, layerPrimary, resetTable, runTable } from "./utils/TestDatabase.js"
 
 // a table in a schema of its own
@@ -194,8 +203,12 @@ layer(StoreLive, { timeout: "2 minutes" })("PgIdempotencyStore with the database
         ).withoutTransform.pipe(Effect.map((rows) => rows[0]!.n))
       const awaitPurged = (id: IdempotencyRecord.RecordId) =>
         Effect.gen(function*() {
-          let remaining = 1
-          for (let i = 0; i < 500 && remaining > 0; i++) remaining = yield* stored(id)
+          // the purge runs on its own fiber: read until it has deleted, 10 ms of real time apart (30 s at most)
+          let remaining = yield* stored(id)
+          for (let i = 0; i < 3000 && remaining > 0; i++) {
+            yield* TestServices.provideLive(Effect.sleep("10 millis"))
+            remaining = yield* stored(id)
+          }
           assert.strictEqual(remaining, 0)
         })
 
@@ -206,6 +219,7 @@ layer(StoreLive, { timeout: "2 minutes" })("PgIdempotencyStore with the database
       // the next one after the interval, on the fiber's clock
       const after = yield* expired
       assert.strictEqual(yield* stored(after), 1)
+      yield* awaitSleeper
       yield* TestClock.adjust(Duration.minutes(1))
       yield* awaitPurged(after)
     }))

@@ -5,6 +5,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import * as TestClock from "effect/TestClock"
+import * as TestServices from "effect/TestServices"
 import { randomUUID } from "node:crypto"
 import * as Pg from "pg"
 
@@ -57,3 +59,14 @@ export const rawQuery = (client: Pg.Client, text: string, params?: ReadonlyArray
 
 /** The database's clock, in epoch milliseconds (as the store computes it). */
 export const DB_NOW = "floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint"
+
+/**
+ * Waits, in real time (30 s at most), until a fiber sleeps on the TestClock, as a background purge does
+ * between rounds. Move the clock only after: a round still in flight would otherwise schedule its next
+ * one an interval after the moved time, and it would never come.
+ */
+export const awaitSleeper = Effect.gen(function*() {
+  for (let i = 0; i < 3000 && (yield* TestClock.sleeps()).length === 0; i++) {
+    yield* TestServices.provideLive(Effect.sleep("10 millis"))
+  }
+})
