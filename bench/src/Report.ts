@@ -264,6 +264,7 @@ export const markdown = (results: Results, notes: string): string => {
   sections.push(`# Benchmarks
 
 Measured by \`${results.command}\` on ${results.date}, in ${Math.round(results.seconds)} s.
+Our packages run from their build (\`dist\`, as a user installs them), every peer from \`node_modules\`.
 Contenders run in one process, interleaved round by round (A B C, B C A, …); figures are medians over
 the rounds, and ratios are medians of the per-round ratios. Compare ratios, not absolute figures: the
 client and the servers share ${results.machine.cores} cores with other work.

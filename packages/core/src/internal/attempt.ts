@@ -704,9 +704,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         )
       }
 
-      const context = IdempotencyContext.make({ id, token, attempt })
       const worker = built.right.pipe(
-        Effect.provideService(IdempotencyContext.IdempotencyContext, context),
         Effect.onExit((exit) =>
           Effect.sync(() => {
             state.exit = exit
@@ -720,7 +718,18 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       // `watchdogFiber` is started only when the worker is still running once its first run ends
       let watchdogFiber: Fiber.RuntimeFiber<void> | undefined
       const workerExit = Effect.uninterruptibleMask((restore) =>
-        Effect.flatMap(Effect.runtime<R>(), (runtime) => {
+        Effect.withFiberRuntime<Exit.Exit<Result<A>, E | IdempotencyError>, never, R>((fiber, status) => {
+          // the worker's runtime is the run's, with the `IdempotencyContext` of this execution in its
+          // context (cheaper than providing it around the downstream, which costs a scope per call)
+          const runtime = Runtime.make({
+            context: Context.add(
+              fiber.getFiberRef(FiberRef.currentContext) as Context.Context<R>,
+              IdempotencyContext.IdempotencyContext,
+              IdempotencyContext.make({ id, token, attempt })
+            ),
+            runtimeFlags: status.runtimeFlags,
+            fiberRefs: fiber.getFiberRefs()
+          })
           // started at once, on this call's stack: a downstream that completes without waiting (and
           // whose outcome is recorded without waiting) is done when `runFork` returns, and then no
           // timer, no watchdog and no scheduling is needed; the worker is a fiber of its own only
