@@ -6,6 +6,8 @@ import { type AttributeValue, GetItemCommand } from "@aws-sdk/client-dynamodb"
 import { IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { DynamoDbClient, DynamoDbStore } from "@effect-idempotency/dynamodb"
 import { assert, describe, it } from "@effect/vitest"
+import * as Chunk from "effect/Chunk"
+import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
@@ -18,12 +20,18 @@ import { randomUUID } from "node:crypto"
 import { backends, clientLayer, immediateRetries, tableLayer, uniqueTableName } from "./utils/backends.js"
 import { startAtWallClock } from "./utils/requests.js"
 
-/** Waits (in real time, 30 s at most) until a fiber sleeps on the TestClock, as a background loop does between rounds. */
-const awaitSleeper = Effect.gen(function*() {
-  for (let i = 0; i < 3000 && (yield* TestClock.sleeps()).length === 0; i++) {
-    yield* TestServices.provideLive(Effect.sleep("10 millis"))
-  }
-})
+/**
+ * Waits, in real time (30 s at most), until a fiber sleeps on the TestClock for at least `ahead`, as the
+ * background purge does between rounds (the store's deadline watch sleeps shorter, and does not count).
+ */
+const awaitSleeper = (ahead: Duration.DurationInput) =>
+  Effect.gen(function*() {
+    const until = (yield* Clock.currentTimeMillis) + Duration.toMillis(ahead)
+    const sleeping = Effect.map(TestClock.sleeps(), Chunk.some((end) => end >= until))
+    for (let i = 0; i < 3000 && !(yield* sleeping); i++) {
+      yield* TestServices.provideLive(Effect.sleep("10 millis"))
+    }
+  })
 
 const fromEnv = DynamoDbStore.layerConfig({
   tableName: Config.string("IDEMPOTENCY_TABLE"),
@@ -81,7 +89,7 @@ for (const backend of backends) {
         assert.isDefined(item?.expires?.N, "the TTL attribute is the configured one")
         // the record expires; the purge of the configuration deletes it a minute later. The first round
         // runs at once and is a real request: the clock moves only once the purge fiber sleeps
-        yield* awaitSleeper
+        yield* awaitSleeper("1 minute")
         yield* TestClock.adjust(Duration.minutes(1))
         let left: Record<string, AttributeValue> | undefined = item
         // the purge runs on its own fiber: read until it has deleted, 10 ms of real time apart (30 s at most)

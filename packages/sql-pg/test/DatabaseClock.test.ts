@@ -219,7 +219,7 @@ layer(StoreLive, { timeout: "2 minutes" })("PgIdempotencyStore with the database
       // the next one after the interval, on the fiber's clock
       const after = yield* expired
       assert.strictEqual(yield* stored(after), 1)
-      yield* awaitSleeper
+      yield* awaitSleeper("1 minute")
       yield* TestClock.adjust(Duration.minutes(1))
       yield* awaitPurged(after)
     }))

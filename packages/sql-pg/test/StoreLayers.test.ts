@@ -165,7 +165,7 @@ layer(Live, { timeout: "2 minutes" })("PgIdempotencyStore layers", (it) => {
       )
       assert.strictEqual(yield* count, 2)
       // the first round runs at once and is a real query
-      yield* awaitSleeper
+      yield* awaitSleeper("1 minute")
       yield* TestClock.adjust("1 minute")
       // the purge round runs on its own fiber: read until it has deleted, pausing in real time
       // between reads (at most 3,000 reads of 10 ms apart, so a loaded machine gets 30 s)

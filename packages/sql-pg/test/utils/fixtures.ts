@@ -1,6 +1,8 @@
 import { IdempotencyKey, IdempotencyRecord } from "@effect-idempotency/core"
 import type { IdempotencyStore } from "@effect-idempotency/core"
 import { assert } from "@effect/vitest"
+import * as Chunk from "effect/Chunk"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
@@ -61,12 +63,16 @@ export const rawQuery = (client: Pg.Client, text: string, params?: ReadonlyArray
 export const DB_NOW = "floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint"
 
 /**
- * Waits, in real time (30 s at most), until a fiber sleeps on the TestClock, as a background purge does
- * between rounds. Move the clock only after: a round still in flight would otherwise schedule its next
- * one an interval after the moved time, and it would never come.
+ * Waits, in real time (30 s at most), until a fiber sleeps on the TestClock for at least `ahead`, as a
+ * background purge does between rounds (a store call's own short waits do not count). Move the clock
+ * only after: a round still in flight would otherwise schedule its next one an interval after the
+ * moved time, and it would never come.
  */
-export const awaitSleeper = Effect.gen(function*() {
-  for (let i = 0; i < 3000 && (yield* TestClock.sleeps()).length === 0; i++) {
-    yield* TestServices.provideLive(Effect.sleep("10 millis"))
-  }
-})
+export const awaitSleeper = (ahead: Duration.DurationInput) =>
+  Effect.gen(function*() {
+    const until = (yield* Clock.currentTimeMillis) + Duration.toMillis(ahead)
+    const sleeping = Effect.map(TestClock.sleeps(), Chunk.some((end) => end >= until))
+    for (let i = 0; i < 3000 && !(yield* sleeping); i++) {
+      yield* TestServices.provideLive(Effect.sleep("10 millis"))
+    }
+  })
