@@ -13,7 +13,10 @@
  *   attempt. While an interrupted downstream winds down, it keeps the lease.
  *
  * A worker that completes without waiting costs one fiber and nothing else: no timer, no watchdog,
- * nothing scheduled. One that waits costs the watchdog and its one timer. After an interruption, the attempt looks at what the downstream did: an exit that is
+ * nothing scheduled. One that waits costs the watchdog and its one timer; on the live clock, a
+ * plain timer until the watchdog's first wake-up, and the watchdog only if the worker is still
+ * running then (a recording that waits on a real store, a downstream that ends within its time,
+ * costs no watchdog). After an interruption, the attempt looks at what the downstream did: an exit that is
  * known by the time the interruption ends is recorded like any other; only an outcome that is
  * really unknown gets the timeout policy.
  */
@@ -192,6 +195,12 @@ type Guard = <X, Y>(method: string, effect: Effect.Effect<X, Y>) => Effect.Effec
 
 const unbounded: Guard = (_, effect) => effect
 
+/** The clock of every fiber that was not given another one: the only one a plain timer can stand in for. */
+const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
+
+/** The longest delay `setTimeout` keeps (about 24.8 days); a longer wait wakes early and looks again. */
+const MAX_TIMER_MILLIS = 2_147_483_647
+
 /** The cause of a store call cut off by the attempt's deadline. */
 const DEADLINE_PASSED = "no answer before the attempt's deadline"
 
@@ -240,6 +249,25 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     if (configuredLeaseMs === undefined) return floor
     return heartbeatMs === undefined ? Math.max(configuredLeaseMs, floor) : configuredLeaseMs
   }
+
+  /**
+   * When a watchdog started now would first wake (see `watchdog`): the end of the recording once the
+   * downstream has ended; before, the first of its heartbeat, its deadline, and the point where the
+   * lease would have to be given up.
+   */
+  const firstWake = (
+    state: ExecutionState<A, E>,
+    startedAt: number,
+    downstreamDeadline: number,
+    recordEnd: number
+  ): number =>
+    state.phase === "record"
+      ? recordEnd
+      : Math.min(
+        heartbeatMs === undefined ? Infinity : startedAt + heartbeatMs,
+        downstreamDeadline,
+        state.leaseEnd - marginMs / 2
+      )
 
   // built once per operation: a run only looks them up
   const spanOptions = { attributes: { "idempotency.operation": name }, captureStackTrace: false } as const
@@ -715,8 +743,16 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         Effect.flatMap((exit) => settle(exit, unbounded)),
         Effect.interruptible
       )
-      // `watchdogFiber` is started only when the worker is still running once its first run ends
+      // `watchdogFiber` is started only when the worker is still running once its first run ends,
+      // and on the live clock only once something is due (`timer` waits until then)
       let watchdogFiber: Fiber.RuntimeFiber<void> | undefined
+      let timer: ReturnType<typeof setTimeout> | undefined
+      const stopTimer = () => {
+        if (timer !== undefined) {
+          clearTimeout(timer)
+          timer = undefined
+        }
+      }
       const workerExit = Effect.uninterruptibleMask((restore) =>
         Effect.withFiberRuntime<Exit.Exit<Result<A>, E | IdempotencyError>, never, R>((fiber, status) => {
           // the worker's runtime is the run's, with the `IdempotencyContext` of this execution in its
@@ -741,22 +777,53 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
           // interrupting the run from outside must leave it to keep the lease until the downstream
           // has stopped. Interruptible even when the run was started in an uninterruptible region
           // (an `HttpApp` runs its handler so): it is interrupted when the worker is done
-          const started = Runtime.runFork(runtime)(
-            Effect.interruptible(watchdog(store, id, token, lease, workerFiber, state, {
-              startedAt,
-              downstreamDeadline,
-              recordEnd
-            }))
-          )
-          watchdogFiber = started
+          const startWatchdog = () => {
+            watchdogFiber = Runtime.runFork(runtime)(
+              Effect.interruptible(watchdog(store, id, token, lease, workerFiber, state, {
+                startedAt,
+                downstreamDeadline,
+                recordEnd
+              }))
+            )
+          }
+          if (clock === liveClock) {
+            // the watchdog would first sleep until its first wake-up: on the live clock a plain timer
+            // waits instead, and the watchdog starts only if the worker is still running then. A
+            // worker that ends first (a recording that answers, a downstream within its time) costs
+            // no fiber and no watchdog
+            timer = setTimeout(
+              () => {
+                timer = undefined
+                if (workerFiber.unsafePoll() === null) startWatchdog()
+              },
+              Math.min(
+                MAX_TIMER_MILLIS,
+                Math.max(
+                  0,
+                  firstWake(state, startedAt, downstreamDeadline, recordEnd()) - clock.unsafeCurrentTimeMillis()
+                )
+              )
+            )
+          } else {
+            startWatchdog()
+          }
           return restore(Fiber.await(workerFiber)).pipe(
             // interrupted from outside: the downstream is stopped, and its lease kept until it is
-            Effect.onInterrupt(() => Effect.zipRight(Fiber.interrupt(workerFiber), Fiber.interrupt(started)))
+            Effect.onInterrupt(() =>
+              Effect.zipRight(
+                Fiber.interrupt(workerFiber),
+                Effect.suspend(() => {
+                  stopTimer()
+                  return watchdogFiber === undefined ? Effect.void : Fiber.interrupt(watchdogFiber)
+                })
+              )
+            )
           )
         })
       )
 
       return Effect.flatMap(workerExit, (workerExit) => {
+        stopTimer()
         if (Exit.isSuccess(workerExit) || !Cause.isInterruptedOnly(workerExit.cause) || !state.interrupted) {
           // stopped without waiting for it: once the worker is done, nothing the watchdog does matters
           watchdogFiber?.unsafeInterruptAsFork(runFiber)

@@ -1,0 +1,110 @@
+/**
+ * The engine on the live clock, in real time: there a plain timer waits until the watchdog's first
+ * wake-up, and the watchdog starts only if the worker is still running then. Every bound of an
+ * execution must hold on that path as it does on the TestClock (where the watchdog starts at once).
+ * The waits are short and bounded; no test asserts how long anything took.
+ */
+import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Schema from "effect/Schema"
+
+/** The memory store, with a `complete` that first waits `completeWith` and `extend` calls counted. */
+const storeWith = (completeWith: Effect.Effect<void>) =>
+  Effect.map(IdempotencyStore.makeMemory({ warn: false }), (base) => {
+    const counts = { extend: 0, complete: 0 }
+    const store: IdempotencyStore.IdempotencyStore["Type"] = {
+      ...base,
+      extend: (request) => Effect.suspend(() => (counts.extend++, base.extend(request))),
+      complete: (request) =>
+        Effect.zipRight(Effect.sync(() => counts.complete++), Effect.zipRight(completeWith, base.complete(request)))
+    }
+    return { store, counts }
+  })
+
+const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length
+
+describe("the engine on the live clock", () => {
+  it.live("a recording that waits is recorded, and leaves no timer behind", () =>
+    Effect.gen(function*() {
+      const { counts, store } = yield* storeWith(Effect.sleep("20 millis"))
+      const operation = Idempotency.make({
+        name: "live-record",
+        payload: Schema.Null,
+        success: Schema.String,
+        execute: () => Effect.succeed("written")
+      })
+      const before = timers()
+      const result = yield* operation.runDetailed({ key: "k-1", payload: null }).pipe(
+        Effect.provideService(IdempotencyStore.IdempotencyStore, store)
+      )
+      assert.deepStrictEqual([result.value, result.recorded, counts.complete], ["written", true, 1])
+      // the timer that stood in for the watchdog was cleared when the recording answered
+      assert.strictEqual(timers(), before)
+    }))
+
+  it.live("a downstream past its timeout is stopped, and its timeout policy applied", () =>
+    Effect.gen(function*() {
+      const { store } = yield* storeWith(Effect.void)
+      let runs = 0
+      const operation = Idempotency.make({
+        name: "live-timeout",
+        payload: Schema.Null,
+        success: Schema.String,
+        timeout: "100 millis",
+        onTimeout: "release",
+        execute: () => Effect.suspend(() => (runs++, runs === 1 ? Effect.never : Effect.succeed("second")))
+      })
+      const provide = Effect.provideService(IdempotencyStore.IdempotencyStore, store)
+      const first = yield* Effect.flip(provide(operation.run({ key: "k-2", payload: null })))
+      assert.strictEqual(first._tag, "DownstreamTimeout")
+      // released: the retry runs
+      assert.strictEqual(yield* provide(operation.run({ key: "k-2", payload: null })), "second")
+      assert.strictEqual(runs, 2)
+    }))
+
+  it.live("a heartbeat keeps the lease of a downstream that outlives it: a second attempt meets a conflict", () =>
+    Effect.gen(function*() {
+      const { counts, store } = yield* storeWith(Effect.void)
+      let runs = 0
+      const operation = Idempotency.make({
+        name: "live-heartbeat",
+        payload: Schema.Null,
+        success: Schema.String,
+        timeout: "5 seconds",
+        lease: "300 millis",
+        leaseMargin: "50 millis",
+        heartbeat: "100 millis",
+        execute: () => Effect.suspend(() => (runs++, Effect.as(Effect.sleep("700 millis"), "slow")))
+      })
+      const provide = Effect.provideService(IdempotencyStore.IdempotencyStore, store)
+      const first = yield* Effect.fork(provide(operation.runDetailed({ key: "k-3", payload: null })))
+      // past the first lease: without the heartbeat, this attempt would take the record over
+      yield* Effect.sleep("450 millis")
+      const second = yield* Effect.flip(provide(operation.run({ key: "k-3", payload: null })))
+      assert.strictEqual(second._tag, "IdempotencyConflict")
+      const result = yield* Fiber.join(first)
+      assert.deepStrictEqual([result.value, result.recorded, runs], ["slow", true, 1])
+      assert.isAtLeast(counts.extend, 3)
+    }))
+
+  it.live("a recording that hangs is cut off at the end of the lease: the value comes back unrecorded", () =>
+    Effect.gen(function*() {
+      const { counts, store } = yield* storeWith(Effect.never)
+      const operation = Idempotency.make({
+        name: "live-hang",
+        payload: Schema.Null,
+        success: Schema.String,
+        timeout: "100 millis",
+        leaseMargin: "100 millis",
+        execute: () => Effect.succeed("written")
+      })
+      const result = yield* operation.runDetailed({ key: "k-4", payload: null }).pipe(
+        Effect.provideService(IdempotencyStore.IdempotencyStore, store),
+        Effect.timeout("5 seconds")
+      )
+      assert.deepStrictEqual([result.value, result.recorded], ["written", false])
+      assert.isAtLeast(counts.complete, 1)
+    }))
+})
