@@ -59,7 +59,7 @@ const bucket = (url: string, functionName: string): string | undefined => {
   if (url.startsWith("node:") || !url.includes("/")) return "node"
   const name = packageOf(url)
   if (name !== undefined) return GROUPS.find(([pattern]) => pattern.test(name))?.[1] ?? "other"
-  if (/\/packages\/[^/]+\/src\//.test(url)) return "ours"
+  if (/\/packages\/[^/]+\/(src|dist)\//.test(url)) return "ours"
   if (url.includes("/bench/src/")) return "bench"
   return "other"
 }
