@@ -72,16 +72,18 @@ describe("the engine on the live clock", () => {
         name: "live-heartbeat",
         payload: Schema.Null,
         success: Schema.String,
-        timeout: "5 seconds",
-        lease: "300 millis",
-        leaseMargin: "50 millis",
-        heartbeat: "100 millis",
-        execute: () => Effect.suspend(() => (runs++, Effect.as(Effect.sleep("700 millis"), "slow")))
+        timeout: "10 seconds",
+        lease: "1 second",
+        leaseMargin: "100 millis",
+        heartbeat: "200 millis",
+        // long enough that the second attempt below still finds it running on a loaded machine
+        execute: () => Effect.suspend(() => (runs++, Effect.as(Effect.sleep("2500 millis"), "slow")))
       })
       const provide = Effect.provideService(IdempotencyStore.IdempotencyStore, store)
       const first = yield* Effect.fork(provide(operation.runDetailed({ key: "k-3", payload: null })))
-      // past the first lease: without the heartbeat, this attempt would take the record over
-      yield* Effect.sleep("450 millis")
+      // past the first lease: without the heartbeat, the first attempt would have been stopped at
+      // its lease's end and this one would take the record over
+      yield* Effect.sleep("1300 millis")
       const second = yield* Effect.flip(provide(operation.run({ key: "k-3", payload: null })))
       assert.strictEqual(second._tag, "IdempotencyConflict")
       const result = yield* Fiber.join(first)
