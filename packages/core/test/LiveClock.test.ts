@@ -109,4 +109,23 @@ describe("the engine on the live clock", () => {
       assert.deepStrictEqual([result.value, result.recorded], ["written", false])
       assert.isAtLeast(counts.complete, 1)
     }))
+
+  it.live("a recording that hangs is cut off at the attempt's deadline, long before its lease ends", () =>
+    Effect.gen(function*() {
+      const { counts, store } = yield* storeWith(Effect.never)
+      // the default timeout gives a lease of 31 seconds: only the deadline can end this run in 5
+      const operation = Idempotency.make({
+        name: "live-deadline",
+        payload: Schema.Null,
+        success: Schema.String,
+        execute: () => Effect.succeed("written")
+      })
+      const deadline = Date.now() + 1500
+      const result = yield* operation.runDetailed({ key: "k-5", payload: null, deadline }).pipe(
+        Effect.provideService(IdempotencyStore.IdempotencyStore, store),
+        Effect.timeout("5 seconds")
+      )
+      assert.deepStrictEqual([result.value, result.recorded], ["written", false])
+      assert.isAtLeast(counts.complete, 1)
+    }))
 })
