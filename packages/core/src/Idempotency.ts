@@ -41,8 +41,9 @@ import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import { dual } from "effect/Function"
-import type * as ParseResult from "effect/ParseResult"
+import * as ParseResult from "effect/ParseResult"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type { YieldWrap } from "effect/Utils"
@@ -217,6 +218,16 @@ export interface Operation<P, A, E, R> {
   readonly runDetailed: (request: Request<P>) => Effect.Effect<Result<A>, E | IdempotencyError, R | IdempotencyStore>
 }
 
+/**
+ * The fingerprint of a payload under `schema`, for the engine: a plain `Either` when the schema is
+ * synchronous (see `internal.Definition`), computed when called.
+ */
+const fingerprintWith = <P, IP>(schema: Schema.Schema<P, IP>) => {
+  const encode = Schema.encode(schema)
+  return (payload: P): Effect.Effect<string, ParseResult.ParseError> =>
+    ParseResult.map(encode(payload), Fingerprint.fromEncoded)
+}
+
 /** The operation of a definition; every entry point builds one. */
 const operationOf = <P, IP, A, IA, E, R, EF, IEF>(
   options: Omit<Options<P, IP, A, IA, E, R, EF, IEF>, "payload"> & {
@@ -272,7 +283,7 @@ const operationOf = <P, IP, A, IA, E, R, EF, IEF>(
 export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
   options: Options<P, IP, A, IA, E, R, EF, IEF>
 ): Operation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>> =>
-  operationOf({ ...options, fingerprint: Fingerprint.make(options.payload) })
+  operationOf({ ...options, fingerprint: fingerprintWith(options.payload) })
 
 /**
  * Defines an operation as `make` does, with its settings read from `Config` (each one overrides
@@ -412,8 +423,8 @@ export const once: {
     name: options.operation,
     key: options.keyOptions,
     fingerprint: schema === undefined
-      ? (payload) => Effect.sync(() => Fingerprint.fromEncoded(payload))
-      : Fingerprint.make(schema),
+      ? (payload) => Either.right(Fingerprint.fromEncoded(payload))
+      : fingerprintWith(schema),
     execute: () => self
   })
   return operation.run({

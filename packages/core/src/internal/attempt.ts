@@ -26,6 +26,7 @@ import * as Context from "effect/Context"
 import * as DefaultServices from "effect/DefaultServices"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type * as FiberId from "effect/FiberId"
@@ -71,6 +72,11 @@ import * as Tracing from "../Tracing.js"
  */
 export interface Definition<P, A, E, R> {
   readonly name: string
+  /**
+   * The payload's fingerprint. It is called on the run's stack and may throw (a payload too deep
+   * for the canonical form). Like the schema steps below, it may give a plain `Either` (what a
+   * synchronous schema gives): the engine then reads it at once, without a step of the runtime.
+   */
   readonly fingerprint: (payload: P) => Effect.Effect<string, ParseResult.ParseError>
   readonly encodeSuccess: (value: A) => Effect.Effect<unknown, ParseResult.ParseError>
   readonly decodeSuccess: (input: unknown) => Effect.Effect<A, ParseResult.ParseError>
@@ -216,11 +222,40 @@ const boundedBy = (until: number): Guard => (method, effect) =>
       ? Effect.fail(deadlinePassed(method))
       : Effect.timeoutFail(effect, { duration: Duration.millis(until - now), onTimeout: () => deadlinePassed(method) }))
 
-const parseJson = (text: string): Effect.Effect<unknown, Cause.UnknownException> =>
-  Effect.try(() => JSON.parse(text) as unknown)
+const parseJson = (text: string): Either.Either<unknown, Cause.UnknownException> =>
+  Either.try({ try: () => JSON.parse(text) as unknown, catch: (error) => new Cause.UnknownException(error) })
 
-const toJson = (value: unknown): Effect.Effect<string, Cause.UnknownException> =>
-  Effect.try(() => JSON.stringify(value) ?? "null")
+const toJson = (value: unknown): Either.Either<string, Cause.UnknownException> =>
+  Either.try({ try: () => JSON.stringify(value) ?? "null", catch: (error) => new Cause.UnknownException(error) })
+
+/**
+ * `step` applied to the value of `self`: at once when `self` is a plain `Either` (what a
+ * synchronous schema gives), and then the result is one too when `step` gives one; through the
+ * runtime otherwise.
+ */
+const andThen = <A, E, B, E2>(
+  self: Effect.Effect<A, E>,
+  step: (a: A) => Effect.Effect<B, E2>
+): Effect.Effect<B, E | E2> => {
+  if (!Either.isEither(self)) return Effect.flatMap(self, step)
+  const known = self as Either.Either<A, E>
+  return Either.isLeft(known) ? known as Either.Either<never, E> : step(known.right)
+}
+
+/** The end of a run made from how `self` ends: at once when `self` is a plain `Either`. */
+const endWith = <A, E, B>(
+  self: Effect.Effect<A, E>,
+  onFailure: (error: E) => B,
+  onSuccess: (value: A) => B
+): Effect.Effect<B> => {
+  if (!Either.isEither(self)) return Effect.match(self, { onFailure, onSuccess })
+  const known = self as Either.Either<A, E>
+  return Effect.succeed(Either.isLeft(known) ? onFailure(known.left) : onSuccess(known.right))
+}
+
+/** How an effect ends, as data: at once when it is a plain `Either`. */
+const settled = <A, E>(self: Effect.Effect<A, E>): Effect.Effect<Either.Either<A, E>> =>
+  Either.isEither(self) ? Either.right(self as Either.Either<A, E>) : Effect.either(self)
 
 /** What went wrong when an outcome was encoded, bounded, without the value itself. */
 const encodeFailureReason = (error: ParseResult.ParseError | Cause.UnknownException): string =>
@@ -275,12 +310,28 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
 
   const invalidPayload = (detail: string) => new InvalidPayload({ operation: name, detail })
 
-  const fingerprintOf = (payload: P): Effect.Effect<string, InvalidPayload> =>
-    def.fingerprint(payload).pipe(
+  // a payload too deep for the canonical form overflows the stack: still the payload's fault
+  const notFingerprinted = () => invalidPayload("the payload cannot be fingerprinted")
+
+  /** The payload's fingerprint: a plain `Either` when the payload's schema is synchronous. */
+  const fingerprintOf = (payload: P): Effect.Effect<string, InvalidPayload> => {
+    let fingerprint: Effect.Effect<string, ParseResult.ParseError>
+    try {
+      fingerprint = def.fingerprint(payload)
+    } catch {
+      return Either.left(notFingerprinted())
+    }
+    if (Either.isEither(fingerprint)) {
+      return Either.mapLeft(
+        fingerprint as Either.Either<string, ParseResult.ParseError>,
+        (error) => invalidPayload(describeParseError(error))
+      )
+    }
+    return fingerprint.pipe(
       Effect.mapError((error) => invalidPayload(describeParseError(error))),
-      // a payload too deep for the canonical form overflows the stack: still the payload's fault
-      Effect.catchAllDefect(() => Effect.fail(invalidPayload("the payload cannot be fingerprinted")))
+      Effect.catchAllDefect(() => Effect.fail(notFingerprinted()))
     )
+  }
 
   /**
    * One run, to its end: a success, a refusal that is data (see `Ended`), or a failure of the
@@ -293,14 +344,19 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     // read once for the whole run, from the fiber that runs it
     const store = Context.unsafeGet(fiber.getFiberRef(FiberRef.currentContext), IdempotencyStore)
     const clock = Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock)
-    return Effect.flatMap(
-      IdempotencyKey.decode(request.key, def.key),
-      (key) =>
-        Effect.flatMap(
-          fingerprintOf(request.payload),
-          (fingerprint) => reserveAndRun(request, store, clock, fiber, key, fingerprint)
-        )
-    )
+    const key = IdempotencyKey.validate(request.key, def.key)
+    if (Either.isLeft(key)) return Effect.fail(key.left)
+    const fingerprint = fingerprintOf(request.payload)
+    if (!Either.isEither(fingerprint)) {
+      return Effect.flatMap(
+        fingerprint,
+        (fingerprint) => reserveAndRun(request, store, clock, fiber, key.right, fingerprint)
+      )
+    }
+    const known = fingerprint as Either.Either<string, InvalidPayload>
+    return Either.isLeft(known)
+      ? Effect.fail(known.left)
+      : reserveAndRun(request, store, clock, fiber, key.right, known.right)
   }
 
   /** The run of a valid request: reserve, then replay, refuse or execute. */
@@ -483,23 +539,18 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     if (outcome === undefined) return Effect.succeed(invalid("a COMPLETED record without an outcome"))
     switch (outcome._tag) {
       case "Success":
-        return parseJson(outcome.value).pipe(
-          Effect.flatMap(def.decodeSuccess),
-          Effect.match({
-            onFailure: invalid,
-            onSuccess: (value): Ended<A> => ({
-              _tag: "Done",
-              result: { value, replayed: true, attempt: record.attempt, recorded: true }
-            })
+        return endWith(
+          andThen(parseJson(outcome.value), def.decodeSuccess),
+          invalid,
+          (value): Ended<A> => ({
+            _tag: "Done",
+            result: { value, replayed: true, attempt: record.attempt, recorded: true }
           })
         )
       case "Failure": {
         const decodeFailure = def.decodeFailure
         if (decodeFailure === undefined) return Effect.succeed(invalid("a stored failure, but no failure schema"))
-        return parseJson(outcome.error).pipe(
-          Effect.flatMap(decodeFailure),
-          Effect.match({ onFailure: invalid, onSuccess: refused })
-        )
+        return endWith(andThen(parseJson(outcome.error), decodeFailure), invalid, refused)
       }
       case "Timeout":
         return Effect.as(
@@ -575,44 +626,47 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         : Effect.void
 
     /** Completes with `outcome`, retrying unavailability; a retry that finds its own record counts. */
-    const complete = (outcome: StoredOutcome): Effect.Effect<void, LeaseLost | StoreFailure> =>
-      store.complete({ id, token, outcome, ttl }).pipe(
-        // the retry's schedule is only built when a completion fails
-        Effect.catchIf(
-          (error): error is StoreUnavailable => error._tag === "StoreUnavailable",
-          () =>
-            Effect.retry(store.complete({ id, token, outcome, ttl }), {
-              schedule: def.completeRetry,
-              while: (error) => error._tag === "StoreUnavailable"
-            })
-        ),
-        // a retried completion whose first try was applied but whose answer was lost sees its own
-        // COMPLETED record: that is this attempt's outcome, recorded, not a lost lease
-        Effect.catchIf(
-          (error): error is LeaseLost => error._tag === "LeaseLost",
-          (error) =>
-            Effect.flatMap(
-              store.get(id),
-              (record) =>
-                Option.isSome(record) && record.value.status === "COMPLETED" && record.value.token === token
-                  ? Effect.void
-                  : Effect.fail(error)
-            )
+    const complete = (outcome: StoredOutcome): Effect.Effect<void, LeaseLost | StoreFailure> => {
+      const request = { id, token, outcome, ttl }
+      // a retried completion whose first try was applied but whose answer was lost sees its own
+      // COMPLETED record: that is this attempt's outcome, recorded, not a lost lease
+      const ownRecord = (error: LeaseLost) =>
+        Effect.flatMap(
+          store.get(id),
+          (record) =>
+            Option.isSome(record) && record.value.status === "COMPLETED" && record.value.token === token
+              ? Effect.void
+              : Effect.fail(error)
         )
-      )
+      return Effect.catchAll(store.complete(request), (error) => {
+        if (error._tag === "LeaseLost") return ownRecord(error)
+        if (error._tag !== "StoreUnavailable") return Effect.fail(error)
+        // the retry's schedule is only built when a completion fails
+        return Effect.catchIf(
+          Effect.retry(store.complete(request), {
+            schedule: def.completeRetry,
+            while: (error) => error._tag === "StoreUnavailable"
+          }),
+          (error): error is LeaseLost => error._tag === "LeaseLost",
+          ownRecord
+        )
+      })
+    }
 
     const recordSuccess = (value: A, guard: Guard): Effect.Effect<Result<A>, IdempotencyError> =>
-      def.encodeSuccess(value).pipe(
-        Effect.flatMap(toJson),
-        // the caller gets the value a replay would get: the recorded text, decoded
-        Effect.flatMap((json) =>
-          parseJson(json).pipe(
-            Effect.flatMap(def.decodeSuccess),
-            Effect.map((decoded) => ({ json, decoded }))
-          )
-        ),
-        Effect.either,
-        Effect.flatMap((encoded): Effect.Effect<Result<A>, IdempotencyError> => {
+      andThen(
+        // the caller gets the value a replay would get: the recorded text, decoded (with synchronous
+        // schemas all at once, without a step of the runtime)
+        settled(andThen(
+          def.encodeSuccess(value),
+          (encoded) =>
+            andThen(toJson(encoded), (json) =>
+              andThen(
+                andThen(parseJson(json), def.decodeSuccess),
+                (decoded) => Either.right({ json, decoded })
+              ))
+        )),
+        (encoded): Effect.Effect<Result<A>, IdempotencyError> => {
           if (encoded._tag === "Left") {
             // the downstream ran: its outcome is kept as omitted, so no retry runs it again
             const reason = encodeFailureReason(encoded.left)
@@ -634,24 +688,23 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
               Effect.zipRight(Effect.fail(notReplayable))
             )
           }
-          return guard("complete", complete(StoredOutcome.Success({ value: encoded.right.json }))).pipe(
-            Effect.as(true),
-            Effect.catchIf(
-              (error): error is StoreFailure => isStoreFailure(error),
-              (error) =>
-                Effect.as(
+          const result = (recorded: boolean): Result<A> => ({
+            value: encoded.right.decoded,
+            replayed: false,
+            attempt,
+            recorded
+          })
+          return Effect.matchEffect(guard("complete", complete(StoredOutcome.Success({ value: encoded.right.json }))), {
+            onFailure: (error) =>
+              isStoreFailure(error)
+                ? Effect.as(
                   Effect.logError("idempotency: the outcome could not be recorded; returning it unrecorded", error),
-                  false
+                  result(false)
                 )
-            ),
-            Effect.map((recorded): Result<A> => ({
-              value: encoded.right.decoded,
-              replayed: false,
-              attempt,
-              recorded
-            }))
-          )
-        })
+                : Effect.fail(error),
+            onSuccess: () => Effect.succeed(result(true))
+          })
+        }
       )
 
     const recordFailure = (error: E, cause: Cause.Cause<E>, guard: Guard): Effect.Effect<never, E | CleanupFailed> =>
@@ -712,129 +765,131 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       ).pipe(Effect.ignore)
 
     // building the downstream may throw: nothing has run then, so the reservation is given back
-    const built = Effect.either(Effect.try({ try: () => def.execute(request.payload), catch: (thrown) => thrown }))
-    return Effect.flatMap(built, (built) => {
-      if (built._tag === "Left") return Effect.zipRight(giveBack(), Effect.die(built.left))
-      const startedAt = clock.unsafeCurrentTimeMillis()
-      if (startedAt >= downstreamDeadline) {
-        // the reservation took the downstream's time: nothing ran, so it is given back
-        return Effect.zipRight(
-          giveBack(),
-          Effect.fail(
-            new DownstreamTimeout({
-              operation: name,
-              key: id.key,
-              timeoutMillis: 0,
-              policy: "release",
-              replayed: false
-            })
-          )
+    let downstream: Effect.Effect<A, E, R>
+    try {
+      downstream = def.execute(request.payload)
+    } catch (thrown) {
+      return Effect.zipRight(giveBack(), Effect.die(thrown))
+    }
+    const startedAt = clock.unsafeCurrentTimeMillis()
+    if (startedAt >= downstreamDeadline) {
+      // the reservation took the downstream's time: nothing ran, so it is given back
+      return Effect.zipRight(
+        giveBack(),
+        Effect.fail(
+          new DownstreamTimeout({
+            operation: name,
+            key: id.key,
+            timeoutMillis: 0,
+            policy: "release",
+            replayed: false
+          })
         )
-      }
-
-      const worker = built.right.pipe(
-        Effect.onExit((exit) =>
-          Effect.sync(() => {
-            state.exit = exit
-            state.phase = "record"
-          })
-        ),
-        Effect.exit,
-        Effect.flatMap((exit) => settle(exit, unbounded)),
-        Effect.interruptible
       )
-      // `watchdogFiber` is started only when the worker is still running once its first run ends,
-      // and on the live clock only once something is due (`timer` waits until then)
-      let watchdogFiber: Fiber.RuntimeFiber<void> | undefined
-      let timer: ReturnType<typeof setTimeout> | undefined
-      const stopTimer = () => {
-        if (timer !== undefined) {
-          clearTimeout(timer)
-          timer = undefined
-        }
-      }
-      const workerExit = Effect.uninterruptibleMask((restore) =>
-        Effect.withFiberRuntime<Exit.Exit<Result<A>, E | IdempotencyError>, never, R>((fiber, status) => {
-          // the worker's runtime is the run's, with the `IdempotencyContext` of this execution in its
-          // context (cheaper than providing it around the downstream, which costs a scope per call)
-          const runtime = Runtime.make({
-            context: Context.add(
-              fiber.getFiberRef(FiberRef.currentContext) as Context.Context<R>,
-              IdempotencyContext.IdempotencyContext,
-              IdempotencyContext.make({ id, token, attempt })
-            ),
-            runtimeFlags: status.runtimeFlags,
-            fiberRefs: fiber.getFiberRefs()
-          })
-          // started at once, on this call's stack: a downstream that completes without waiting (and
-          // whose outcome is recorded without waiting) is done when `runFork` returns, and then no
-          // timer, no watchdog and no scheduling is needed; the worker is a fiber of its own only
-          // so that the watchdog can interrupt the downstream without interrupting the run
-          const workerFiber = Runtime.runFork(runtime)(worker)
-          const done = workerFiber.unsafePoll()
-          if (done !== null) return Effect.succeed(done)
-          // the worker waits: the watchdog bounds it. Not a child of the run (like a daemon):
-          // interrupting the run from outside must leave it to keep the lease until the downstream
-          // has stopped. Interruptible even when the run was started in an uninterruptible region
-          // (an `HttpApp` runs its handler so): it is interrupted when the worker is done
-          const startWatchdog = () => {
-            watchdogFiber = Runtime.runFork(runtime)(
-              Effect.interruptible(watchdog(store, id, token, lease, workerFiber, state, {
-                startedAt,
-                downstreamDeadline,
-                recordEnd
-              }))
-            )
-          }
-          if (clock === liveClock) {
-            // the watchdog would first sleep until its first wake-up: on the live clock a plain timer
-            // waits instead, and the watchdog starts only if the worker is still running then. A
-            // worker that ends first (a recording that answers, a downstream within its time) costs
-            // no fiber and no watchdog
-            timer = setTimeout(
-              () => {
-                timer = undefined
-                if (workerFiber.unsafePoll() === null) startWatchdog()
-              },
-              Math.min(
-                MAX_TIMER_MILLIS,
-                Math.max(
-                  0,
-                  firstWake(state, startedAt, downstreamDeadline, recordEnd()) - clock.unsafeCurrentTimeMillis()
-                )
-              )
-            )
-          } else {
-            startWatchdog()
-          }
-          return restore(Fiber.await(workerFiber)).pipe(
-            // interrupted from outside: the downstream is stopped, and its lease kept until it is
-            Effect.onInterrupt(() =>
-              Effect.zipRight(
-                Fiber.interrupt(workerFiber),
-                Effect.suspend(() => {
-                  stopTimer()
-                  return watchdogFiber === undefined ? Effect.void : Fiber.interrupt(watchdogFiber)
-                })
-              )
-            )
-          )
+    }
+
+    // the downstream's exit is kept the moment it ends (uninterruptibly, so that an interruption
+    // cannot come between its end and the note of it); its recording is interruptible again
+    const worker = Effect.interruptible(
+      Effect.uninterruptibleMask((restore) =>
+        Effect.flatMap(Effect.exit(restore(downstream)), (exit) => {
+          state.exit = exit
+          state.phase = "record"
+          return restore(settle(exit, unbounded))
         })
       )
-
-      return Effect.flatMap(workerExit, (workerExit) => {
-        stopTimer()
-        if (Exit.isSuccess(workerExit) || !Cause.isInterruptedOnly(workerExit.cause) || !state.interrupted) {
-          // stopped without waiting for it: once the worker is done, nothing the watchdog does matters
-          watchdogFiber?.unsafeInterruptAsFork(runFiber)
-          return workerExit
+    )
+    // `watchdogFiber` is started only when the worker is still running once its first run ends,
+    // and on the live clock only once something is due (`timer` waits until then)
+    let watchdogFiber: Fiber.RuntimeFiber<void> | undefined
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const stopTimer = () => {
+      if (timer !== undefined) {
+        clearTimeout(timer)
+        timer = undefined
+      }
+    }
+    const workerExit = Effect.uninterruptibleMask((restore) =>
+      Effect.withFiberRuntime<Exit.Exit<Result<A>, E | IdempotencyError>, never, R>((fiber, status) => {
+        // the worker's runtime is the run's, with the `IdempotencyContext` of this execution in its
+        // context (cheaper than providing it around the downstream, which costs a scope per call)
+        const runtime = Runtime.make({
+          context: Context.add(
+            fiber.getFiberRef(FiberRef.currentContext) as Context.Context<R>,
+            IdempotencyContext.IdempotencyContext,
+            IdempotencyContext.make({ id, token, attempt })
+          ),
+          runtimeFlags: status.runtimeFlags,
+          fiberRefs: fiber.getFiberRefs()
+        })
+        // started at once, on this call's stack: a downstream that completes without waiting (and
+        // whose outcome is recorded without waiting) is done when `runFork` returns, and then no
+        // timer, no watchdog and no scheduling is needed; the worker is a fiber of its own only
+        // so that the watchdog can interrupt the downstream without interrupting the run
+        const workerFiber = Runtime.runFork(runtime)(worker)
+        const done = workerFiber.unsafePoll()
+        if (done !== null) return Effect.succeed(done)
+        // the worker waits: the watchdog bounds it. Not a child of the run (like a daemon):
+        // interrupting the run from outside must leave it to keep the lease until the downstream
+        // has stopped. Interruptible even when the run was started in an uninterruptible region
+        // (an `HttpApp` runs its handler so): it is interrupted when the worker is done
+        const startWatchdog = () => {
+          watchdogFiber = Runtime.runFork(runtime)(
+            Effect.interruptible(watchdog(store, id, token, lease, workerFiber, state, {
+              startedAt,
+              downstreamDeadline,
+              recordEnd
+            }))
+          )
         }
-        // the watchdog interrupted the worker: see what the downstream did
-        return Effect.zipRight(
-          watchdogFiber === undefined ? Effect.void : Fiber.interrupt(watchdogFiber),
-          Effect.suspend(() => afterInterruption())
+        if (clock === liveClock) {
+          // the watchdog would first sleep until its first wake-up: on the live clock a plain timer
+          // waits instead, and the watchdog starts only if the worker is still running then. A
+          // worker that ends first (a recording that answers, a downstream within its time) costs
+          // no fiber and no watchdog
+          timer = setTimeout(
+            () => {
+              timer = undefined
+              if (workerFiber.unsafePoll() === null) startWatchdog()
+            },
+            Math.min(
+              MAX_TIMER_MILLIS,
+              Math.max(
+                0,
+                firstWake(state, startedAt, downstreamDeadline, recordEnd()) - clock.unsafeCurrentTimeMillis()
+              )
+            )
+          )
+        } else {
+          startWatchdog()
+        }
+        return restore(Fiber.await(workerFiber)).pipe(
+          // interrupted from outside: the downstream is stopped, and its lease kept until it is
+          Effect.onInterrupt(() =>
+            Effect.zipRight(
+              Fiber.interrupt(workerFiber),
+              Effect.suspend(() => {
+                stopTimer()
+                return watchdogFiber === undefined ? Effect.void : Fiber.interrupt(watchdogFiber)
+              })
+            )
+          )
         )
       })
+    )
+
+    return Effect.flatMap(workerExit, (workerExit) => {
+      stopTimer()
+      if (Exit.isSuccess(workerExit) || !Cause.isInterruptedOnly(workerExit.cause) || !state.interrupted) {
+        // stopped without waiting for it: once the worker is done, nothing the watchdog does matters
+        watchdogFiber?.unsafeInterruptAsFork(runFiber)
+        return workerExit
+      }
+      // the watchdog interrupted the worker: see what the downstream did
+      return Effect.zipRight(
+        watchdogFiber === undefined ? Effect.void : Fiber.interrupt(watchdogFiber),
+        Effect.suspend(() => afterInterruption())
+      )
     })
 
     /** The end of an execution whose worker the watchdog interrupted. */
