@@ -74,6 +74,10 @@ export const make = (config: Config): Store => {
   const decodeItem = (method: string, item: Item) =>
     Either.mapLeft(decode(item), (cause) => new IdempotencyError.StoreError({ method, cause }))
 
+  /** The effect `f` makes of the time on the fiber's clock when the call runs. */
+  const atNow = <A, E>(f: (now: number) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+    Effect.clockWith((clock) => f(clock.unsafeCurrentTimeMillis()))
+
   const leaseLost = (method: Method, id: string) => new IdempotencyError.LeaseLost({ method, recordId: id })
 
   // One span per method call when a tracer is installed (none otherwise). Built once: its options
@@ -134,8 +138,7 @@ export const make = (config: Config): Store => {
   // ---------------------------------------------------------------------------------------------
 
   const reserve: Store["reserve"] = (request) =>
-    Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
+    atNow((now) => {
       const deadline = deadlineFrom(now)
       const id = request.id.value
       const lease = Duration.toMillis(request.lease)
@@ -204,13 +207,15 @@ export const make = (config: Config): Store => {
         write: Effect.Effect<IdempotencyRecord.ReserveResult | ConditionFailed, StoreFailure>,
         writes: number
       ): Effect.Effect<IdempotencyRecord.ReserveResult, StoreFailure> =>
-        Effect.flatMap(
-          write,
-          (result) =>
-            result instanceof ConditionFailed
-              ? Effect.flatMap(observed("reserve", deadline, id, result), (record) => decide(record, writes))
-              : Effect.succeed(result)
-        )
+        Effect.flatMap(write, (result) => {
+          if (!(result instanceof ConditionFailed)) return Effect.succeed(result)
+          if (result.item === undefined) {
+            return Effect.flatMap(read("reserve", deadline, id), (record) => decide(record, writes))
+          }
+          // the item came back with the failed condition (a replay, a conflict): decided at once
+          const record = decodeItem("reserve", result.item)
+          return Either.isLeft(record) ? Effect.fail(record.left) : decide(Option.some(record.right), writes)
+        })
 
       // What the failed condition saw decides the next step. With DynamoDB's ALL_OLD the first
       // write settles every case but an expired record; the loop turns again only when the record
@@ -255,7 +260,7 @@ export const make = (config: Config): Store => {
       // ended lease) sends the claim as a second request. Measured against the claim first (one
       // UpdateItem for every case), on DynamoDB Local through the combinator: 1.03–1.45× the
       // throughput on the four paths (see bench/README.md).
-      return yield* attemptWrite(put, 1)
+      return attemptWrite(put, 1)
     }).pipe(spans.reserve)
 
   // ---------------------------------------------------------------------------------------------
@@ -316,8 +321,7 @@ export const make = (config: Config): Store => {
       ))
 
   const complete: Store["complete"] = (request) =>
-    Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
+    atNow((now) => {
       const deadline = deadlineFrom(now)
       const id = request.id.value
       const expiresAt = now + Duration.toMillis(request.ttl)
@@ -356,7 +360,9 @@ export const make = (config: Config): Store => {
           (error): error is IdempotencyError.StoreError => error._tag === "StoreError" && isItemTooLarge(error.cause),
           () => omitted(`${tooLarge} (refused by DynamoDB)`)
         )
-      yield* fenced("complete", deadline, id, recorded, { applied: heldBy("COMPLETED", request.token) })
+      return Effect.asVoid(
+        fenced("complete", deadline, id, recorded, { applied: heldBy("COMPLETED", request.token) })
+      )
     }).pipe(spans.complete)
 
   const markFailed: Store["markFailed"] = (request) =>
