@@ -26,11 +26,15 @@ import {
 } from "@aws-sdk/client-dynamodb"
 import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
 import { DynamoDbClient, DynamoDbStore, DynamoDbTable } from "@effect-idempotency/dynamodb"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
+import * as Runtime from "effect/Runtime"
 import { randomUUID } from "node:crypto"
 import { scriptedStore, succeed } from "../../packages/dynamodb/test/utils/scripted.js"
 import { BenchError } from "./Measure.js"
@@ -44,6 +48,7 @@ export const OURS_CACHED = "effect-idempotency+cache"
 export const POWERTOOLS = "powertools"
 export const BARE = "bare-client"
 export const BARE_OURS = "bare-our-requests"
+export const EFFECT_OURS = "effect-our-requests"
 
 const TTL_SECONDS = 24 * 60 * 60
 const LEASE_MILLIS = 31_000
@@ -58,7 +63,7 @@ const clientConfig = (endpoint: string): DynamoDBClientConfig => ({
 })
 
 /** A client of its own, destroyed with the scope, with a middleware that counts its requests. */
-const countedClient = (endpoint: string) =>
+export const countedClient = (endpoint: string) =>
   Effect.map(
     Effect.acquireRelease(
       Effect.sync(() => new DynamoDBClient(clientConfig(endpoint))),
@@ -78,14 +83,14 @@ const countedClient = (endpoint: string) =>
   )
 
 /** The table of one contender, created through the package's own helper. */
-const createTable = (client: DynamoDBClient, tableName: string) =>
+export const createTable = (client: DynamoDBClient, tableName: string) =>
   DynamoDbTable.create({ tableName }).pipe(
     Effect.provideService(DynamoDbClient.DynamoDbClient, DynamoDbClient.DynamoDbClient.of({ client })),
     Logger.withMinimumLogLevel(LogLevel.Error),
     Effect.mapError((cause) => new BenchError({ message: `table ${tableName} could not be created`, cause }))
   )
 
-const ours = (endpoint: string, tableName: string, cached: boolean) =>
+export const ours = (endpoint: string, tableName: string, cached: boolean) =>
   Effect.gen(function*() {
     const { client, roundTrips } = yield* countedClient(endpoint)
     yield* createTable(client, tableName)
@@ -114,7 +119,7 @@ interface ChargeEvent {
  * `payload` (like our fingerprint), records live 24 hours, and the Lambda context is registered on
  * every call (so the in-progress expiry is set and nothing is logged).
  */
-const powertools = (endpoint: string, tableName: string) =>
+export const powertools = (endpoint: string, tableName: string) =>
   Effect.gen(function*() {
     const { client, roundTrips } = yield* countedClient(endpoint)
     yield* createTable(client, tableName)
@@ -225,7 +230,7 @@ const bare = (endpoint: string, tableName: string) =>
  * constant values, return options): one call of the operation on a store whose client records its
  * requests instead of sending them. The parameters (`:now`, `:token`, …) are replaced per call.
  */
-const ourRequests: Effect.Effect<
+export const ourRequests: Effect.Effect<
   { readonly reserve: PutItemCommandInput; readonly complete: UpdateItemCommandInput },
   BenchError
 > = Effect.gen(function*() {
@@ -256,6 +261,59 @@ const ourRequests: Effect.Effect<
   }
 })
 
+/** The store's two requests for one key, with this call's values in place of the captured ones. */
+const ourInputs = (
+  requests: { readonly reserve: PutItemCommandInput; readonly complete: UpdateItemCommandInput },
+  tableName: string,
+  key: string
+) => {
+  const Key = { id: S(`charge#${key}`) }
+  const now = Date.now()
+  const token = randomUUID()
+  const expiresAt = now + TTL_SECONDS * 1000
+  const reserve: PutItemCommandInput = {
+    ...requests.reserve,
+    TableName: tableName,
+    Item: {
+      ...requests.reserve.Item,
+      ...Key,
+      status: S("IN_PROGRESS"),
+      token: S(token),
+      fingerprint: S("sha256:0000"),
+      attempt: N(1),
+      lease_until: N(now + LEASE_MILLIS),
+      expires_at: N(expiresAt),
+      ttl: N(Math.ceil(expiresAt / 1000))
+    },
+    ExpressionAttributeValues: { ...requests.reserve.ExpressionAttributeValues, ":now": N(now) }
+  }
+  const complete = (receipt: Receipt): UpdateItemCommandInput => {
+    const completedAt = Date.now()
+    const completedExpiry = completedAt + TTL_SECONDS * 1000
+    return {
+      ...requests.complete,
+      TableName: tableName,
+      Key,
+      ExpressionAttributeValues: {
+        ...requests.complete.ExpressionAttributeValues,
+        ":now": N(completedAt),
+        ":token": S(token),
+        ":kind": S("Success"),
+        ":body": S(JSON.stringify(receipt)),
+        ":expiresAt": N(completedExpiry),
+        ":ttl": N(Math.ceil(completedExpiry / 1000))
+      }
+    }
+  }
+  return { Key, reserve, complete }
+}
+
+/** The outcome a refused reservation found, or `Conflict` when it is not a completed record of this payload. */
+const replayed = (item: Record<string, AttributeValue> | undefined): unknown => {
+  if (item?.status?.S !== "COMPLETED" || item.fingerprint?.S !== "sha256:0000") throw new Conflict()
+  return JSON.parse(item.outcome_body?.S ?? "null") as unknown
+}
+
 /**
  * The store's exact requests with nothing around them: the reservation's conditional `PutItem`
  * (absent or expired, `ALL_OLD` on a failed condition) and the completion `UpdateItem` fenced by
@@ -263,63 +321,26 @@ const ourRequests: Effect.Effect<
  * it measures what everything but the requests costs; against `bare-client`, what the store's
  * conditions and its fencing add to the plainest requests.
  */
-const bareOurs = (endpoint: string, tableName: string) =>
+export const bareOurs = (endpoint: string, tableName: string) =>
   Effect.gen(function*() {
     const { client, roundTrips } = yield* countedClient(endpoint)
     yield* createTable(client, tableName)
     const downstream = new Downstream()
     const requests = yield* ourRequests
-    const fingerprint = "sha256:0000"
     const call = async (key: string) => {
-      const Key = { id: S(`charge#${key}`) }
-      const now = Date.now()
-      const token = randomUUID()
-      const expiresAt = now + TTL_SECONDS * 1000
+      const inputs = ourInputs(requests, tableName, key)
       try {
-        await client.send(
-          new PutItemCommand({
-            ...requests.reserve,
-            TableName: tableName,
-            Item: {
-              ...requests.reserve.Item,
-              ...Key,
-              status: S("IN_PROGRESS"),
-              token: S(token),
-              fingerprint: S(fingerprint),
-              attempt: N(1),
-              lease_until: N(now + LEASE_MILLIS),
-              expires_at: N(expiresAt),
-              ttl: N(Math.ceil(expiresAt / 1000))
-            },
-            ExpressionAttributeValues: { ...requests.reserve.ExpressionAttributeValues, ":now": N(now) }
-          })
-        )
+        await client.send(new PutItemCommand(inputs.reserve))
       } catch (error) {
         if (!(error instanceof ConditionalCheckFailedException)) throw error
-        const item = error.Item ??
-          (await client.send(new GetItemCommand({ TableName: tableName, Key, ConsistentRead: true }))).Item
-        if (item?.status?.S !== "COMPLETED" || item.fingerprint?.S !== fingerprint) throw new Conflict()
-        return JSON.parse(item.outcome_body?.S ?? "null") as unknown
+        return replayed(
+          error.Item ??
+            (await client.send(new GetItemCommand({ TableName: tableName, Key: inputs.Key, ConsistentRead: true })))
+              .Item
+        )
       }
       const receipt = await downstream.charge(payloadFor(key))
-      const completedAt = Date.now()
-      const completedExpiry = completedAt + TTL_SECONDS * 1000
-      await client.send(
-        new UpdateItemCommand({
-          ...requests.complete,
-          TableName: tableName,
-          Key,
-          ExpressionAttributeValues: {
-            ...requests.complete.ExpressionAttributeValues,
-            ":now": N(completedAt),
-            ":token": S(token),
-            ":kind": S("Success"),
-            ":body": S(JSON.stringify(receipt)),
-            ":expiresAt": N(completedExpiry),
-            ":ttl": N(Math.ceil(completedExpiry / 1000))
-          }
-        })
-      )
+      await client.send(new UpdateItemCommand(inputs.complete(receipt)))
       return receipt
     }
     return {
@@ -327,6 +348,62 @@ const bareOurs = (endpoint: string, tableName: string) =>
       downstream,
       call,
       isConflict: (error) => error instanceof Conflict,
+      roundTrips
+    } satisfies Contender
+  })
+
+/**
+ * Effect's own floor on this work: the store's exact requests (as `bare-our-requests` sends them),
+ * each an `Effect.tryPromise`, the downstream an effect, all in one `Effect.gen` run with one
+ * `runPromise` per call on a runtime built once, as ours is run. Against `bare-our-requests` it
+ * shows what running the same work as an Effect program costs; against it, ours shows what our
+ * engine and store add above that floor.
+ */
+export const effectOurs = (endpoint: string, tableName: string) =>
+  Effect.gen(function*() {
+    const { client, roundTrips } = yield* countedClient(endpoint)
+    yield* createTable(client, tableName)
+    const downstream = new Downstream()
+    const requests = yield* ourRequests
+    const runtime = yield* Effect.acquireRelease(
+      Effect.sync(() => ManagedRuntime.make(Layer.empty)),
+      (runtime) => Effect.promise(() => runtime.dispose())
+    )
+    const send = <A>(request: (signal: AbortSignal) => Promise<A>) =>
+      Effect.tryPromise({ try: request, catch: (error) => error })
+    const program = (key: string) =>
+      Effect.gen(function*() {
+        const inputs = ourInputs(requests, tableName, key)
+        const refused = yield* send((abortSignal) => client.send(new PutItemCommand(inputs.reserve), { abortSignal }))
+          .pipe(
+            Effect.as(undefined),
+            Effect.catchIf(
+              (error) => error instanceof ConditionalCheckFailedException,
+              (error) => Effect.succeed(error as ConditionalCheckFailedException)
+            )
+          )
+        if (refused !== undefined) {
+          const item = refused.Item ?? (yield* send((abortSignal) =>
+            client.send(new GetItemCommand({ TableName: tableName, Key: inputs.Key, ConsistentRead: true }), {
+              abortSignal
+            })
+          )).Item
+          return yield* Effect.try({ try: () => replayed(item), catch: (error) => error })
+        }
+        const receipt = yield* Effect.promise(() => Promise.resolve(downstream.charge(payloadFor(key))))
+        yield* send((abortSignal) => client.send(new UpdateItemCommand(inputs.complete(receipt)), { abortSignal }))
+        return receipt
+      })
+    return {
+      name: EFFECT_OURS,
+      downstream,
+      call: (key) => runtime.runPromise(program(key)),
+      isConflict: (error) =>
+        Runtime.isFiberFailure(error) &&
+        Option.exists(
+          Cause.failureOption(error[Runtime.FiberFailureCauseId]),
+          (failure) => failure instanceof Conflict
+        ),
       roundTrips
     } satisfies Contender
   })
@@ -352,7 +429,8 @@ export const run = (
       yield* ours(endpoint.url, table(OURS), false),
       yield* powertools(endpoint.url, table(POWERTOOLS)),
       yield* bare(endpoint.url, table(BARE)),
-      yield* bareOurs(endpoint.url, table(BARE_OURS))
+      yield* bareOurs(endpoint.url, table(BARE_OURS)),
+      yield* effectOurs(endpoint.url, table(EFFECT_OURS))
     ]
     if (options.cache) contenders.push(yield* ours(endpoint.url, table(OURS_CACHED), true))
     return yield* Suite.run(plan, contenders)

@@ -9,6 +9,9 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as RuntimeFlags from "effect/RuntimeFlags"
+import * as RuntimeFlagsPatch from "effect/RuntimeFlagsPatch"
+import * as Supervisor from "effect/Supervisor"
 import * as Tracer from "effect/Tracer"
 import { randomUUID } from "node:crypto"
 import * as v8 from "node:v8"
@@ -37,6 +40,62 @@ export interface OverheadResult {
   /** Spans the tracer recorded per first execution and per replay. */
   readonly spansPerFirst: number
   readonly spansPerReplay: number
+  /** Effect operations, fibers started and suspensions of one first execution and one replay (see `operations`). */
+  readonly operations: { readonly first: Operations; readonly replay: Operations }
+}
+
+export interface Operations {
+  readonly operations: number
+  readonly fibers: number
+  readonly suspensions: number
+}
+
+/**
+ * Counts what the runtime does while it is on: every operation any fiber evaluates (Effect calls
+ * `onEffect` for each one when operation supervision is enabled), every fiber started, every
+ * suspension.
+ */
+class OperationCounter extends Supervisor.AbstractSupervisor<void> {
+  on = false
+  counts = { operations: 0, fibers: 0, suspensions: 0 }
+  get value() {
+    return Effect.void
+  }
+  override onStart() {
+    if (this.on) this.counts.fibers++
+  }
+  override onSuspend() {
+    if (this.on) this.counts.suspensions++
+  }
+  override onEffect() {
+    if (this.on) this.counts.operations++
+  }
+}
+
+/**
+ * The operations, fibers and suspensions of one call of `run` (after a warm-up), counted by a
+ * supervisor: a figure that does not move with the machine's load, unlike the times.
+ */
+export const operations = async (
+  runtime: ManagedRuntime.ManagedRuntime<IdempotencyStore.IdempotencyStore, unknown>,
+  run: (key: string) => Effect.Effect<unknown, unknown, IdempotencyStore.IdempotencyStore>
+): Promise<{ readonly first: Operations; readonly replay: Operations }> => {
+  const counter = new OperationCounter()
+  const supervised = (key: string) =>
+    run(key).pipe(
+      Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision)),
+      Effect.supervised(counter)
+    )
+  const count = async (key: string): Promise<Operations> => {
+    counter.counts = { operations: 0, fibers: 0, suspensions: 0 }
+    counter.on = true
+    await runtime.runPromise(supervised(key))
+    counter.on = false
+    return counter.counts
+  }
+  for (let i = 0; i < 100; i++) await count(`ops-warm-${i}`).then(() => count(`ops-warm-${i}`))
+  const first = await count("ops-key")
+  return { first, replay: await count("ops-key") }
 }
 
 /**
@@ -122,7 +181,8 @@ export const overhead = (calls: number, rounds: number): Effect.Effect<OverheadR
           firstTracedFactor: pairedRatio(firstTraced, first),
           replayTracedFactor: pairedRatio(replayTraced, replay),
           spansPerFirst: spansFirst / (calls * rounds),
-          spansPerReplay: spansReplay / (calls * rounds)
+          spansPerReplay: spansReplay / (calls * rounds),
+          operations: await operations(runtime, (key) => operation.run({ key, payload: payloadFor(key) }))
         }
       }),
     (runtime) => Effect.promise(() => runtime.dispose())

@@ -4,9 +4,9 @@
  */
 import type { Cost } from "./Costs.js"
 import type { Endpoint } from "./DynamoDbBench.js"
-import { BARE, BARE_OURS, OURS, OURS_CACHED, POWERTOOLS } from "./DynamoDbBench.js"
+import { BARE, BARE_OURS, EFFECT_OURS, OURS, OURS_CACHED, POWERTOOLS } from "./DynamoDbBench.js"
 import type { Machine } from "./Environment.js"
-import type { HeapResult, OverheadResult } from "./MemoryBench.js"
+import type { HeapResult, Operations, OverheadResult } from "./MemoryBench.js"
 import type { Database } from "./PostgresBench.js"
 import { RAW, RAW_OURS, RAW_SQL, SQL_OURS, STORE } from "./PostgresBench.js"
 import { PACKAGES } from "./Profile.js"
@@ -79,8 +79,15 @@ export const ratios = (
     )
   }))
 
+const operationsOf = (o: Operations): string =>
+  `${o.operations} operations, ${o.fibers} ${o.fibers === 1 ? "fiber" : "fibers"} started, ${o.suspensions} ${
+    o.suspensions === 1 ? "suspension" : "suspensions"
+  }`
+
 export const dynamoDbPairs = [
   [OURS, BARE_OURS],
+  [OURS, EFFECT_OURS],
+  [EFFECT_OURS, BARE_OURS],
   [OURS, POWERTOOLS],
   [OURS, BARE],
   [POWERTOOLS, BARE],
@@ -305,7 +312,8 @@ ${run.plan.rounds} rounds; per round and contender ${
 runtime built once; \`${POWERTOOLS}\`: \`makeIdempotent\` with \`DynamoDBPersistenceLayer\`, key from the event's
 \`key\`, payload validation on; \`${BARE}\`: a conditional \`PutItem\` and an \`UpdateItem\` sent with the SDK
 client and nothing else; \`${BARE_OURS}\`: the store's exact two requests (a conditional \`PutItem\`, a fenced \`UpdateItem\`; captured from the store),
-sent with the SDK client and nothing else; \`${OURS_CACHED}\`: ours behind the warm-instance cache (\`IdempotencyStore.makeCached\`). Every
+sent with the SDK client and nothing else; \`${EFFECT_OURS}\`: the same requests, each an \`Effect.tryPromise\`, in one \`Effect.gen\`
+run with one \`runPromise\` per call (Effect's own floor on this work); \`${OURS_CACHED}\`: ours behind the warm-instance cache (\`IdempotencyStore.makeCached\`). Every
 contender has its own client (one attempt, kept-alive sockets) and table; round trips are counted by
 an SDK middleware on each client. CPU µs/call is the benchmark process's CPU time per call${
       run.endpoint === "dynalite"
@@ -378,7 +386,11 @@ ${
           `${fixed(m.replayTracedFactor)}× the untraced call (${fixed(m.spansPerReplay, 1)} spans)`
         ]
       ])
-    }`)
+    }
+
+What the runtime does for one call, counted by a supervisor (every operation any fiber evaluates;
+a count, so it does not move with the machine's load): a first execution ${operationsOf(m.operations.first)};
+a replay ${operationsOf(m.operations.replay)}.`)
   }
   if (results.costs !== undefined) {
     sections.push(`## Where the time of a call goes
