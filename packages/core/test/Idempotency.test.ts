@@ -373,6 +373,31 @@ describe("Idempotency", () => {
         assert.strictEqual(yield* Ref.get(executions), 1)
       }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
 
+    it.effect("a run interrupted from outside interrupts its downstream, and returns once the downstream stopped", () =>
+      Effect.gen(function*() {
+        const entered = yield* Deferred.make<void>()
+        const stopped = yield* Ref.make(false)
+        const operation = Idempotency.make({
+          name: "hold",
+          payload: Order,
+          success: Placed,
+          execute: () =>
+            Deferred.succeed(entered, undefined).pipe(
+              Effect.zipRight(Effect.never),
+              Effect.onInterrupt(() => Ref.set(stopped, true))
+            )
+        })
+        const run = yield* Effect.fork(operation.run({ key: "k", payload: order }))
+        yield* Deferred.await(entered)
+        yield* Fiber.interrupt(run)
+        assert.isTrue(yield* Ref.get(stopped))
+        // keepLease (the default): the interrupted attempt's lease still holds the key
+        assert.strictEqual(
+          (yield* Effect.flip(operation.run({ key: "k", payload: order })))._tag,
+          "IdempotencyConflict"
+        )
+      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
     it.effect("keepLease: a crashed attempt blocks the key only until its lease ends", () =>
       Effect.gen(function*() {
         const { operation, executions } = yield* counted({

@@ -863,7 +863,12 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         } else {
           startWatchdog()
         }
-        return restore(Fiber.await(workerFiber)).pipe(
+        // waits for the worker's exit with an observer of its own, where `Fiber.await` sends the
+        // worker a message (a turn of the scheduler) and adds an interruption handler of its own
+        const awaitWorker = Effect.async<Exit.Exit<Result<A>, E | IdempotencyError>>((resume) => {
+          workerFiber.addObserver((exit) => resume(Effect.succeed(exit)))
+        })
+        return restore(awaitWorker).pipe(
           // interrupted from outside: the downstream is stopped, and its lease kept until it is
           Effect.onInterrupt(() =>
             Effect.zipRight(
