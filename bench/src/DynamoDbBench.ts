@@ -63,7 +63,7 @@ const clientConfig = (endpoint: string): DynamoDBClientConfig => ({
 })
 
 /** A client of its own, destroyed with the scope, with a middleware that counts its requests. */
-export const countedClient = (endpoint: string) =>
+const countedClient = (endpoint: string) =>
   Effect.map(
     Effect.acquireRelease(
       Effect.sync(() => new DynamoDBClient(clientConfig(endpoint))),
@@ -83,14 +83,14 @@ export const countedClient = (endpoint: string) =>
   )
 
 /** The table of one contender, created through the package's own helper. */
-export const createTable = (client: DynamoDBClient, tableName: string) =>
+const createTable = (client: DynamoDBClient, tableName: string) =>
   DynamoDbTable.create({ tableName }).pipe(
     Effect.provideService(DynamoDbClient.DynamoDbClient, DynamoDbClient.DynamoDbClient.of({ client })),
     Logger.withMinimumLogLevel(LogLevel.Error),
     Effect.mapError((cause) => new BenchError({ message: `table ${tableName} could not be created`, cause }))
   )
 
-export const ours = (endpoint: string, tableName: string, cached: boolean) =>
+const ours = (endpoint: string, tableName: string, cached: boolean) =>
   Effect.gen(function*() {
     const { client, roundTrips } = yield* countedClient(endpoint)
     yield* createTable(client, tableName)
@@ -119,7 +119,7 @@ interface ChargeEvent {
  * `payload` (like our fingerprint), records live 24 hours, and the Lambda context is registered on
  * every call (so the in-progress expiry is set and nothing is logged).
  */
-export const powertools = (endpoint: string, tableName: string) =>
+const powertools = (endpoint: string, tableName: string) =>
   Effect.gen(function*() {
     const { client, roundTrips } = yield* countedClient(endpoint)
     yield* createTable(client, tableName)
@@ -230,7 +230,7 @@ const bare = (endpoint: string, tableName: string) =>
  * constant values, return options): one call of the operation on a store whose client records its
  * requests instead of sending them. The parameters (`:now`, `:token`, …) are replaced per call.
  */
-export const ourRequests: Effect.Effect<
+const ourRequests: Effect.Effect<
   { readonly reserve: PutItemCommandInput; readonly complete: UpdateItemCommandInput },
   BenchError
 > = Effect.gen(function*() {
@@ -321,7 +321,7 @@ const replayed = (item: Record<string, AttributeValue> | undefined): unknown => 
  * it measures what everything but the requests costs; against `bare-client`, what the store's
  * conditions and its fencing add to the plainest requests.
  */
-export const bareOurs = (endpoint: string, tableName: string) =>
+const bareOurs = (endpoint: string, tableName: string) =>
   Effect.gen(function*() {
     const { client, roundTrips } = yield* countedClient(endpoint)
     yield* createTable(client, tableName)
@@ -359,7 +359,7 @@ export const bareOurs = (endpoint: string, tableName: string) =>
  * shows what running the same work as an Effect program costs; against it, ours shows what our
  * engine and store add above that floor.
  */
-export const effectOurs = (endpoint: string, tableName: string) =>
+const effectOurs = (endpoint: string, tableName: string) =>
   Effect.gen(function*() {
     const { client, roundTrips } = yield* countedClient(endpoint)
     yield* createTable(client, tableName)
