@@ -6,6 +6,7 @@ import { Idempotency, IdempotencyStore, Tracing } from "@effect-idempotency/core
 import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -114,5 +115,45 @@ describe("Tracing", () => {
       assert.isTrue(Option.isNone(untraced))
       assert.deepStrictEqual(traced, Option.some("store.get"))
       assert.deepStrictEqual(spans.map((span) => span.name), ["store.get"])
+    }))
+
+  it.effect("Tracing.withSpan without a stack trace: the parent of the spans inside, ended with its exit, the caller's span current again after", () =>
+    Effect.gen(function*() {
+      const { spans, tracer } = yield* recording
+      const options = { attributes: { "db.system": "test" }, captureStackTrace: false } as const
+      const currentName = Effect.map(Effect.option(Effect.currentSpan), Option.map((span) => span.name))
+      const child = Effect.withSpan(Effect.void, "child")
+
+      const inside = yield* Effect.zipLeft(currentName, child).pipe(
+        Tracing.withSpan("store.get", options),
+        Effect.zip(currentName),
+        Effect.withSpan("caller"),
+        Effect.withTracer(tracer)
+      )
+      assert.deepStrictEqual(inside, [Option.some("store.get"), Option.some("caller")])
+      const byName = (name: string) => spans.find((span) => span.name === name)!
+      assert.strictEqual(Option.getOrThrow(byName("child").parent).spanId, byName("store.get").spanId)
+      assert.strictEqual(Option.getOrThrow(byName("store.get").parent).spanId, byName("caller").spanId)
+      assert.strictEqual(byName("store.get").attributes.get("db.system"), "test")
+
+      // a failure and an interruption end the span with their exit, and the caller's context is back
+      const failed = yield* Effect.fail("nope").pipe(
+        Tracing.withSpan("store.fails", options),
+        Effect.flip,
+        Effect.zip(currentName),
+        Effect.withTracer(tracer)
+      )
+      assert.deepStrictEqual(failed, ["nope", Option.none()])
+      const fails = byName("store.fails").status
+      assert.isTrue(fails._tag === "Ended" && Exit.isFailure(fails.exit))
+
+      const fiber = yield* Effect.fork(
+        Effect.never.pipe(Tracing.withSpan("store.hangs", options), Effect.withTracer(tracer))
+      )
+      yield* Effect.yieldNow()
+      yield* Fiber.interrupt(fiber)
+      const hangs = byName("store.hangs").status
+      assert.isTrue(hangs._tag === "Ended" && Exit.isInterrupted(hangs.exit))
+      for (const span of spans) assert.strictEqual(span.status._tag, "Ended")
     }))
 })

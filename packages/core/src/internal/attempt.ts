@@ -64,6 +64,7 @@ import type { IdempotencyRecord, RecordId, ReserveResult } from "../IdempotencyR
 import { makeRecordId, StoredOutcome } from "../IdempotencyRecord.js"
 import { IdempotencyStore } from "../IdempotencyStore.js"
 import * as Tracing from "../Tracing.js"
+import { inSpan } from "./span.js"
 
 /**
  * An operation, resolved: every option decoded once.
@@ -494,15 +495,15 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       const ended = (result: Ended<A>) => end(result, fiber)
       if (!Tracing.unsafeIsEnabled(fiber)) return Effect.flatMap(attemptOf(request, fiber), ended)
       // one span per run, with its outcome: only when a tracer is installed to see it
-      return Effect.useSpan(name, spanOptions, (span) =>
-        attemptOf(request, fiber).pipe(
-          Effect.withParentSpan(span),
-          Effect.onExit((exit) =>
-            Effect.sync(() => {
-              span.attribute("idempotency.outcome", outcomeOf(exit))
-            })
-          )
-        )).pipe(Effect.flatMap(ended))
+      return Effect.flatMap(
+        inSpan(
+          Effect.suspend(() => attemptOf(request, fiber)),
+          name,
+          spanOptions,
+          (span, exit) => span.attribute("idempotency.outcome", outcomeOf(exit))
+        ),
+        ended
+      )
     })
 
   /** Reserves again on a conflict, as `schedule` allows, until `until`; the last conflict is returned. */
