@@ -45,6 +45,7 @@ import { Downstream, Payload, payloadFor, Receipt } from "./Workload.js"
 /** The contenders' names, as they appear in keys, results and tables. */
 export const OURS = "effect-idempotency"
 export const OURS_CACHED = "effect-idempotency+cache"
+export const OURS_TRACED = "effect-idempotency+tracer"
 export const POWERTOOLS = "powertools"
 export const BARE = "bare-client"
 export const BARE_OURS = "bare-our-requests"
@@ -90,7 +91,7 @@ const createTable = (client: DynamoDBClient, tableName: string) =>
     Effect.mapError((cause) => new BenchError({ message: `table ${tableName} could not be created`, cause }))
   )
 
-const ours = (endpoint: string, tableName: string, cached: boolean) =>
+const ours = (endpoint: string, tableName: string, cached: boolean, traced = false) =>
   Effect.gen(function*() {
     const { client, roundTrips } = yield* countedClient(endpoint)
     yield* createTable(client, tableName)
@@ -99,7 +100,8 @@ const ours = (endpoint: string, tableName: string, cached: boolean) =>
       Effect.flatMap(DynamoDbStore.make({ tableName }), (store) =>
         cached ? IdempotencyStore.makeCached(store) : Effect.succeed(store))
     ).pipe(Layer.provide(Layer.succeed(DynamoDbClient.DynamoDbClient, DynamoDbClient.DynamoDbClient.of({ client }))))
-    return yield* Suite.effectContender(cached ? OURS_CACHED : OURS, store, roundTrips)
+    const name = cached ? OURS_CACHED : traced ? OURS_TRACED : OURS
+    return yield* Suite.effectContender(name, store, roundTrips, traced ? Suite.recordingTracer().tracer : undefined)
   })
 
 /** The part of a Lambda context Powertools reads. */
@@ -416,12 +418,13 @@ export interface Endpoint {
 
 /**
  * Runs the suite on an endpoint: ours, Powertools, the bare client and the bare client with our
- * requests, plus ours behind the warm cache when `cache` is set.
+ * requests, plus ours behind the warm cache when `cache` is set and ours with a tracer installed
+ * when `tracer` is set.
  */
 export const run = (
   endpoint: Endpoint,
   plan: Plan,
-  options: { readonly cache: boolean }
+  options: { readonly cache: boolean; readonly tracer: boolean }
 ): Effect.Effect<SuiteResult, BenchError> =>
   Effect.scoped(Effect.gen(function*() {
     const table = (name: string) => `bench-${plan.runId}-${name.replaceAll(/[^A-Za-z0-9_.-]/g, "-")}`
@@ -433,5 +436,6 @@ export const run = (
       yield* effectOurs(endpoint.url, table(EFFECT_OURS))
     ]
     if (options.cache) contenders.push(yield* ours(endpoint.url, table(OURS_CACHED), true))
+    if (options.tracer) contenders.push(yield* ours(endpoint.url, table(OURS_TRACED), false, true))
     return yield* Suite.run(plan, contenders)
   }))

@@ -12,11 +12,11 @@ import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as RuntimeFlags from "effect/RuntimeFlags"
 import * as RuntimeFlagsPatch from "effect/RuntimeFlagsPatch"
 import * as Supervisor from "effect/Supervisor"
-import * as Tracer from "effect/Tracer"
 import { randomUUID } from "node:crypto"
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
 import { median, pairedRatio, timed } from "./Measure.js"
+import { recordingTracer } from "./Suite.js"
 import { Payload, payloadFor, Receipt } from "./Workload.js"
 
 export interface OverheadResult {
@@ -99,19 +99,6 @@ export const operations = async (
 }
 
 /**
- * A tracer that counts the spans it is asked for and keeps them as Effect's own tracer does: what a
- * user who installs a tracer turns on, without the cost of an exporter.
- */
-const recordingTracer = (native: Tracer.Tracer, count: { spans: number }): Tracer.Tracer =>
-  Tracer.make({
-    span: (name, parent, context, links, startTime, kind, options) => {
-      count.spans++
-      return native.span(name, parent, context, links, startTime, kind, options)
-    },
-    context: (f, fiber) => native.context(f, fiber)
-  })
-
-/**
  * Runs `calls` first executions, then the `calls` replays of the same keys, and `calls` bare
  * downstream calls, every round, in one fiber (no `runPromise` per call): the difference is the
  * combinator and the memory store.
@@ -135,8 +122,7 @@ export const overhead = (calls: number, rounds: number): Effect.Effect<OverheadR
               yield* operation.run({ key, payload: payloadFor(key) })
             }
           })
-        const spans = { spans: 0 }
-        const tracer = recordingTracer(await runtime.runPromise(Effect.tracer), spans)
+        const { spans, tracer } = recordingTracer()
         const traced = (effect: Effect.Effect<void, unknown, IdempotencyStore.IdempotencyStore>) =>
           Effect.withTracer(effect, tracer)
         const perCall = (millis: number) => (millis * 1000) / calls
@@ -159,12 +145,12 @@ export const overhead = (calls: number, rounds: number): Effect.Effect<OverheadR
           if (round % 2 === 0) bare.push(await time(bareLoop(round)))
           first.push(await time(runLoop(round)))
           replay.push(await time(runLoop(round)))
-          const before = spans.spans
+          const before = spans()
           firstTraced.push(await time(traced(runLoop(`t${round}`))))
-          const between = spans.spans
+          const between = spans()
           replayTraced.push(await time(traced(runLoop(`t${round}`))))
           spansFirst += between - before
-          spansReplay += spans.spans - between
+          spansReplay += spans() - between
           if (round % 2 === 1) bare.push(await time(bareLoop(round)))
         }
         return {

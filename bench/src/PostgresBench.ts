@@ -24,6 +24,7 @@ import * as Suite from "./Suite.js"
 import { Downstream, payloadFor } from "./Workload.js"
 
 export const STORE = "pg-store"
+export const STORE_TRACED = "pg-store+tracer"
 export const RAW = "raw-pg"
 export const RAW_SQL = "raw-sqlclient"
 export const RAW_OURS = "raw-pg-our-statements"
@@ -173,6 +174,7 @@ export const run = (
     )
     const tables = {
       store: "store_records",
+      storeTraced: "store_traced_records",
       raw: "raw_records",
       sql: "sql_records",
       rawOurs: "raw_ours_records",
@@ -188,6 +190,12 @@ export const run = (
       STORE,
       PgIdempotencyStore.layerWith({ schema, table: tables.store }).pipe(Layer.provide(sqlLayer)),
       roundTrips
+    )
+    const storeTraced = yield* Suite.effectContender(
+      STORE_TRACED,
+      PgIdempotencyStore.layerWith({ schema, table: tables.storeTraced }).pipe(Layer.provide(sqlLayer)),
+      roundTrips,
+      Suite.recordingTracer().tracer
     )
 
     const raw = rawStatements(schema, tables.raw)
@@ -297,6 +305,13 @@ export const run = (
       roundTrips
     }
 
-    const result = yield* Suite.run(plan, [store, rawContender, sqlContender, rawOursContender, sqlOursContender])
+    const result = yield* Suite.run(plan, [
+      store,
+      rawContender,
+      sqlContender,
+      rawOursContender,
+      sqlOursContender,
+      storeTraced
+    ])
     return { database: { ...db, version }, result }
   }))

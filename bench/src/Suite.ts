@@ -6,11 +6,14 @@
 import { Idempotency } from "@effect-idempotency/core"
 import type { IdempotencyStore } from "@effect-idempotency/core"
 import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as DefaultServices from "effect/DefaultServices"
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
+import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
+import * as Tracer from "effect/Tracer"
 import type { Batch, Summary } from "./Measure.js"
 import { BenchError, pairedRatio, rotation, runBatch, summarize } from "./Measure.js"
 import type { ProfileSummary } from "./Profile.js"
@@ -207,18 +210,39 @@ export const failedWith = (tag: string) => (error: unknown): boolean => {
 }
 
 /**
+ * A tracer installed for a contender "with a tracer": it counts the spans it is asked for and keeps
+ * them as Effect's own tracer does (in memory, exported nowhere), so what is measured is what
+ * installing a tracer turns on, without the cost of an exporter.
+ */
+export const recordingTracer = (): { readonly tracer: Tracer.Tracer; readonly spans: () => number } => {
+  const native = Context.get(DefaultServices.liveServices, Tracer.Tracer)
+  let spans = 0
+  const tracer = Tracer.make({
+    span: (name, parent, context, links, startTime, kind, options) => {
+      spans++
+      return native.span(name, parent, context, links, startTime, kind, options)
+    },
+    context: (f, fiber) => native.context(f, fiber)
+  })
+  return { tracer, spans: () => spans }
+}
+
+/**
  * The operation of the benchmark on a store layer, run like a warm function instance: one
- * runtime built once, one `runPromise` per call.
+ * runtime built once, one `runPromise` per call; with `tracer` installed in the runtime when given.
  */
 export const effectContender = <E>(
   name: string,
   store: Layer.Layer<IdempotencyStore.IdempotencyStore, E>,
-  roundTrips: () => number
+  roundTrips: () => number,
+  tracer?: Tracer.Tracer
 ): Effect.Effect<Contender, BenchError, Scope.Scope> =>
   Effect.gen(function*() {
     const downstream = new Downstream()
+    // a tracer is installed as a user installs one: in the runtime's layer
+    const layer = tracer === undefined ? store : Layer.merge(store, Layer.setTracer(tracer))
     const runtime = yield* Effect.acquireRelease(
-      Effect.sync(() => ManagedRuntime.make(store)),
+      Effect.sync(() => ManagedRuntime.make(layer)),
       (runtime) => Effect.promise(() => runtime.dispose())
     )
     yield* Effect.tryPromise({

@@ -146,14 +146,14 @@ const program = (args: Args) =>
         yield* section("DynamoDB Local")
         const result = yield* Effect.scoped(Effect.flatMap(
           dynamoDbLocal(java),
-          (url) => DynamoDbBench.run({ name: "DynamoDB Local", url }, size.dynamodbLocal, { cache: true })
+          (url) => DynamoDbBench.run({ name: "DynamoDB Local", url }, size.dynamodbLocal, { cache: true, tracer: true })
         ))
         dynamodb.push({ endpoint: "DynamoDB Local", plan: size.dynamodbLocal, result })
       }
       yield* section("dynalite")
       const result = yield* Effect.scoped(Effect.flatMap(
         dynalite,
-        (url) => DynamoDbBench.run({ name: "dynalite", url }, size.dynalite, { cache: false })
+        (url) => DynamoDbBench.run({ name: "dynalite", url }, size.dynalite, { cache: false, tracer: false })
       ))
       dynamodb.push({ endpoint: "dynalite", plan: size.dynalite, result })
     }
