@@ -29,6 +29,17 @@ export interface OverheadResult {
   /** Median over the rounds of (call − bare call), in microseconds. */
   readonly firstOverhead: number
   readonly replayOverhead: number
+  /**
+   * The same as CPU time of the process per call (`process.cpuUsage`): what other processes on
+   * the machine take from the benchmark's wall time does not count in it.
+   */
+  readonly cpu: {
+    readonly bare: ReadonlyArray<number>
+    readonly first: ReadonlyArray<number>
+    readonly replay: ReadonlyArray<number>
+    readonly firstOverhead: number
+    readonly replayOverhead: number
+  }
   /** Median over the rounds of the call's time as a multiple of the bare call's. */
   readonly firstFactor: number
   /** The same calls with a tracer installed (one that records every span), microseconds per call. */
@@ -126,8 +137,18 @@ export const overhead = (calls: number, rounds: number): Effect.Effect<OverheadR
         const traced = (effect: Effect.Effect<void, unknown, IdempotencyStore.IdempotencyStore>) =>
           Effect.withTracer(effect, tracer)
         const perCall = (millis: number) => (millis * 1000) / calls
-        const time = (effect: Effect.Effect<void, unknown, IdempotencyStore.IdempotencyStore>) =>
-          runtime.runPromise(timed(effect)).then(perCall)
+        // the CPU time of the last `time`, µs per call
+        let lastCpu = 0
+        const time = async (effect: Effect.Effect<void, unknown, IdempotencyStore.IdempotencyStore>) => {
+          const cpuBefore = process.cpuUsage()
+          const wall = await runtime.runPromise(timed(effect)).then(perCall)
+          const cpu = process.cpuUsage(cpuBefore)
+          lastCpu = (cpu.user + cpu.system) / calls
+          return wall
+        }
+        const bareCpu: Array<number> = []
+        const firstCpu: Array<number> = []
+        const replayCpu: Array<number> = []
         // warm-up
         await time(bareLoop(-1))
         await time(runLoop(-1))
@@ -142,16 +163,24 @@ export const overhead = (calls: number, rounds: number): Effect.Effect<OverheadR
         let spansFirst = 0
         let spansReplay = 0
         for (let round = 0; round < rounds; round++) {
-          if (round % 2 === 0) bare.push(await time(bareLoop(round)))
+          if (round % 2 === 0) {
+            bare.push(await time(bareLoop(round)))
+            bareCpu.push(lastCpu)
+          }
           first.push(await time(runLoop(round)))
+          firstCpu.push(lastCpu)
           replay.push(await time(runLoop(round)))
+          replayCpu.push(lastCpu)
           const before = spans()
           firstTraced.push(await time(traced(runLoop(`t${round}`))))
           const between = spans()
           replayTraced.push(await time(traced(runLoop(`t${round}`))))
           spansFirst += between - before
           spansReplay += spans() - between
-          if (round % 2 === 1) bare.push(await time(bareLoop(round)))
+          if (round % 2 === 1) {
+            bare.push(await time(bareLoop(round)))
+            bareCpu.push(lastCpu)
+          }
         }
         return {
           calls,
@@ -161,6 +190,13 @@ export const overhead = (calls: number, rounds: number): Effect.Effect<OverheadR
           replay,
           firstOverhead: median(first.map((value, i) => value - bare[i]!)),
           replayOverhead: median(replay.map((value, i) => value - bare[i]!)),
+          cpu: {
+            bare: bareCpu,
+            first: firstCpu,
+            replay: replayCpu,
+            firstOverhead: median(firstCpu.map((value, i) => value - bareCpu[i]!)),
+            replayOverhead: median(replayCpu.map((value, i) => value - bareCpu[i]!))
+          },
           firstFactor: pairedRatio(first, bare),
           firstTraced,
           replayTraced,

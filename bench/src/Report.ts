@@ -165,10 +165,13 @@ export const goals = (results: Results): ReadonlyArray<Goal> => {
     out.push(notRun(memoryGoal))
   } else {
     const m = results.memory
+    // met only when the wall time and the CPU time both are within the goal
     out.push({
       goal: memoryGoal,
-      measured: `first execution ${fixed(m.firstOverhead, 1)} µs, replay ${fixed(m.replayOverhead, 1)} µs`,
-      met: m.firstOverhead <= 25 && m.replayOverhead <= 8
+      measured: `first execution ${fixed(m.firstOverhead, 1)} µs (CPU ${fixed(m.cpu.firstOverhead, 1)} µs), replay ${
+        fixed(m.replayOverhead, 1)
+      } µs (CPU ${fixed(m.cpu.replayOverhead, 1)} µs)`,
+      met: Math.max(m.firstOverhead, m.cpu.firstOverhead) <= 25 && Math.max(m.replayOverhead, m.cpu.replayOverhead) <= 8
     })
   }
   // a cost of at most 1.2× is a throughput of at least 1 / 1.2 of the untraced call's
@@ -386,22 +389,40 @@ ${suiteTables(redis.result, redisPairs)}`
     sections.push(`## Memory store: overhead per call
 
 ${m.rounds} rounds of ${count(m.calls)} calls in one fiber (no \`runPromise\` per call), bare calls of the
-downstream interleaved with the same number of first executions and replays.
+downstream interleaved with the same number of first executions and replays. Wall time, and the
+process's CPU time (\`process.cpuUsage\`, garbage collection threads included), which does not count
+what other processes on the machine take from the benchmark while it runs.
 
 ${
-      table(["", "µs per call (median)", "overhead over the bare effect"], [
-        ["bare downstream effect", fixed(median(m.bare)), ""],
-        ["first execution", fixed(median(m.first)), `${fixed(m.firstOverhead, 1)} µs`],
-        ["replay", fixed(median(m.replay)), `${fixed(m.replayOverhead, 1)} µs`],
+      table(["", "µs per call (median)", "overhead over the bare effect", "CPU µs per call", "CPU overhead"], [
+        ["bare downstream effect", fixed(median(m.bare)), "", fixed(median(m.cpu.bare)), ""],
+        [
+          "first execution",
+          fixed(median(m.first)),
+          `${fixed(m.firstOverhead, 1)} µs`,
+          fixed(median(m.cpu.first)),
+          `${fixed(m.cpu.firstOverhead, 1)} µs`
+        ],
+        [
+          "replay",
+          fixed(median(m.replay)),
+          `${fixed(m.replayOverhead, 1)} µs`,
+          fixed(median(m.cpu.replay)),
+          `${fixed(m.cpu.replayOverhead, 1)} µs`
+        ],
         [
           "first execution, a tracer installed",
           fixed(median(m.firstTraced)),
-          `${fixed(m.firstTracedFactor)}× the untraced call (${fixed(m.spansPerFirst, 1)} spans)`
+          `${fixed(m.firstTracedFactor)}× the untraced call (${fixed(m.spansPerFirst, 1)} spans)`,
+          "",
+          ""
         ],
         [
           "replay, a tracer installed",
           fixed(median(m.replayTraced)),
-          `${fixed(m.replayTracedFactor)}× the untraced call (${fixed(m.spansPerReplay, 1)} spans)`
+          `${fixed(m.replayTracedFactor)}× the untraced call (${fixed(m.spansPerReplay, 1)} spans)`,
+          "",
+          ""
         ]
       ])
     }
