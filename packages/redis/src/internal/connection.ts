@@ -113,33 +113,27 @@ export const make = (client: Redis | Cluster): Effect.Effect<Connection, never, 
       }
     })
 
-    const evalWhole = (
-      script: Script,
-      key: string,
-      args: ReadonlyArray<string>,
-      sent: MutableRef.MutableRef<boolean>
-    ) =>
-      Effect.tryPromise({
-        try: () => client.eval(script.lua, 1, key, ...args),
-        catch: (error) => error
-      }).pipe(Effect.tap(() => Effect.sync(() => MutableRef.set(sent, true))))
-
     const prepare = (script: Script) => {
       // Whether this client sent the script whole once. The first call sends `EVAL` (the server
       // caches the script); later calls send `EVALSHA`, and `EVAL` again after `NOSCRIPT` (a
       // restarted or flushed server, another node of a cluster).
-      const sent = MutableRef.make(false)
+      let sent = false
+      const evalWhole = (key: string, args: ReadonlyArray<string>): Promise<unknown> =>
+        client.eval(script.lua, 1, key, ...args).then((reply) => {
+          sent = true
+          return reply
+        })
+      // the fallback to `EVAL` is part of the promise: one step of the runtime per call
       const send = (key: string, args: ReadonlyArray<string>): Effect.Effect<unknown, unknown> =>
-        MutableRef.get(sent)
-          ? Effect.catchIf(
-            Effect.tryPromise({
-              try: () => client.evalsha(script.sha, 1, key, ...args),
-              catch: (error) => error
-            }),
-            isNoScript,
-            () => evalWhole(script, key, args, sent)
-          )
-          : evalWhole(script, key, args, sent)
+        Effect.tryPromise({
+          try: () =>
+            sent
+              ? client.evalsha(script.sha, 1, key, ...args).catch((error: unknown) =>
+                isNoScript(error) ? evalWhole(key, args) : Promise.reject(error)
+              )
+              : evalWhole(key, args),
+          catch: (error) => error
+        })
       return (key: string, args: ReadonlyArray<string>): Effect.Effect<unknown, unknown> =>
         Effect.suspend(() => client.status === "ready" ? send(key, args) : Effect.zipRight(connected, send(key, args)))
     }

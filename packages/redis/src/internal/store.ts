@@ -14,7 +14,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type { Redis } from "ioredis"
 import * as Scripts from "../RedisScripts.js"
@@ -66,42 +65,86 @@ const keyPattern = (prefix: string): string => `${prefix.replace(/[*?[\]\\]/g, "
 // replies
 // -------------------------------------------------------------------------------------------------
 
-const Int = Schema.Int
-
 /** A kind of `-` is no outcome; an unknown kind (written by a newer version) reads as no outcome too. */
 const outcomeOf = (kind: string, body: string) => kind === "-" ? undefined : outcomeFromColumns(kind, body)
 
-const ReserveReply = Schema.Union(
-  Schema.Tuple(Schema.Literal(1), Int, Int, Int),
-  Schema.Tuple(
-    Schema.Literal(0),
-    Status,
-    Schema.String,
-    Schema.String,
-    Int,
-    Int,
-    Int,
-    Int,
-    Schema.String,
-    Schema.String
-  )
-)
+// Replies are checked by hand, element by element, against what the scripts return (a Schema of
+// tuples allocates several times more per reply): a reply of another shape (another script under
+// the same SHA, a proxy that rewrites replies) is a `StoreError` whose cause says which script and
+// which element, never what the reply held.
 
-const GetReply = Schema.Union(
-  Schema.Tuple(),
-  Schema.Tuple(Status, Schema.String, Schema.String, Int, Int, Int, Schema.String, Schema.String)
-)
+type ReserveReply =
+  | readonly [1, number, number, number]
+  | readonly [0, Status, string, string, number, number, number, number, string, string]
 
-const FlagReply = Schema.Literal(0, 1)
+type GetReply = readonly [] | readonly [Status, string, string, number, number, number, string, string]
 
-const ScanReply = Schema.Tuple(Schema.String, Schema.Array(Schema.String))
+/** A reply, or why it does not have the shape its script gives. */
+type Decoder<A> = (reply: unknown) => Either.Either<A, string>
 
-type Decoder<A> = (reply: unknown) => Either.Either<A, ParseResult.ParseError>
+const STATUSES: ReadonlySet<unknown> = new Set(Status.literals)
 
-const decodeReserve: Decoder<typeof ReserveReply.Type> = Schema.decodeUnknownEither(ReserveReply)
-const decodeGet: Decoder<typeof GetReply.Type> = Schema.decodeUnknownEither(GetReply)
-const decodeFlag: Decoder<typeof FlagReply.Type> = Schema.decodeUnknownEither(FlagReply)
-const decodeScan: Decoder<typeof ScanReply.Type> = Schema.decodeUnknownEither(ScanReply)
+/** The kinds of the elements of a reply. */
+type Kind = "integer" | "string" | "status"
+
+const isKind = (value: unknown, kind: Kind): boolean =>
+  kind === "integer"
+    ? typeof value === "number" && Number.isSafeInteger(value)
+    : kind === "string"
+    ? typeof value === "string"
+    : STATUSES.has(value)
+
+/** `reply` as an `A` when its elements are of these kinds (those before `from` checked by the caller). */
+const checked = <A>(
+  script: string,
+  reply: ReadonlyArray<unknown>,
+  kinds: ReadonlyArray<Kind>,
+  from: number
+): Either.Either<A, string> => {
+  if (reply.length !== kinds.length) {
+    return Either.left(`the reply of the ${script} script has ${reply.length} elements, not ${kinds.length}`)
+  }
+  for (let i = from; i < kinds.length; i++) {
+    if (!isKind(reply[i], kinds[i]!)) {
+      return Either.left(
+        `element ${i} of the reply of the ${script} script is not ${kinds[i] === "integer" ? "an" : "a"} ${kinds[i]}`
+      )
+    }
+  }
+  return Either.right(reply as unknown as A)
+}
+
+const RESERVED: ReadonlyArray<Kind> = ["integer", "integer", "integer", "integer"]
+const EXISTING: ReadonlyArray<Kind> = [
+  "integer",
+  "status",
+  "string",
+  "string",
+  "integer",
+  "integer",
+  "integer",
+  "integer",
+  "string",
+  "string"
+]
+const RECORD: ReadonlyArray<Kind> = ["status", "string", "string", "integer", "integer", "integer", "string", "string"]
+
+const decodeReserve: Decoder<ReserveReply> = (reply) => {
+  if (!Array.isArray(reply)) return Either.left("the reply of the reserve script is not an array")
+  if (reply[0] === 1) return checked("reserve", reply, RESERVED, 1)
+  if (reply[0] === 0) return checked("reserve", reply, EXISTING, 1)
+  return Either.left("the reply of the reserve script does not start with 0 or 1")
+}
+
+const decodeGet: Decoder<GetReply> = (reply) => {
+  if (!Array.isArray(reply)) return Either.left("the reply of the get script is not an array")
+  return reply.length === 0 ? Either.right([] as const) : checked("get", reply, RECORD, 0)
+}
+
+const decodeFlag: Decoder<0 | 1> = (reply) =>
+  reply === 0 || reply === 1 ? Either.right(reply) : Either.left("the reply of a script is not 0 or 1")
+
+const decodeScan = Schema.decodeUnknownEither(Schema.Tuple(Schema.String, Schema.Array(Schema.String)))
 
 /**
  * Builds a store over a connection.
@@ -120,29 +163,30 @@ export const make = (connection: Connection, config: Config): Store => {
     purge: connection.prepare(Scripts.purge)
   }
 
-  /** `ARGV[1]` of every script: the fiber's clock, or `''` for the server's. */
-  const now: Effect.Effect<string> = clock === "effect"
-    ? Effect.map(Clock.currentTimeMillis, String)
-    : Effect.succeed("")
-
-  /** Runs a script and decodes its reply; every failure typed. */
-  const send = <A>(
+  /**
+   * Runs a script and hands its reply to `onReply`: one step of the runtime for the script's
+   * answer, whichever way it ends; every failure typed. `ARGV[1]` of every script is the fiber's
+   * clock, or `''` for the server's.
+   */
+  const send = <A, E>(
     method: string,
     run: (key: string, args: ReadonlyArray<string>) => Effect.Effect<unknown, unknown>,
-    decode: Decoder<A>,
     key: string,
-    args: (now: string) => ReadonlyArray<string>
-  ): Effect.Effect<A, StoreFailure> =>
-    now.pipe(
-      Effect.flatMap((now) => run(key, args(now))),
-      Effect.mapError(toStoreFailure(method)),
-      Effect.flatMap((reply) =>
-        Either.match(decode(reply), {
-          onLeft: (cause) => Effect.fail(new StoreError({ method, cause })),
-          onRight: Effect.succeed
-        })
-      )
-    )
+    args: (now: string) => ReadonlyArray<string>,
+    onReply: (reply: unknown) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E | StoreFailure> => {
+    const sent = (now: string) =>
+      Effect.matchEffect(run(key, args(now)), {
+        onFailure: (error) => Effect.fail(toStoreFailure(method)(error)),
+        onSuccess: onReply
+      })
+    return clock === "effect" ? Effect.flatMap(Clock.currentTimeMillis, (now) => sent(String(now))) : sent("")
+  }
+
+  /** `f` of the reply `decode` gives; a reply it refuses is a `StoreError`. */
+  const decoded =
+    <A, B>(method: string, decode: Decoder<A>, f: (reply: A) => B) => (reply: unknown): Either.Either<B, StoreError> =>
+      Either.mapBoth(decode(reply), { onLeft: (cause) => new StoreError({ method, cause }), onRight: f })
 
   // A defect of the client (a throw where a rejection was due) is a `StoreError`. With `spans`, one
   // span per method call, without a stack trace (it would point into this file, at a cost on every
@@ -162,25 +206,37 @@ export const make = (connection: Connection, config: Config): Store => {
   ): Effect.Effect<void, LeaseLost | StoreFailure> =>
     method(
       name,
-      send(name, run, decodeFlag, keyOf(prefix, request.id), (now) => [now, request.token, ...args]).pipe(
-        Effect.flatMap((flag) =>
-          flag === 1 ? Effect.void : Effect.fail(new LeaseLost({ method: name, recordId: request.id.value }))
-        )
+      send(
+        name,
+        run,
+        keyOf(prefix, request.id),
+        (now) => [now, request.token, ...args],
+        (reply): Effect.Effect<void, LeaseLost | StoreError> => {
+          const flag = decodeFlag(reply)
+          if (Either.isLeft(flag)) return Effect.fail(new StoreError({ method: name, cause: flag.left }))
+          return flag.right === 1
+            ? Effect.void
+            : Effect.fail(new LeaseLost({ method: name, recordId: request.id.value }))
+        }
       )
     )
 
   const reserve: Store["reserve"] = (request) =>
     method(
       "reserve",
-      send("reserve", scripts.reserve, decodeReserve, keyOf(prefix, request.id), (now) => [
-        now,
-        request.token,
-        request.fingerprint,
-        millis(request.lease),
-        millis(request.ttl),
-        request.takeover ? "1" : "0"
-      ]).pipe(
-        Effect.map((reply): ReserveResult =>
+      send(
+        "reserve",
+        scripts.reserve,
+        keyOf(prefix, request.id),
+        (now) => [
+          now,
+          request.token,
+          request.fingerprint,
+          millis(request.lease),
+          millis(request.ttl),
+          request.takeover ? "1" : "0"
+        ],
+        decoded("reserve", decodeReserve, (reply): ReserveResult =>
           reply[0] === 1
             ? ReserveResult.Reserved({
               token: request.token,
@@ -199,8 +255,7 @@ export const make = (connection: Connection, config: Config): Store => {
                 outcome: outcomeOf(reply[8], reply[9])
               },
               now: reply[7]
-            })
-        )
+            }))
       )
     )
 
@@ -232,8 +287,12 @@ export const make = (connection: Connection, config: Config): Store => {
   const get: Store["get"] = (id) =>
     method(
       "get",
-      send("get", scripts.get, decodeGet, keyOf(prefix, id), (now) => [now]).pipe(
-        Effect.map((reply): Option.Option<IdempotencyRecord> =>
+      send(
+        "get",
+        scripts.get,
+        keyOf(prefix, id),
+        (now) => [now],
+        decoded("get", decodeGet, (reply): Option.Option<IdempotencyRecord> =>
           reply.length === 0 ? Option.none() : Option.some({
             status: reply[0],
             token: reply[1],
@@ -242,8 +301,7 @@ export const make = (connection: Connection, config: Config): Store => {
             leaseUntil: reply[4],
             expiresAt: reply[5],
             outcome: outcomeOf(reply[6], reply[7])
-          })
-        )
+          }))
       )
     )
 
@@ -267,7 +325,13 @@ export const make = (connection: Connection, config: Config): Store => {
     )
 
   const purgeKey = (key: string) =>
-    send("purgeExpired", scripts.purge, decodeFlag, key.slice(clientPrefix.length), (now) => [now])
+    send(
+      "purgeExpired",
+      scripts.purge,
+      key.slice(clientPrefix.length),
+      (now) => [now],
+      decoded("purgeExpired", decodeFlag, (flag) => flag)
+    )
 
   /**
    * With the server's clock, Redis deletes every record at its `expires_at` by itself (its native
