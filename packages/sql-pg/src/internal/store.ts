@@ -174,27 +174,29 @@ export const make = (
     const statements = Statements.make(table)
     const detach = Detach.make(options.callTimeout)
 
-    /** `$1` of every statement: the fiber's clock, or NULL for the database's clock. */
-    const now: Effect.Effect<number | null> = options.clock === "effect"
-      ? Clock.currentTimeMillis
-      : Effect.succeed(null)
-
+    /**
+     * A statement and its rows decoded, every failure typed: one step of the runtime for the
+     * statement's answer, whichever way it ends. `$1` of every statement is the fiber's clock, or
+     * NULL for the database's clock.
+     */
     const query = <A>(
       method: string,
       decode: (rows: ReadonlyArray<unknown>) => Decoded<A>,
       text: string,
       params: (now: number | null) => ReadonlyArray<unknown>
-    ): Effect.Effect<A, StoreFailure> =>
-      now.pipe(
-        Effect.flatMap((now) => detach(sql.unsafe(text, params(now)).withoutTransform)),
-        Effect.mapError(toStoreFailure(method)),
-        Effect.flatMap((rows) => {
-          const decoded = decode(rows)
-          return decoded instanceof RowInvalid
-            ? Effect.fail(new StoreError({ method, cause: decoded.message }))
-            : Effect.succeed(decoded)
+    ): Effect.Effect<A, StoreFailure> => {
+      const sent = (now: number | null) =>
+        Effect.matchEffect(detach(sql.unsafe(text, params(now)).withoutTransform), {
+          onFailure: (error) => Effect.fail(toStoreFailure(method)(error)),
+          onSuccess: (rows) => {
+            const decoded = decode(rows)
+            return decoded instanceof RowInvalid
+              ? Effect.fail(new StoreError({ method, cause: decoded.message }))
+              : Effect.succeed(decoded)
+          }
         })
-      )
+      return options.clock === "effect" ? Effect.flatMap(Clock.currentTimeMillis, sent) : sent(null)
+    }
 
     /**
      * Every method: failures typed, defects of the driver turned into `StoreError`, one span
