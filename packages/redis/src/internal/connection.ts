@@ -123,17 +123,18 @@ export const make = (client: Redis | Cluster): Effect.Effect<Connection, never, 
           sent = true
           return reply
         })
-      // the fallback to `EVAL` is part of the promise: one step of the runtime per call
+      const whole = (key: string, args: ReadonlyArray<string>) =>
+        Effect.tryPromise({ try: () => evalWhole(key, args), catch: (error) => error })
+      // the fallback to `EVAL` is a step of the fiber, not of the promise: a caller that was
+      // interrupted, or whose deadline passed, while `EVALSHA` was in flight sends nothing more
       const send = (key: string, args: ReadonlyArray<string>): Effect.Effect<unknown, unknown> =>
-        Effect.tryPromise({
-          try: () =>
-            sent
-              ? client.evalsha(script.sha, 1, key, ...args).catch((error: unknown) =>
-                isNoScript(error) ? evalWhole(key, args) : Promise.reject(error)
-              )
-              : evalWhole(key, args),
-          catch: (error) => error
-        })
+        sent
+          ? Effect.catchIf(
+            Effect.tryPromise({ try: () => client.evalsha(script.sha, 1, key, ...args), catch: (error) => error }),
+            isNoScript,
+            () => whole(key, args)
+          )
+          : whole(key, args)
       return (key: string, args: ReadonlyArray<string>): Effect.Effect<unknown, unknown> =>
         Effect.suspend(() => client.status === "ready" ? send(key, args) : Effect.zipRight(connected, send(key, args)))
     }
