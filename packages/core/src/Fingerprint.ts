@@ -28,6 +28,8 @@ export type Fingerprint = string
  */
 export const ALGORITHM = "sha256"
 
+const PREFIX = `${ALGORITHM}:`
+
 /** The canonical text of `value` (see `canonicalJson`), built by concatenation. */
 const write = (value: unknown): string => {
   if (value === null) return "null"
@@ -82,8 +84,7 @@ export const canonicalJson = (value: unknown): string => write(value)
  * @since 0.1.0
  * @category constructors
  */
-export const fromEncoded = (encoded: unknown): Fingerprint =>
-  `${ALGORITHM}:${Sha256.hex(Sha256.digestUtf8(write(encoded)))}`
+export const fromEncoded = (encoded: unknown): Fingerprint => Sha256.hex(Sha256.digestUtf8(write(encoded)), PREFIX)
 
 /**
  * The fingerprint of a payload, computed over its encoding with `schema`.

@@ -50,9 +50,10 @@ export const makeRecordId = (options: {
   readonly scope?: string | undefined
 }): RecordId => {
   const operation = encodeURIComponent(options.operation)
+  // joined once, so the id is one flat string (a store keeps it as a key), not a tree of concatenations
   const value = options.scope === undefined
-    ? `${operation}${SEPARATOR}${options.key}`
-    : `${operation}${SEPARATOR}${encodeURIComponent(options.scope)}${SEPARATOR}${options.key}`
+    ? [operation, SEPARATOR, options.key].join("")
+    : [operation, SEPARATOR, encodeURIComponent(options.scope), SEPARATOR, options.key].join("")
   return { operation: options.operation, scope: options.scope, key: options.key, value }
 }
 

@@ -64,6 +64,7 @@ import type { IdempotencyRecord, RecordId, ReserveResult } from "../IdempotencyR
 import { makeRecordId, StoredOutcome } from "../IdempotencyRecord.js"
 import { IdempotencyStore } from "../IdempotencyStore.js"
 import * as Tracing from "../Tracing.js"
+import { flat } from "./flat.js"
 import { inSpan } from "./span.js"
 
 /**
@@ -393,7 +394,8 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     }
     const leaseMs = leaseFor(timeoutMs)
     const lease = Duration.millis(leaseMs)
-    const token = globalThis.crypto.randomUUID()
+    // flat: the stores compare it, and the memory store and the warm cache keep it
+    const token = flat(globalThis.crypto.randomUUID())
 
     const classify = (result: ReserveResult, sentAt: number): Reservation => {
       if (result._tag === "Reserved") return { _tag: "Execute", attempt: result.attempt, sentAt }

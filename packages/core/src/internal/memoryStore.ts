@@ -8,6 +8,7 @@ import { canTakeOver, isLive, ReserveResult } from "../IdempotencyRecord.js"
 import type { IdempotencyStore, MemoryOptions, TokenRequest } from "../IdempotencyStore.js"
 
 import { ExpiryQueue } from "./expiryQueue.js"
+import { flat } from "./flat.js"
 
 const DEFAULT_PURGE_LIMIT = 10_000
 
@@ -25,7 +26,17 @@ export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["T
     // every write that sets an expiry queues it, so a purge takes expired records in order instead
     // of scanning the map
     const expiries = new ExpiryQueue()
+    // the strings a record keeps are kept flat (see `flat`): a string made by concatenation would
+    // keep every piece it was made of
     const write = (id: string, record: IdempotencyRecord): void => {
+      flat(record.token)
+      flat(record.fingerprint)
+      const outcome = record.outcome
+      if (outcome !== undefined) {
+        if (outcome._tag === "Success") flat(outcome.value)
+        else if (outcome._tag === "Failure") flat(outcome.error)
+        else if (outcome._tag === "Omitted") flat(outcome.reason)
+      }
       const previous = records.get(id)
       records.set(id, record)
       if (previous === undefined || previous.expiresAt !== record.expiresAt) expiries.push(record.expiresAt, id)
