@@ -30,6 +30,29 @@ export const ALGORITHM = "sha256"
 
 const PREFIX = `${ALGORITHM}:`
 
+/** The longest list of keys sorted in place by insertion; a longer one goes to `Array.prototype.sort`. */
+const INSERTION_SORT_MAX = 16
+
+/**
+ * The own enumerable keys of `record`, in code-unit order (the order of `Array.prototype.sort`).
+ * The few keys of a typical payload are sorted by insertion, which allocates nothing, where the
+ * engine's sort allocates a work area per call.
+ */
+const sortedKeys = (record: Record<string, unknown>): Array<string> => {
+  const keys = Object.keys(record)
+  if (keys.length > INSERTION_SORT_MAX) return keys.sort()
+  for (let i = 1; i < keys.length; i++) {
+    const key = keys[i]!
+    let j = i - 1
+    while (j >= 0 && keys[j]! > key) {
+      keys[j + 1] = keys[j]!
+      j--
+    }
+    keys[j + 1] = key
+  }
+  return keys
+}
+
 /** The canonical text of `value` (see `canonicalJson`), built by concatenation. */
 const write = (value: unknown): string => {
   if (value === null) return "null"
@@ -58,7 +81,7 @@ const write = (value: unknown): string => {
     return out + "]"
   }
   const record = value as Record<string, unknown>
-  const keys = Object.keys(record).sort()
+  const keys = sortedKeys(record)
   let out = "{"
   let first = true
   for (let i = 0; i < keys.length; i++) {

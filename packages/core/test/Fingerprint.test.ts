@@ -62,6 +62,18 @@ describe("Fingerprint", () => {
     { fastCheck: { numRuns: 1000 } }
   )
 
+  it.prop(
+    "orders keys by UTF-16 code units, as Array.prototype.sort does, for few keys and many",
+    [FastCheck.dictionary(FastCheck.fullUnicodeString({ maxLength: 4 }), FastCheck.integer(), { maxKeys: 40 })],
+    ([record]) => {
+      const expected = "{" +
+        Object.keys(record).sort().map((key) => `${JSON.stringify(key)}:${JSON.stringify(record[key])}`).join(",") +
+        "}"
+      assert.strictEqual(Fingerprint.canonicalJson(record), expected)
+    },
+    { fastCheck: { numRuns: 1000 } }
+  )
+
   it.prop("canonical text parses back to an equal value", [FastCheck.jsonValue()], ([value]) => {
     assert.deepStrictEqual(JSON.parse(Fingerprint.canonicalJson(value)), JSON.parse(JSON.stringify(value)))
   }, { fastCheck: { numRuns: 1000 } })

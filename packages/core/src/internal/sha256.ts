@@ -211,46 +211,58 @@ export const digestUtf8 = (...parts: ReadonlyArray<string>): Uint8Array => {
   return out
 }
 
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"))
-
-/**
- * Lowercase hexadecimal of bytes, after `prefix`.
- *
- * The pieces are joined once, so the result is one flat string: appended piece by piece it would
- * be a tree of about 30 concatenations, which a record keeps (about 1.3 KB instead of 88 bytes for
- * a fingerprint) and which every comparison flattens again.
- *
- * @internal
- */
-export const hex = (bytes: Uint8Array, prefix = ""): string => {
-  const pieces = new Array<string>(bytes.length + 1)
-  pieces[0] = prefix
-  for (let i = 0; i < bytes.length; i++) pieces[i + 1] = HEX[bytes[i]!]!
-  return pieces.join("")
-}
+/** Lowercase hexadecimal digits, as character codes. */
+const HEX_DIGITS = Array.from("0123456789abcdef", (c) => c.charCodeAt(0))
 
 /** The base64url alphabet, as character codes. */
 const BASE64URL = Array.from("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", (c) => c.charCodeAt(0))
 
 /**
- * Base64url of bytes, without padding (RFC 4648 section 5): one flat string, like `hex`.
+ * The text of character codes. Made at once, it is one flat string: appended piece by piece it
+ * would be a tree of concatenations, which a record keeps (about 1.3 KB instead of 88 bytes for a
+ * fingerprint) and which every comparison flattens again.
+ */
+const text = (codes: Array<number>): string => String.fromCharCode.apply(null, codes)
+
+/**
+ * Lowercase hexadecimal of bytes, after `prefix`.
+ *
+ * @internal
+ */
+export const hex = (bytes: Uint8Array, prefix = ""): string => {
+  const codes = new Array<number>(prefix.length + bytes.length * 2)
+  for (let i = 0; i < prefix.length; i++) codes[i] = prefix.charCodeAt(i)
+  let at = prefix.length
+  for (let i = 0; i < bytes.length; i++) {
+    const byte = bytes[i]!
+    codes[at++] = HEX_DIGITS[byte >>> 4]!
+    codes[at++] = HEX_DIGITS[byte & 15]!
+  }
+  return text(codes)
+}
+
+/**
+ * Base64url of bytes, without padding (RFC 4648 section 5).
  *
  * @internal
  */
 export const base64url = (bytes: Uint8Array): string => {
-  const codes: Array<number> = []
+  const codes = new Array<number>(Math.ceil((bytes.length * 4) / 3))
+  let at = 0
   let i = 0
   for (; i + 2 < bytes.length; i += 3) {
     const n = (bytes[i]! << 16) | (bytes[i + 1]! << 8) | bytes[i + 2]!
-    codes.push(BASE64URL[n >>> 18]!, BASE64URL[(n >>> 12) & 63]!, BASE64URL[(n >>> 6) & 63]!, BASE64URL[n & 63]!)
+    codes[at++] = BASE64URL[n >>> 18]!
+    codes[at++] = BASE64URL[(n >>> 12) & 63]!
+    codes[at++] = BASE64URL[(n >>> 6) & 63]!
+    codes[at++] = BASE64URL[n & 63]!
   }
   const rest = bytes.length - i
-  if (rest === 1) {
-    const n = bytes[i]! << 16
-    codes.push(BASE64URL[n >>> 18]!, BASE64URL[(n >>> 12) & 63]!)
-  } else if (rest === 2) {
-    const n = (bytes[i]! << 16) | (bytes[i + 1]! << 8)
-    codes.push(BASE64URL[n >>> 18]!, BASE64URL[(n >>> 12) & 63]!, BASE64URL[(n >>> 6) & 63]!)
+  if (rest > 0) {
+    const n = (bytes[i]! << 16) | (rest === 2 ? bytes[i + 1]! << 8 : 0)
+    codes[at++] = BASE64URL[n >>> 18]!
+    codes[at++] = BASE64URL[(n >>> 12) & 63]!
+    if (rest === 2) codes[at++] = BASE64URL[(n >>> 6) & 63]!
   }
-  return String.fromCharCode(...codes)
+  return text(codes)
 }
