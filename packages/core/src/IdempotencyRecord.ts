@@ -38,6 +38,10 @@ export interface RecordId {
   readonly value: string
 }
 
+// the operation most recently encoded: an operation's every run builds an id with the same name
+let lastOperation: string | undefined
+let lastEncodedOperation = ""
+
 /**
  * Builds a record id.
  *
@@ -49,7 +53,11 @@ export const makeRecordId = (options: {
   readonly key: IdempotencyKey
   readonly scope?: string | undefined
 }): RecordId => {
-  const operation = encodeURIComponent(options.operation)
+  if (options.operation !== lastOperation) {
+    lastEncodedOperation = encodeURIComponent(options.operation)
+    lastOperation = options.operation
+  }
+  const operation = lastEncodedOperation
   // joined once, so the id is one flat string (a store keeps it as a key), not a tree of concatenations
   const value = options.scope === undefined
     ? [operation, SEPARATOR, options.key].join("")

@@ -24,6 +24,20 @@ describe("stable formats", () => {
     assert.strictEqual(scoped.value, "charge%20customer#tenant%2F1%23a#5f1c7e2a-9d1b")
   })
 
+  it("record ids: each operation keeps its own encoding when ids of several operations alternate", () => {
+    const key = IdempotencyKey.unsafeMake("k")
+    const idOf = (operation: string) => IdempotencyRecord.makeRecordId({ operation, key }).value
+    for (let round = 0; round < 3; round++) {
+      assert.strictEqual(idOf("a b"), "a%20b#k")
+      assert.strictEqual(idOf("charge"), "charge#k")
+      // a name that cannot be percent-encoded (a lone surrogate) throws, and changes nothing after it
+      assert.throws(() => idOf("bad\ud800"), URIError)
+      assert.throws(() => idOf("bad\ud800"), URIError)
+      assert.strictEqual(idOf("charge"), "charge#k")
+      assert.strictEqual(idOf("a b"), "a%20b#k")
+    }
+  })
+
   it.effect("fingerprints: sha256 of the canonical JSON of the encoded payload", () =>
     Effect.gen(function*() {
       const Payload = Schema.Struct({

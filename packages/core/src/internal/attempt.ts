@@ -64,7 +64,6 @@ import type { IdempotencyRecord, RecordId, ReserveResult } from "../IdempotencyR
 import { makeRecordId, StoredOutcome } from "../IdempotencyRecord.js"
 import { IdempotencyStore } from "../IdempotencyStore.js"
 import * as Tracing from "../Tracing.js"
-import { flat } from "./flat.js"
 import { inSpan } from "./span.js"
 
 /**
@@ -224,11 +223,21 @@ const boundedBy = (until: number): Guard => (method, effect) =>
       ? Effect.fail(deadlinePassed(method))
       : Effect.timeoutFail(effect, { duration: Duration.millis(until - now), onTimeout: () => deadlinePassed(method) }))
 
-const parseJson = (text: string): Either.Either<unknown, Cause.UnknownException> =>
-  Either.try({ try: () => JSON.parse(text) as unknown, catch: (error) => new Cause.UnknownException(error) })
+const parseJson = (text: string): Either.Either<unknown, Cause.UnknownException> => {
+  try {
+    return Either.right(JSON.parse(text) as unknown)
+  } catch (error) {
+    return Either.left(new Cause.UnknownException(error))
+  }
+}
 
-const toJson = (value: unknown): Either.Either<string, Cause.UnknownException> =>
-  Either.try({ try: () => JSON.stringify(value) ?? "null", catch: (error) => new Cause.UnknownException(error) })
+const toJson = (value: unknown): Either.Either<string, Cause.UnknownException> => {
+  try {
+    return Either.right(JSON.stringify(value) ?? "null")
+  } catch (error) {
+    return Either.left(new Cause.UnknownException(error))
+  }
+}
 
 /**
  * `step` applied to the value of `self`: at once when `self` is a plain `Either` (what a
@@ -394,8 +403,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     }
     const leaseMs = leaseFor(timeoutMs)
     const lease = Duration.millis(leaseMs)
-    // flat: the stores compare it, and the memory store and the warm cache keep it
-    const token = flat(globalThis.crypto.randomUUID())
+    const token = globalThis.crypto.randomUUID()
 
     const classify = (result: ReserveResult, sentAt: number): Reservation => {
       if (result._tag === "Reserved") return { _tag: "Execute", attempt: result.attempt, sentAt }

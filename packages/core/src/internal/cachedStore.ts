@@ -5,6 +5,7 @@ import * as Option from "effect/Option"
 import type { IdempotencyRecord } from "../IdempotencyRecord.js"
 import { ReserveResult } from "../IdempotencyRecord.js"
 import type { CacheOptions, IdempotencyStore } from "../IdempotencyStore.js"
+import { flat, flatOutcome } from "./flat.js"
 
 const DEFAULT_CAPACITY = 10_000
 
@@ -103,12 +104,12 @@ export const make = (
               completed.set(request.id.value, {
                 record: {
                   status: "COMPLETED",
-                  token: request.token,
+                  token: flat(request.token),
                   fingerprint: reservation.fingerprint,
                   attempt: reservation.attempt,
                   leaseUntil: reservation.leaseUntil,
                   expiresAt: until,
-                  outcome: request.outcome
+                  outcome: flatOutcome(request.outcome)
                 },
                 until
               })

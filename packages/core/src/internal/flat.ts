@@ -1,3 +1,5 @@
+import type { StoredOutcome } from "../IdempotencyRecord.js"
+
 /**
  * A string as one flat sequence of characters.
  *
@@ -16,3 +18,13 @@ export const flat = (text: string): string => {
 }
 
 let _read = 0
+
+/** `outcome`, with the text it keeps flat (see `flat`). */
+export const flatOutcome = <O extends StoredOutcome | undefined>(outcome: O): O => {
+  if (outcome !== undefined) {
+    if (outcome._tag === "Success") flat(outcome.value)
+    else if (outcome._tag === "Failure") flat(outcome.error)
+    else if (outcome._tag === "Omitted") flat(outcome.reason)
+  }
+  return outcome
+}

@@ -8,7 +8,7 @@ import { canTakeOver, isLive, ReserveResult } from "../IdempotencyRecord.js"
 import type { IdempotencyStore, MemoryOptions, TokenRequest } from "../IdempotencyStore.js"
 
 import { ExpiryQueue } from "./expiryQueue.js"
-import { flat } from "./flat.js"
+import { flat, flatOutcome } from "./flat.js"
 
 const DEFAULT_PURGE_LIMIT = 10_000
 
@@ -31,12 +31,7 @@ export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["T
     const write = (id: string, record: IdempotencyRecord): void => {
       flat(record.token)
       flat(record.fingerprint)
-      const outcome = record.outcome
-      if (outcome !== undefined) {
-        if (outcome._tag === "Success") flat(outcome.value)
-        else if (outcome._tag === "Failure") flat(outcome.error)
-        else if (outcome._tag === "Omitted") flat(outcome.reason)
-      }
+      flatOutcome(record.outcome)
       const previous = records.get(id)
       records.set(id, record)
       if (previous === undefined || previous.expiresAt !== record.expiresAt) expiries.push(record.expiresAt, id)
