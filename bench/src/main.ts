@@ -250,10 +250,22 @@ const main = () => {
     process.off("SIGINT", stop)
     process.off("SIGTERM", stop)
     if (Exit.isFailure(exit)) {
-      process.stderr.write(`the benchmark failed:\n${Cause.pretty(exit.cause)}\n`)
+      process.stderr.write(`the benchmark failed:\n${Cause.pretty(exit.cause)}\n${causes(Cause.squash(exit.cause))}`)
       process.exitCode = 1
     }
   })
+}
+
+/** The chain of causes under a failure (each one's name and message, bounded), which `Cause.pretty` leaves out. */
+const causes = (error: unknown): string => {
+  let out = ""
+  let current = (error as { readonly cause?: unknown } | null)?.cause
+  for (let depth = 0; depth < 5 && current !== undefined && current !== null; depth++) {
+    const { message, name } = current as { readonly name?: unknown; readonly message?: unknown }
+    out += `caused by: ${String(name ?? typeof current)}: ${String(message ?? current).slice(0, 500)}\n`
+    current = (current as { readonly cause?: unknown }).cause
+  }
+  return out
 }
 
 main()

@@ -166,6 +166,7 @@ const startDynamoDbLocal = (java: string): Effect.Effect<string, ServerError, Sc
   })
 
 interface DynaliteServer {
+  keepAliveTimeout: number
   listen(port: number, host: string, callback: () => void): void
   address(): net.AddressInfo | string | null
   close(callback: (error?: Error) => void): void
@@ -179,6 +180,9 @@ export const dynalite: Effect.Effect<string, ServerError, Scope.Scope> = Effect.
   const server = yield* Effect.acquireRelease(
     Effect.async<DynaliteServer, ServerError>((resume) => {
       const server = create({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 })
+      // Node's default (5 s) closes an idle kept-alive connection while a client may be reusing it
+      // (a reset with no answer); a client that waited between two batches would then fail at once
+      server.keepAliveTimeout = 10 * 60_000
       server.once(
         "error",
         (cause) => resume(Effect.fail(new ServerError({ message: "dynalite did not start", cause })))
