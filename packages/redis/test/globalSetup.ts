@@ -1,7 +1,7 @@
 /**
- * The Redis server of the run: the one `TEST_REDIS_URL` names (CI sets it to the machine's server),
- * else a `redis-server` started here on a free port of 127.0.0.1 and stopped at the end. Neither
- * is a failure of the run, never a skip.
+ * The Redis server of the run: the one `TEST_REDIS_URL` names (CI sets it to the machine's server;
+ * database 15 unless the URL names one), else a `redis-server` started here on a free port of
+ * 127.0.0.1 and stopped at the end. Neither is a failure of the run, never a skip.
  */
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -12,6 +12,9 @@ import type { TestProject } from "vitest/node"
 import { ping, redisServer, requireRedisServer, ServerError } from "./utils/servers.js"
 
 const configured = process.env.TEST_REDIS_URL === "" ? undefined : process.env.TEST_REDIS_URL
+
+/** The database the tests use on a configured server whose URL names none. */
+const TEST_DATABASE = 15
 
 const start = Effect.gen(function*() {
   if (configured !== undefined) {
@@ -24,7 +27,10 @@ const start = Effect.gen(function*() {
         new ServerError({ message: `TEST_REDIS_URL=${configured}: no Redis server answers there`, cause })
       )
     )
-    return { url: configured, started: false }
+    // the tests' own database (15) unless the URL names one: a purge scans the whole keyspace of
+    // its database page by page, so unrelated keys in the server's database 0 would crowd it out
+    if (url.pathname === "" || url.pathname === "/") url.pathname = `/${TEST_DATABASE}`
+    return { url: url.toString(), started: false }
   }
   const binary = yield* requireRedisServer.pipe(
     Effect.mapError((cause) =>
