@@ -13,20 +13,9 @@ import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import { BufferedRequest, readBody } from "./serverRequest.js"
+import { BufferedRequest, concat, readBody } from "./serverRequest.js"
 
 const encoder = new TextEncoder()
-
-const concat = (chunks: ReadonlyArray<Uint8Array>, size: number): Uint8Array => {
-  if (chunks.length === 1) return chunks[0]!
-  const bytes = new Uint8Array(size)
-  let offset = 0
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset)
-    offset += chunk.byteLength
-  }
-  return bytes
-}
 
 /**
  * A stream body read for the record, at most `limit` bytes of it. Past the limit, the part read is

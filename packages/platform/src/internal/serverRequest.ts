@@ -104,7 +104,12 @@ export class BufferedRequest extends Inspectable.Class implements HttpServerRequ
   }
 }
 
-const concat = (chunks: ReadonlyArray<Uint8Array>, size: number): Uint8Array => {
+/**
+ * The bytes of `chunks` (`size` in all) as one array; a single chunk is returned as it is.
+ *
+ * @internal
+ */
+export const concat = (chunks: ReadonlyArray<Uint8Array>, size: number): Uint8Array => {
   if (chunks.length === 1) return chunks[0]!
   const bytes = new Uint8Array(size)
   let offset = 0
