@@ -6,8 +6,8 @@ import type { StoredOutcome } from "../IdempotencyRecord.js"
  * V8 keeps a string built by concatenation (`a + b`, a template, `JSON.stringify`'s output, Node's
  * `randomUUID`) as a tree of its pieces until something reads its characters. A record that keeps
  * such a string keeps the tree: a token from `randomUUID` takes about 490 bytes that way instead of
- * 64, and every comparison with it walks the tree again. Reading one character flattens the string
- * in place, and the next collection drops the tree. Elsewhere the read is simply a read.
+ * 64. Reading one character flattens the string in place (as a comparison would, later), and the
+ * next collection drops the tree. On engines that keep no such trees the read is simply a read.
  *
  * @internal
  */

@@ -220,7 +220,7 @@ const BASE64URL = Array.from("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 /**
  * The text of character codes. Made at once, it is one flat string: appended piece by piece it
  * would be a tree of concatenations, which a record keeps (about 1.3 KB instead of 88 bytes for a
- * fingerprint) and which every comparison flattens again.
+ * fingerprint) and which a comparison must flatten first.
  */
 const text = (codes: Array<number>): string => String.fromCharCode.apply(null, codes)
 
