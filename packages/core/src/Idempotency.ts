@@ -183,7 +183,10 @@ export interface Request<P> {
    * the lease margin before it, so the outcome can be recorded: it gets the smaller of the timeout
    * and the time left, counted from the reservation's request. If no time is left for it once the
    * reservation is made, the reservation is released without calling the downstream and the call
-   * fails with `DownstreamTimeout` (policy `release`).
+   * fails with `DownstreamTimeout` (policy `release`). A downstream that could not be stopped (an
+   * uninterruptible region) and ends past that point has held the attempt there already: recording
+   * its outcome gets the lease margin after its end, within the lease kept while it ran, so that no
+   * retry runs it again.
    */
   readonly deadline?: number | undefined
 }

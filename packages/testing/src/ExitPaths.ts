@@ -5,8 +5,9 @@
  *
  * The exits: a heartbeat whose extension fails once, or for good, or finds the lease lost; a
  * success that does not encode; a defect (before or after the write); a downstream that ends while
- * it is being interrupted, or that ignores interruption past its lease margin; a store that hangs
- * after the reservation, on the completion, on a policy's write, or on the reservation itself.
+ * it is being interrupted, or that ignores interruption past its lease margin, or past the attempt's
+ * deadline (its outcome then recorded by a slow store); a store that hangs after the reservation,
+ * on the completion, on a policy's write, or on the reservation itself.
  * Faults are injected in front of the store; time is `TestClock`, started at the wall clock and
  * moved one scheduled wake-up at a time, only while no store request is in flight.
  *
@@ -53,7 +54,7 @@ export interface Options {
 }
 
 type Method = "reserve" | "complete" | "release" | "markFailed" | "extend" | "get"
-type Fault = "unavailable" | "hang" | "leaseLost"
+type Fault = "unavailable" | "hang" | "leaseLost" | "slow"
 
 interface Run {
   readonly start: number
@@ -66,7 +67,9 @@ interface Env {
   readonly provide: <A, E, R>(
     effect: Effect.Effect<A, E, R>
   ) => Effect.Effect<A, E, Exclude<R, IdempotencyStore.IdempotencyStore>>
-  readonly fail: (method: Method, fault: Fault, times?: number) => Effect.Effect<void>
+  readonly fail: (method: Method, fault: Exclude<Fault, "slow">, times?: number) => Effect.Effect<void>
+  /** The next `times` calls of `method` wait `millis` (on the test's clock) before they reach the store. */
+  readonly slow: (method: Method, millis: number, times?: number) => Effect.Effect<void>
   readonly heal: Effect.Effect<void>
   readonly calls: ReadonlyArray<{ readonly method: Method; readonly at: number }>
   /** Moves `TestClock` by `duration`, one wake-up at a time, each after the store went quiet. */
@@ -86,7 +89,7 @@ const makeEnv = Effect.gen(function*() {
   const start = yield* Clock.currentTimeMillis
   const tracked = trackInFlight(yield* IdempotencyStore.IdempotencyStore)
   const base = tracked.store
-  const faults = new Map<Method, { times: number; fault: Fault }>()
+  const faults = new Map<Method, { times: number; fault: Fault; millis?: number }>()
   const calls: Array<{ readonly method: Method; readonly at: number }> = []
   const guard = <A, E>(
     method: Method,
@@ -106,6 +109,8 @@ const makeEnv = Effect.gen(function*() {
             return Effect.never
           case "leaseLost":
             return Effect.fail(new IdempotencyError.LeaseLost({ method: "extend", recordId: "injected" }))
+          case "slow":
+            return Effect.zipRight(Effect.sleep(Duration.millis(fault.millis ?? 0)), effect)
         }
       }
     )
@@ -133,6 +138,7 @@ const makeEnv = Effect.gen(function*() {
     store,
     provide: (effect) => Effect.provideService(effect, IdempotencyStore.IdempotencyStore, store),
     fail: (method, fault, times = Infinity) => Effect.sync(() => void faults.set(method, { times, fault })),
+    slow: (method, millis, times = 1) => Effect.sync(() => void faults.set(method, { times, fault: "slow", millis })),
     heal: Effect.sync(() => faults.clear()),
     calls,
     advance: (duration) =>
@@ -391,6 +397,40 @@ export const suite = <E>(
         yield* env.advance("5 seconds")
         const result = yield* Fiber.join(first)
         assert.deepStrictEqual([result.value, result.recorded], ["written", true])
+        assert.strictEqual(env.runs.length, 1)
+      }))
+
+    test("an outcome that ends past the deadline, by a downstream that could not be stopped, is recorded within the lease", (env) =>
+      Effect.gen(function*() {
+        const key = keyOf()
+        const operation = Idempotency.make({
+          name: env.name,
+          payload: Schema.Null,
+          success: Schema.String,
+          timeout: "1 second",
+          leaseMargin: "3 seconds",
+          execute: () => env.track(Effect.uninterruptible(Effect.as(Effect.sleep(Duration.millis(10_000)), "written")))
+        })
+        // the completion takes longer than the watchdog waits between two looks at the downstream, so
+        // the watchdog sees the recording under way, past the attempt's deadline
+        yield* env.slow("complete", 1200)
+        const deadline = (yield* Clock.currentTimeMillis) + 5000
+        const first = yield* Effect.fork(env.provide(operation.runDetailed({ key, payload: null, deadline })))
+        yield* env.advance("7 seconds")
+        assert.strictEqual(
+          (yield* Effect.flip(env.provide(operation.run({ key, payload: null }))))._tag,
+          "IdempotencyConflict"
+        )
+        yield* env.advance("5 seconds")
+        const result = yield* Fiber.join(first)
+        assert.deepStrictEqual([result.value, result.recorded, result.replayed], ["written", true, false])
+        assert.isAtLeast(
+          env.calls.find((call) => call.method === "complete")!.at,
+          10_000,
+          "the completion went out when the downstream ended, past the deadline"
+        )
+        const retry = yield* env.provide(operation.runDetailed({ key, payload: null }))
+        assert.deepStrictEqual([retry.value, retry.replayed], ["written", true])
         assert.strictEqual(env.runs.length, 1)
       }))
 

@@ -187,6 +187,8 @@ interface ExecutionState<A, E> {
   leaseEnd: number
   /** The downstream's exit, once it ended. */
   exit: Exit.Exit<A, E> | undefined
+  /** When the downstream ended, on this instance's clock. */
+  endedAt: number | undefined
 }
 
 /**
@@ -606,10 +608,21 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       reason: undefined,
       interrupted: false,
       leaseEnd: reservation.sentAt + leaseMs,
-      exit: undefined
+      exit: undefined,
+      endedAt: undefined
     }
-    /** The latest point at which recording still helps: the lease, and the attempt's deadline. */
-    const recordEnd = () => Math.min(state.leaseEnd, attemptDeadline)
+    /**
+     * The latest point at which recording still helps: the lease, and the attempt's deadline. A
+     * downstream that ends within its time leaves at least the margin before the deadline. One that
+     * could not be stopped and ended later has already held the attempt past that point, on a lease
+     * the watchdog kept: its known outcome gets the margin after its end, within the lease, so that
+     * it is recorded rather than left for a retry to run again.
+     */
+    const recordEnd = () =>
+      Math.min(
+        state.leaseEnd,
+        state.endedAt === undefined ? attemptDeadline : Math.max(attemptDeadline, state.endedAt + marginMs)
+      )
 
     const cleanupFailed = (policy: CleanupFailed["policy"], original: unknown) => (cause: StoreFailure) =>
       new CleanupFailed({ operation: name, key: id.key, policy, original, cause })
@@ -805,6 +818,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       Effect.uninterruptibleMask((restore) =>
         Effect.flatMap(Effect.exit(restore(downstream)), (exit) => {
           state.exit = exit
+          state.endedAt = clock.unsafeCurrentTimeMillis()
           state.phase = "record"
           return restore(settle(exit, unbounded))
         })
