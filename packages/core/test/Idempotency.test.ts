@@ -578,6 +578,23 @@ describe("Idempotency", () => {
       assert.strictEqual(yield* Ref.get(executions), 1)
     }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
 
+  it.effect("a lease shorter than the margin, kept by a heartbeat, is not given up while the call runs", () =>
+    Effect.gen(function*() {
+      // the margin is the default 1 s: twice the lease
+      const { operation, executions } = yield* counted({
+        lease: "500 millis",
+        heartbeat: "100 millis",
+        timeout: "10 seconds",
+        behaviour: (n) => Effect.as(Effect.sleep("2 seconds"), { orderId: "o", execution: n })
+      })
+      const first = yield* Effect.fork(operation.run({ key: "k", payload: order }))
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual((yield* Effect.flip(operation.run({ key: "k", payload: order })))._tag, "IdempotencyConflict")
+      yield* TestClock.adjust("1 second")
+      assert.strictEqual((yield* Fiber.join(first)).execution, 1)
+      assert.strictEqual(yield* Ref.get(executions), 1)
+    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
   it.effect("an outcome that no longer decodes fails with StoredOutcomeInvalid (500)", () =>
     Effect.gen(function*() {
       const v1 = Idempotency.make({

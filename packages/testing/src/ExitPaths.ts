@@ -434,6 +434,25 @@ export const suite = <E>(
         assert.strictEqual(env.runs.length, 1)
       }))
 
+    test("a downstream that cannot be stopped has its lease extended at once: a slow store keeps it", (env) =>
+      Effect.gen(function*() {
+        const key = keyOf()
+        const operation = stubborn(env, 10_000)
+        // the lease (timeout + 1 s margin) ends at 2 s; the first extension takes 800 ms to arrive
+        yield* env.slow("extend", 800)
+        // daemons: should the test fail, nothing waits for a downstream that cannot be stopped
+        const first = yield* Effect.forkDaemon(env.provide(operation.runDetailed({ key, payload: null })))
+        yield* env.advance("2200 millis")
+        const retry = yield* Effect.forkDaemon(Effect.flip(env.provide(operation.run({ key, payload: null }))))
+        yield* env.advance("100 millis")
+        assert.strictEqual(env.runs.length, 1, "the retry did not run the downstream beside the first")
+        assert.strictEqual((yield* Fiber.join(retry))._tag, "IdempotencyConflict")
+        yield* env.advance("8 seconds")
+        const result = yield* Fiber.join(first)
+        assert.deepStrictEqual([result.value, result.recorded], ["written", true])
+        assert.strictEqual(env.runs.length, 1)
+      }))
+
     const quick = (env: Env, options?: { readonly onTimeout?: "markUnknown" }) =>
       Idempotency.make({
         name: env.name,

@@ -299,6 +299,13 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   }
 
   /**
+   * How long before its lease ends a downstream that still runs is stopped when the lease could not
+   * be kept: half the margin, leaving the other half for the interruption; at most half the lease, so
+   * that a lease shorter than the margin (kept by a heartbeat) is not given up as soon as it starts.
+   */
+  const guardFor = (leaseMs: number): number => Math.min(marginMs, leaseMs) / 2
+
+  /**
    * When a watchdog started now would first wake (see `watchdog`): the end of the recording once the
    * downstream has ended; before, the first of its heartbeat, its deadline, and the point where the
    * lease would have to be given up.
@@ -307,14 +314,15 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     state: ExecutionState<A, E>,
     startedAt: number,
     downstreamDeadline: number,
-    recordEnd: number
+    recordEnd: number,
+    leaseMs: number
   ): number =>
     state.phase === "record"
       ? recordEnd
       : Math.min(
         heartbeatMs === undefined ? Infinity : startedAt + heartbeatMs,
         downstreamDeadline,
-        state.leaseEnd - marginMs / 2
+        state.leaseEnd - guardFor(leaseMs)
       )
 
   // built once per operation: a run only looks them up
@@ -881,7 +889,8 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
               MAX_TIMER_MILLIS,
               Math.max(
                 0,
-                firstWake(state, startedAt, downstreamDeadline, recordEnd()) - clock.unsafeCurrentTimeMillis()
+                firstWake(state, startedAt, downstreamDeadline, recordEnd(), leaseMs) -
+                  clock.unsafeCurrentTimeMillis()
               )
             )
           )
@@ -984,15 +993,22 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       let nextBeat = heartbeatMs === undefined ? Infinity : times.startedAt + heartbeatMs
       let retryAt = 0
       let pollMs = INTERRUPTIBLE_POLL_FIRST_MILLIS
+      /** Whether the downstream was found in an uninterruptible region when it had to stop. */
+      let windingDown = false
+      const guardMs = guardFor(leaseMs)
+      /** When a downstream that still runs is stopped because its lease could not be kept. */
+      const guardAt = (): number => state.leaseEnd - guardMs
       /**
-       * When a downstream that still runs is stopped because its lease could not be kept: half the
-       * margin before the lease ends, which leaves the other half for the interruption.
+       * When the lease must be extended next: on the heartbeat, and while a stopped downstream winds
+       * down. One that cannot be stopped yet runs for a time nobody knows: its lease is extended
+       * from the moment that is found, and again once half of it has passed, so that a slow store
+       * has half a lease (and the retries of a failed extension) to answer before it ends.
        */
-      const guardAt = (): number => state.leaseEnd - marginMs / 2
-      /** When the lease must be extended next: on the heartbeat, and while a stopped downstream winds down. */
       const extendAt = (): number => {
         if (state.phase !== "downstream" || state.reason === "leaseLost") return Infinity
-        const due = state.reason === undefined ? nextBeat : Math.min(nextBeat, guardAt())
+        const due = state.reason === undefined
+          ? nextBeat
+          : Math.min(nextBeat, windingDown ? state.leaseEnd - leaseMs / 2 : guardAt())
         return Math.max(retryAt, due)
       }
       const interrupt = Effect.suspend(() => {
@@ -1042,7 +1058,8 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
           if (flags === undefined || RuntimeFlags.interruptible(flags)) {
             yield* interrupt
           } else {
-            wake = Math.min(wake, now + pollMs)
+            windingDown = true
+            wake = Math.min(extendAt(), now + pollMs)
             pollMs = Math.min(INTERRUPTIBLE_POLL_MAX_MILLIS, pollMs * 2)
           }
         }
