@@ -186,7 +186,7 @@ export const toResult = async (response: Response, event: HttpEvent): Promise<Ht
 export const idempotent = <E, ROut, LE>(options: Options<E, ROut, LE>): Handler => {
   const scope = options.scope
   const fetchHandler = IdempotentFetch.make<
-    { readonly event: HttpEvent; readonly context: LambdaContext },
+    { readonly event: HttpEvent; readonly context: LambdaContext; readonly remaining: number },
     void,
     E,
     ROut,
@@ -198,17 +198,18 @@ export const idempotent = <E, ROut, LE>(options: Options<E, ROut, LE>): Handler 
       const lambda = context as { readonly context?: LambdaContext } | undefined
       return lambda?.context === undefined ? {} : { requestId: lambda.context.awsRequestId }
     },
-    // the cut-off is the invocation's: Lambda says how much time is left
+    // the cut-off is the invocation's: the time Lambda said was left when the handler was entered,
+    // from when the request was received (the same instant), so a cold start counts once
     cutOff: (incoming) =>
-      incoming.context === undefined
-        ? undefined
-        : incoming.startedAt + Math.max(0, incoming.context.context.getRemainingTimeInMillis()),
+      incoming.context === undefined ? undefined : incoming.startedAt + Math.max(0, incoming.context.remaining),
     scope: scope === undefined
       ? undefined
       : (_, incoming) => incoming.context === undefined ? undefined : scope(incoming.request, incoming.context.event),
     handler: (_, incoming) => options.handler(incoming.request, incoming.context!.event)
   })
-  const handler = (event: HttpEvent, context: LambdaContext): Promise<HttpResult> =>
-    fetchHandler(toRequest(event), { event, context }).then((response) => toResult(response, event))
+  const handler = (event: HttpEvent, context: LambdaContext): Promise<HttpResult> => {
+    const remaining = context.getRemainingTimeInMillis()
+    return fetchHandler(toRequest(event), { event, context, remaining }).then((response) => toResult(response, event))
+  }
   return Object.assign(handler, { dispose: fetchHandler.dispose })
 }

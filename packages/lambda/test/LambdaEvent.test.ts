@@ -4,9 +4,9 @@
  * time, and an execution environment's runtime built once (and again after a failed build).
  */
 import { IdempotencyContext, IdempotencyStore } from "@effect-idempotency/core"
-import { LambdaEvent } from "@effect-idempotency/lambda"
+import { LambdaEvent, LambdaInvocation } from "@effect-idempotency/lambda"
 import { assert, describe, it } from "@effect/vitest"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
@@ -120,6 +120,30 @@ describe("LambdaEvent.idempotent", () => {
       )
       assert.strictEqual(result, "InsufficientTime")
       assert.strictEqual(carrier.total(), 0)
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("a cold start counts against the remaining time once: the time left is what Lambda gave, less the start", () =>
+    Effect.gen(function*() {
+      // building the runtime takes 500 ms of the invocation's 2 s: 1.5 s are left, where counting
+      // the start twice would leave 1 s
+      const layer = Layer.provideMerge(
+        IdempotencyStore.layerMemoryWith({ warn: false }),
+        Layer.effectDiscard(Effect.sleep("500 millis"))
+      )
+      const handler = LambdaEvent.idempotent({
+        name: "cold",
+        layer,
+        event: Schema.Struct({ id: Schema.String }),
+        key: (event) => event.id,
+        success: Schema.Number,
+        handler: () => Effect.map(LambdaInvocation.remaining, Duration.toMillis)
+      })
+      const cold = yield* invoke(handler, { id: "1" }, "2 seconds")
+      assert.strictEqual(cold._tag, "Ok", JSON.stringify(cold))
+      const left = (cold as { readonly value: number }).value
+      assert.isAtMost(left, 1500)
+      assert.isAbove(left, 1000)
       yield* Effect.promise(() => handler.dispose())
     }))
 

@@ -4,11 +4,12 @@
  * cookies, and the seed scenario (a downstream that answers after the function's timeout) on the
  * real stores.
  */
-import { IdempotencyContext } from "@effect-idempotency/core"
+import { IdempotencyContext, IdempotencyStore } from "@effect-idempotency/core"
 import { LambdaHttp } from "@effect-idempotency/lambda"
 import { assert, describe, it } from "@effect/vitest"
 import type { APIGatewayProxyEvent, APIGatewayProxyEventV2 } from "aws-lambda"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { invoke, makeDownstream } from "./utils/LambdaRunner.js"
 import { realStores } from "./utils/stores.js"
@@ -155,3 +156,23 @@ for (const store of realStores) {
     )
   })
 }
+
+describe("LambdaHttp's cut-off", () => {
+  it.live("a cold start counts against the remaining time once", () =>
+    Effect.gen(function*() {
+      // of the invocation's 2 s, building the runtime takes 600 ms and the handler 700 ms: it ends
+      // 400 ms before the 300 ms margin, where counting the start twice would cut it off at 1.1 s
+      const handler = LambdaHttp.idempotent({
+        name: "cold",
+        layer: Layer.provideMerge(
+          IdempotencyStore.layerMemoryWith({ warn: false }),
+          Layer.effectDiscard(Effect.sleep("600 millis"))
+        ),
+        margin: "300 millis",
+        handler: () => Effect.as(Effect.sleep("700 millis"), Response.json({ ok: true }, { status: 201 }))
+      })
+      const result = yield* invoke(handler, v2("{}", { "idempotency-key": "cold-1" }), "2 seconds")
+      assert.strictEqual(result._tag === "Ok" ? result.value.statusCode : result._tag, 201)
+      yield* Effect.promise(() => handler.dispose())
+    }))
+})

@@ -45,9 +45,11 @@ export const serve = <R, LE, Event, Result>(
   const instance = Effect.runSync(WarmRuntime.make(layer))
   const invoke = (event: Event, context: LambdaContext) =>
     Effect.gen(function*() {
+      // the remaining time is read with the clock, before the runtime is built: a cold start counts
+      // against the invocation's time once, not twice
       const startedAt = yield* Clock.currentTimeMillis
-      const runtime = yield* instance.runtime
       const deadline = startedAt + Math.max(0, context.getRemainingTimeInMillis())
+      const runtime = yield* instance.runtime
       return yield* handle(event).pipe(
         Effect.provideService(Invocation, { context, startedAt, deadline }),
         Effect.withSpan("LambdaHandler.invoke", {
