@@ -359,13 +359,14 @@ export const suite = <E>(
         assert.strictEqual(env.runs.length, 2)
       }))
 
-    const stubborn = (env: Env, millis: number) =>
+    const stubborn = (env: Env, millis: number, settings?: Idempotency.Settings) =>
       Idempotency.make({
         name: env.name,
         payload: Schema.Null,
         success: Schema.String,
         timeout: "1 second",
         onTimeout: "release",
+        ...settings,
         execute: () =>
           env.track(Effect.uninterruptible(Effect.as(Effect.sleep(Duration.millis(millis)), "written")))
       })
@@ -403,14 +404,7 @@ export const suite = <E>(
     test("an outcome that ends past the deadline, by a downstream that could not be stopped, is recorded within the lease", (env) =>
       Effect.gen(function*() {
         const key = keyOf()
-        const operation = Idempotency.make({
-          name: env.name,
-          payload: Schema.Null,
-          success: Schema.String,
-          timeout: "1 second",
-          leaseMargin: "3 seconds",
-          execute: () => env.track(Effect.uninterruptible(Effect.as(Effect.sleep(Duration.millis(10_000)), "written")))
-        })
+        const operation = stubborn(env, 10_000, { leaseMargin: "3 seconds", onTimeout: "keepLease" })
         // the completion takes longer than the watchdog waits between two looks at the downstream, so
         // the watchdog sees the recording under way, past the attempt's deadline
         yield* env.slow("complete", 1200)
