@@ -69,7 +69,7 @@ const serve = <R>(
         signal: request.signal,
         duplex: "half"
       } as RequestInit)
-    return Object.assign(forward, { dispose: () => Promise.resolve() })
+    return Object.assign(forward, { ready: () => Promise.resolve(), dispose: () => Promise.resolve() })
   })
 
 /** Without idempotency: every request writes. */

@@ -281,6 +281,10 @@ export interface HttpIdempotency {
   readonly maxResponseBytes: number
   /** Whether a method is covered (upper case). */
   readonly covers: (method: string) => boolean
+  /** The time limit of a request, when one is set (`timeLimit`), in milliseconds. */
+  readonly timeLimitMillis: number | undefined
+  /** The time kept before a cut-off to record an outcome (`margin`), in milliseconds. */
+  readonly marginMillis: number
   /** Handles one request; `downstream` runs at most once, and only for a `Fresh` answer. */
   readonly handle: <X, E, R>(
     exchange: Exchange<E, R>,
@@ -613,6 +617,8 @@ export const make = (options: Options = {}): HttpIdempotency => {
     maxBodyBytes,
     maxResponseBytes,
     covers: (method) => methods.has(method),
+    timeLimitMillis: timeLimitMs,
+    marginMillis: marginMs,
     handle
   }
 }

@@ -24,12 +24,14 @@
 import type { IdempotencyStore } from "@effect-idempotency/core"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
 import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
 import * as HttpIdempotency from "./HttpIdempotency.js"
-import { InvalidRequestBody, isRequestFailure, RequestBodyTooLarge } from "./HttpIdempotencyError.js"
+import { InsufficientTime, InvalidRequestBody, isRequestFailure, RequestBodyTooLarge } from "./HttpIdempotencyError.js"
 import type { RequestFailure } from "./HttpIdempotencyError.js"
 import * as webBody from "./internal/webBody.js"
 import * as StoredResponse from "./StoredResponse.js"
@@ -43,6 +45,12 @@ import * as WarmRuntime from "./WarmRuntime.js"
  */
 export interface Handler<C = unknown> {
   (request: Request, context?: C): Promise<Response>
+  /**
+   * Builds the instance's runtime now, and resolves once it is built or its build failed (the next
+   * request then builds again). Awaited at a module's top level, the build happens while the
+   * platform loads the function, before a request's time runs.
+   */
+  readonly ready: () => Promise<void>
   /** Releases the runtime of this instance (the store's connections, for example). */
   readonly dispose: () => Promise<void>
 }
@@ -235,22 +243,53 @@ export const catchFailures = <E>(options?: {
 export const toHandler = <C, ROut, LE>(
   layer: Layer.Layer<ROut, LE>,
   handle: (request: Request, context: C | undefined, startedAt: number) => Effect.Effect<Response, never, ROut>,
-  options?: RuntimeOptions<never>
+  options?: RuntimeOptions<never> & {
+    /**
+     * How long a request waits for a cold start: until a point in time (epoch milliseconds of the
+     * `Clock`) less a margin, after which it is answered 503 (`InsufficientTime`) and the build goes
+     * on for the next request. Default: a request waits for the build.
+     */
+    readonly coldStart?: {
+      readonly until: (request: Request, context: C | undefined, startedAt: number) => number | undefined
+      readonly marginMillis: number
+    } | undefined
+  }
 ): Handler<C> => {
   const instance = Effect.runSync(WarmRuntime.make(layer))
   const annotations = options?.annotations
+  const coldStart = options?.coldStart
+  const runtimeFor = (request: Request, context: C | undefined, startedAt: number) => {
+    const until = coldStart?.until(request, context, startedAt)
+    if (coldStart === undefined || until === undefined) return instance.runtime
+    const marginMillis = coldStart.marginMillis
+    return Effect.flatMap(
+      Effect.timeoutOption(instance.runtime, Duration.millis(Math.max(0, until - marginMillis - startedAt))),
+      (built) =>
+        Option.isSome(built) ? Effect.succeed(built.value) : Effect.flatMap(
+          Clock.currentTimeMillis,
+          (now) => Effect.fail(new InsufficientTime({ remainingMillis: Math.max(0, until - now), marginMillis }))
+        )
+    )
+  }
   const invoke = (request: Request, context: C | undefined) =>
     Effect.gen(function*() {
       // measured before the runtime is built: a cold start counts against a time limit
       const startedAt = yield* Clock.currentTimeMillis
-      const runtime = yield* instance.runtime
+      const runtime = yield* runtimeFor(request, context, startedAt)
       return yield* Effect.provide(handle(request, context, startedAt), runtime)
     }).pipe(
-      Effect.catchTag("LayerUnavailable", (error) =>
-        Effect.as(
-          Effect.logError("the handler's layer could not be built", Cause.die(error.cause)),
-          StoredResponse.toWeb(StoredResponse.fromError(error))
-        )),
+      Effect.catchTags({
+        LayerUnavailable: (error) =>
+          Effect.as(
+            Effect.logError("the handler's layer could not be built", Cause.die(error.cause)),
+            StoredResponse.toWeb(StoredResponse.fromError(error))
+          ),
+        InsufficientTime: (error) =>
+          Effect.as(
+            Effect.logWarning(`the runtime was not built in time: ${error.message}`),
+            StoredResponse.toWeb(StoredResponse.fromError(error))
+          )
+      }),
       annotations === undefined ? (self) => self : Effect.annotateLogs(annotations(request, context))
     )
   const handler = (request: Request, context?: C): Promise<Response> =>
@@ -264,7 +303,10 @@ export const toHandler = <C, ROut, LE>(
         ? StoredResponse.toWeb(StoredResponse.problem(503, "The request was interrupted"))
         : internalError()
     )
-  return Object.assign(handler, { dispose: () => Effect.runPromise(instance.dispose) })
+  return Object.assign(handler, {
+    ready: () => Effect.runPromise(Effect.ignore(instance.runtime)),
+    dispose: () => Effect.runPromise(instance.dispose)
+  })
 }
 
 /**
@@ -338,7 +380,18 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>
           return StoredResponse.toWeb(answer.response)
       }
     }).pipe(catchFailures(options))
-  return toHandler(options.layer, handle, options)
+  const cutOff = options.cutOff
+  const timeLimitMillis = engine.timeLimitMillis
+  return toHandler(options.layer, handle, {
+    ...options,
+    coldStart: cutOff === undefined && timeLimitMillis === undefined ? undefined : {
+      until: (request, context, startedAt) =>
+        cutOff === undefined
+          ? startedAt + timeLimitMillis!
+          : cutOff(new IncomingImpl(request, context, startedAt, readBody(request, engine.maxBodyBytes))),
+      marginMillis: engine.marginMillis
+    }
+  })
 }
 
 /**

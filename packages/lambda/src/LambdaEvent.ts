@@ -47,7 +47,17 @@ import { InsufficientTime, InvalidEvent, MissingKey } from "./LambdaError.js"
 import * as LambdaInvocation from "./LambdaInvocation.js"
 
 /**
- * A Lambda handler, with a way to release its execution environment's runtime (tests, local runs).
+ * A Lambda handler: call it as Lambda does, with an event and a context whose
+ * `getRemainingTimeInMillis` tells the time left. Its runtime (the layer: the store's connections)
+ * is built once per execution environment, on the first invocation unless `ready` started it.
+ *
+ * - `ready()` builds the runtime now and resolves once it is built or its build failed (the next
+ *   invocation then builds again). `await handler.ready()` at the top level of an ES module makes
+ *   the build part of Lambda's init phase, which does not count against an invocation's time.
+ *   Without it, the first invocation waits for the build while it could still run and record its
+ *   outcome; past that point it fails with `InsufficientTime` before Lambda's cut-off (no store
+ *   touched), and the build goes on for the next invocation.
+ * - `dispose()` releases the runtime (tests, local runs).
  *
  * @since 0.1.0
  * @category models
@@ -161,7 +171,7 @@ export const idempotent = <Ev, EvI, A, IA, E, ROut, LE, EF = never, IEF = never>
 ): Handler<unknown, IA> => {
   const decodeEvent = Schema.decodeUnknown(options.event)
   const encodeSuccess = Schema.encode(options.success)
-  return internal.serve(options.name, options.layer, (raw: unknown) =>
+  return internal.serve(options, (raw: unknown) =>
     Effect.gen(function*() {
       const event = yield* decodeEvent(raw).pipe(
         Effect.mapError((error) => new InvalidEvent({ detail: IdempotencyErrors.describeParseError(error) }))

@@ -64,13 +64,18 @@ export type HttpEvent = APIGatewayProxyEvent | APIGatewayProxyEventV2
 export type HttpResult = APIGatewayProxyResult | APIGatewayProxyStructuredResultV2
 
 /**
- * A Lambda handler of HTTP events, with a way to release its execution environment's runtime.
+ * A Lambda handler of HTTP events. `ready()` builds the execution environment's runtime now (awaited
+ * at a module's top level: during Lambda's init phase, which does not count against an invocation's
+ * time); without it, a first invocation whose cold start leaves too little time answers 503
+ * (`InsufficientTime`) before Lambda's cut-off, and the build goes on for the next one. `dispose()`
+ * releases the runtime (tests, local runs).
  *
  * @since 0.1.0
  * @category models
  */
 export interface Handler {
   (event: HttpEvent, context: LambdaContext): Promise<HttpResult>
+  readonly ready: () => Promise<void>
   readonly dispose: () => Promise<void>
 }
 
@@ -211,5 +216,5 @@ export const idempotent = <E, ROut, LE>(options: Options<E, ROut, LE>): Handler 
     const remaining = context.getRemainingTimeInMillis()
     return fetchHandler(toRequest(event), { event, context, remaining }).then((response) => toResult(response, event))
   }
-  return Object.assign(handler, { dispose: fetchHandler.dispose })
+  return Object.assign(handler, { ready: fetchHandler.ready, dispose: fetchHandler.dispose })
 }

@@ -133,7 +133,7 @@ export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown>(
       })
     )
 
-  return internal.serve(options.name, options.layer, (event: SQSEvent) =>
+  return internal.serve(options, (event: SQSEvent) =>
     Effect.gen(function*() {
       const records = event.Records
       let done: ReadonlyArray<boolean>

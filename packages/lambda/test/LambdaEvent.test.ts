@@ -147,6 +147,33 @@ describe("LambdaEvent.idempotent", () => {
       yield* Effect.promise(() => handler.dispose())
     }))
 
+  it.live("a cold start longer than the invocation: InsufficientTime before the cut-off; the build goes on", () =>
+    Effect.gen(function*() {
+      // building the runtime takes 1.5 s of the invocation's 1 s: the first invocation fails with
+      // InsufficientTime before Lambda stops it; the retry 1.2 s later finds the runtime built
+      let builds = 0
+      let runs = 0
+      const handler = LambdaEvent.idempotent({
+        name: "cold",
+        layer: Layer.provideMerge(
+          IdempotencyStore.layerMemoryWith({ warn: false }),
+          Layer.effectDiscard(Effect.zipRight(Effect.sync(() => builds++), Effect.sleep("1500 millis")))
+        ),
+        event: Schema.Struct({ id: Schema.String }),
+        key: (event) => event.id,
+        success: Schema.Number,
+        handler: () => Effect.sync(() => ++runs)
+      })
+      const cold = yield* invoke(handler, { id: "1" }, "1 second")
+      assert.strictEqual(cold._tag === "Error" ? (cold.error as { _tag?: string })._tag : cold._tag, "InsufficientTime")
+      assert.strictEqual(runs, 0)
+      yield* Effect.sleep("1200 millis")
+      const warm = yield* invoke(handler, { id: "1" }, "1 second")
+      assert.deepStrictEqual(warm._tag === "Ok" && warm.value, 1)
+      assert.strictEqual(builds, 1)
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
   it.live("the runtime is built once per execution environment, and again after a failed build", () =>
     Effect.gen(function*() {
       let builds = 0

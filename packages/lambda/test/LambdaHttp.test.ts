@@ -11,7 +11,7 @@ import type { APIGatewayProxyEvent, APIGatewayProxyEventV2 } from "aws-lambda"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { invoke, makeDownstream } from "./utils/LambdaRunner.js"
+import { initialized, invoke, makeDownstream } from "./utils/LambdaRunner.js"
 import { realStores } from "./utils/stores.js"
 
 const v2 = (body: string, headers: Record<string, string>, options: { readonly base64?: boolean } = {}) =>
@@ -61,7 +61,7 @@ for (const store of realStores) {
       () =>
         Effect.gen(function*() {
           const downstream = makeDownstream({ deduplicate: false })
-          const handler = LambdaHttp.idempotent({
+          const handler = yield* initialized(LambdaHttp.idempotent({
             name: "orders",
             layer: store.layer(),
             handler: (request) =>
@@ -75,7 +75,7 @@ for (const store of realStores) {
                   headers
                 })
               })
-          })
+          }))
           const body = JSON.stringify({ sku: "A-1" })
           const first = yield* invoke(handler, v2(body, { "idempotency-key": "k-1" }), "3 seconds")
           const replay = yield* invoke(handler, v2(body, { "idempotency-key": "k-1" }, { base64: true }), "3 seconds")
@@ -122,7 +122,7 @@ for (const store of realStores) {
         Effect.gen(function*() {
           const downstream = makeDownstream({ deduplicate: true })
           let calls = 0
-          const handler = LambdaHttp.idempotent({
+          const handler = yield* initialized(LambdaHttp.idempotent({
             name: "orders",
             layer: store.layer(),
             handler: (request) =>
@@ -132,7 +132,7 @@ for (const store of realStores) {
                 const r = yield* downstream.write(order.sku, key, calls++ === 0 ? "4 seconds" : 0)
                 return Response.json({ sku: order.sku, downstreamReplayed: r.replayed }, { status: 201 })
               })
-          })
+          }))
           // HTTP invocations are synchronous: the client retries a 504 or a 409, after a while
           const statuses: Array<number | string> = []
           for (let attempt = 0; attempt < 4; attempt++) {
@@ -172,6 +172,48 @@ describe("LambdaHttp's cut-off", () => {
         handler: () => Effect.as(Effect.sleep("700 millis"), Response.json({ ok: true }, { status: 201 }))
       })
       const result = yield* invoke(handler, v2("{}", { "idempotency-key": "cold-1" }), "2 seconds")
+      assert.strictEqual(result._tag === "Ok" ? result.value.statusCode : result._tag, 201)
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("a cold start longer than the invocation: 503 before the cut-off, nothing run; the build goes on", () =>
+    Effect.gen(function*() {
+      // building the runtime takes 1.5 s of the invocation's 1 s: the first invocation answers 503
+      // before Lambda stops it, and the second, 1.2 s later, finds the runtime built and executes
+      let builds = 0
+      let runs = 0
+      const handler = LambdaHttp.idempotent({
+        name: "cold",
+        layer: Layer.provideMerge(
+          IdempotencyStore.layerMemoryWith({ warn: false }),
+          Layer.effectDiscard(Effect.zipRight(Effect.sync(() => builds++), Effect.sleep("1500 millis")))
+        ),
+        margin: "200 millis",
+        handler: () => Effect.sync(() => Response.json({ run: ++runs }, { status: 201 }))
+      })
+      const cold = yield* invoke(handler, v2("{}", { "idempotency-key": "cold-2" }), "1 second")
+      assert.strictEqual(cold._tag === "Ok" ? cold.value.statusCode : cold._tag, 503)
+      assert.strictEqual(runs, 0)
+      yield* Effect.sleep("1200 millis")
+      const warm = yield* invoke(handler, v2("{}", { "idempotency-key": "cold-2" }), "1 second")
+      assert.strictEqual(warm._tag === "Ok" ? warm.value.statusCode : warm._tag, 201)
+      assert.deepStrictEqual([runs, builds], [1, 1])
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("ready() builds the runtime before the first invocation, which then has its whole time", () =>
+    Effect.gen(function*() {
+      const handler = LambdaHttp.idempotent({
+        name: "init",
+        layer: Layer.provideMerge(
+          IdempotencyStore.layerMemoryWith({ warn: false }),
+          Layer.effectDiscard(Effect.sleep("1500 millis"))
+        ),
+        margin: "200 millis",
+        handler: () => Effect.succeed(Response.json({ ok: true }, { status: 201 }))
+      })
+      yield* Effect.promise(() => handler.ready())
+      const result = yield* invoke(handler, v2("{}", { "idempotency-key": "init-1" }), "1 second")
       assert.strictEqual(result._tag === "Ok" ? result.value.statusCode : result._tag, 201)
       yield* Effect.promise(() => handler.dispose())
     }))

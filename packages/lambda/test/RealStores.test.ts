@@ -11,7 +11,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { drain, invokeAsync, makeDownstream } from "./utils/LambdaRunner.js"
+import { drain, initialized, invokeAsync, makeDownstream } from "./utils/LambdaRunner.js"
 import { realStores } from "./utils/stores.js"
 
 const TIMEOUT = "1500 millis"
@@ -38,7 +38,7 @@ for (const store of realStores) {
 
         // markUnknown: every attempt answers before the cut-off; the write happened once
         const atMostOnce = makeDownstream({ deduplicate: false })
-        const first = LambdaEvent.idempotent({
+        const first = yield* initialized(LambdaEvent.idempotent({
           name: "create-order",
           layer: store.layer(),
           event: Order,
@@ -50,7 +50,7 @@ for (const store of realStores) {
               atMostOnce.write(event.orderId, undefined, "4 seconds"),
               (r) => ({ orderId: r.request, downstreamReplayed: r.replayed })
             )
-        })
+        }))
         const marked = yield* invokeAsync(first, order, { timeout: TIMEOUT, retryDelays: ["100 millis", "100 millis"] })
         assert.deepStrictEqual(marked.map((a) => a._tag), ["Error", "Error", "Error"])
         assert.strictEqual(atMostOnce.total(), 1)
@@ -60,7 +60,7 @@ for (const store of realStores) {
         // lease takes over, sends the same key, and records the downstream's original answer
         const deduplicating = makeDownstream({ deduplicate: true })
         let calls = 0
-        const forwarded = LambdaEvent.idempotent({
+        const forwarded = yield* initialized(LambdaEvent.idempotent({
           name: "create-order",
           layer: store.layer(),
           event: Order,
@@ -72,7 +72,7 @@ for (const store of realStores) {
               const r = yield* deduplicating.write(event.orderId, key, calls++ === 0 ? "4 seconds" : 0)
               return { orderId: r.request, downstreamReplayed: r.replayed }
             })
-        })
+        }))
         const kept = yield* invokeAsync(forwarded, order, { timeout: TIMEOUT, retryDelays: ["2 seconds", "2 seconds"] })
         assert.strictEqual(kept[0]!._tag, "Error")
         const last = kept[kept.length - 1]!
@@ -92,7 +92,7 @@ for (const store of realStores) {
           }))
           const failOnce = new Set(["o-3"])
           const slowOnce = new Set(["o-7", "o-8"])
-          const handler = LambdaSqs.batch({
+          const handler = yield* initialized(LambdaSqs.batch({
             name: "orders-queue",
             layer: store.layer(),
             body: Schema.parseJson(Order),
@@ -106,7 +106,7 @@ for (const store of realStores) {
                 const slow = slowOnce.delete(order.orderId)
                 return yield* downstream.write(order.orderId, key, slow ? "4 seconds" : 0)
               })
-          })
+          }))
           const run = yield* drain(handler, messages, {
             batchSize: 5,
             timeout: TIMEOUT,

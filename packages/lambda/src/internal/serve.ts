@@ -1,19 +1,19 @@
 import { WarmRuntime } from "@effect-idempotency/http"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { InsufficientTime } from "../LambdaError.js"
 import type { LambdaContext } from "../LambdaInvocation.js"
-import { Invocation } from "../LambdaInvocation.js"
+import { defaultMargin, Invocation } from "../LambdaInvocation.js"
 
-/**
- * A Lambda handler, with a way to release its execution environment's runtime (tests, local runs).
- *
- * @internal
- */
+/** @internal */
 export interface Handler<Event, Result> {
   (event: Event, context: LambdaContext): Promise<Result>
+  readonly ready: () => Promise<void>
   readonly dispose: () => Promise<void>
 }
 
@@ -38,18 +38,34 @@ const thrown = (cause: Cause.Cause<unknown>): unknown => {
  * @internal
  */
 export const serve = <R, LE, Event, Result>(
-  name: string,
-  layer: Layer.Layer<R, LE>,
+  options: {
+    readonly name: string
+    readonly layer: Layer.Layer<R, LE>
+    readonly margin?: Duration.DurationInput | undefined
+  },
   handle: (event: Event) => Effect.Effect<Result, unknown, R | Invocation>
 ): Handler<Event, Result> => {
+  const { layer, margin, name } = options
   const instance = Effect.runSync(WarmRuntime.make(layer))
   const invoke = (event: Event, context: LambdaContext) =>
     Effect.gen(function*() {
       // the remaining time is read with the clock, before the runtime is built: a cold start counts
       // against the invocation's time once, not twice
       const startedAt = yield* Clock.currentTimeMillis
-      const deadline = startedAt + Math.max(0, context.getRemainingTimeInMillis())
-      const runtime = yield* instance.runtime
+      const remaining = Math.max(0, context.getRemainingTimeInMillis())
+      const deadline = startedAt + remaining
+      // a cold start is awaited while the invocation could still run and record: past that, the
+      // answer is `InsufficientTime` before Lambda's cut-off, and the build goes on for the next one
+      const marginMillis = Duration.toMillis(margin === undefined ? defaultMargin(Duration.millis(remaining)) : margin)
+      const built = yield* Effect.timeoutOption(
+        instance.runtime,
+        Duration.millis(Math.max(0, remaining - marginMillis))
+      )
+      if (Option.isNone(built)) {
+        const now = yield* Clock.currentTimeMillis
+        return yield* new InsufficientTime({ remainingMillis: Math.max(0, deadline - now), marginMillis })
+      }
+      const runtime = built.value
       return yield* handle(event).pipe(
         Effect.provideService(Invocation, { context, startedAt, deadline }),
         Effect.withSpan("LambdaHandler.invoke", {
@@ -68,5 +84,8 @@ export const serve = <R, LE, Event, Result>(
     Effect.runPromiseExit(invoke(event, context)).then((exit) =>
       Exit.isSuccess(exit) ? exit.value : Promise.reject(thrown(exit.cause))
     )
-  return Object.assign(handler, { dispose: () => Effect.runPromise(instance.dispose) })
+  return Object.assign(handler, {
+    ready: () => Effect.runPromise(Effect.ignore(instance.runtime)),
+    dispose: () => Effect.runPromise(instance.dispose)
+  })
 }

@@ -195,3 +195,11 @@ export const makeDownstream = (options: { readonly deduplicate: boolean }) => {
       })
   }
 }
+
+/**
+ * A handler whose runtime is built before its first invocation, as `await handler.ready()` at a
+ * module's top level builds it during Lambda's init phase (which does not count against an
+ * invocation's time).
+ */
+export const initialized = <H extends { readonly ready: () => Promise<void> }>(handler: H): Effect.Effect<H> =>
+  Effect.as(Effect.promise(() => handler.ready()), handler)
