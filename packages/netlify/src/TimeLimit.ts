@@ -1,18 +1,19 @@
 /**
- * Netlify's time limits, and how an idempotent function splits its limit between the downstream
- * call, the margin that records the outcome, and the lease that blocks concurrent attempts.
+ * Netlify's time limits: the default and the largest limit of a synchronous function, and the limit
+ * of a background function. A function's `timeLimit` is one of them.
  *
- * ```
- *   handler entered                     downstream timeout          platform cuts off
- *   │◀──────────── remaining − margin ──────────▶│◀──── margin ────▶│
- *   │ reserve ─ downstream call ───────────────── │ record outcome   │
- *   │◀──────────────────────── lease (≥ time limit) ──────────────────────▶│
- * ```
+ * How a limit is split between the handler, the margin that records the outcome, and the lease is
+ * `@effect-idempotency/http`'s `TimeLimit`, which every HTTP integration shares; its functions and
+ * constants are re-exported here, so `TimeLimit.defaultMargin` reads the same from either package.
  *
- * The downstream call ends at the latest `margin` before the platform's cut-off, so the outcome,
- * or the timeout policy, is recorded while the function still runs. The lease lasts at least as
- * long as the attempt may run, so no retry takes the record over while the attempt is alive. The
- * arithmetic is `@effect-idempotency/http`'s, which every HTTP integration shares.
+ * @example
+ * ```ts
+ * import { TimeLimit } from "@effect-idempotency/netlify"
+ * import * as Duration from "effect/Duration"
+ *
+ * // a synchronous function at its largest limit records its outcome in the last second
+ * console.log(Duration.format(TimeLimit.defaultMargin(TimeLimit.synchronousMax)))
+ * ```
  *
  * @since 0.1.0
  */
@@ -42,35 +43,11 @@ export const synchronousMax: Duration.Duration = Duration.seconds(26)
  */
 export const background: Duration.Duration = Duration.minutes(15)
 
-export {
-  /**
-   * The part of a margin kept for the answer itself, after the last store call: a quarter of the
-   * margin, at most 100 ms. Every store call ends this long before the platform's cut-off.
-   *
-   * @since 0.1.0
-   * @category utils
-   */
-  answerAllowance,
-  /**
-   * The default margin of a limit: a quarter of it, at most `MAX_DEFAULT_MARGIN` (1 second).
-   *
-   * @since 0.1.0
-   * @category utils
-   */
-  defaultMargin,
-  /**
-   * The timeout of the downstream call when `remaining` is left before the cut-off: `remaining`
-   * less the margin, or zero.
-   *
-   * @since 0.1.0
-   * @category utils
-   */
-  downstreamTimeout,
-  /**
-   * The largest default margin: enough for a few store round trips and the retries of a completion.
-   *
-   * @since 0.1.0
-   * @category constants
-   */
-  MAX_DEFAULT_MARGIN
-} from "@effect-idempotency/http/TimeLimit"
+/**
+ * The arithmetic of `@effect-idempotency/http`'s `TimeLimit`: `MAX_DEFAULT_MARGIN`, `defaultMargin`,
+ * `downstreamTimeout` and `answerAllowance`.
+ *
+ * @since 0.1.0
+ * @category re-exports
+ */
+export * from "@effect-idempotency/http/TimeLimit"

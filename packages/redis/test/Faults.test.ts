@@ -10,6 +10,7 @@
 import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
 import type { RedisStore } from "@effect-idempotency/redis"
 import { RedisClient } from "@effect-idempotency/redis"
+import { TcpProxy } from "@effect-idempotency/testing"
 import { assert, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -35,8 +36,7 @@ import {
   uniquePrefix
 } from "./utils/fixtures.js"
 import type { RedisServer } from "./utils/servers.js"
-import { redisServer, requireRedisServer } from "./utils/servers.js"
-import * as TcpProxy from "./utils/TcpProxy.js"
+import { freePort, redisServer, requireRedisServer } from "./utils/servers.js"
 
 const PREFIX = uniquePrefix("faults")
 
@@ -92,10 +92,10 @@ const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   })
 
 /** Polls (bounded) until `condition` holds. */
-const eventually = (condition: () => boolean, what: string) =>
+const eventually = (condition: Effect.Effect<boolean>, what: string) =>
   Effect.gen(function*() {
-    for (let i = 0; i < 2000 && !condition(); i++) yield* Effect.sleep("5 millis")
-    assert.isTrue(condition(), what)
+    for (let i = 0; i < 2000 && !(yield* condition); i++) yield* Effect.sleep("5 millis")
+    assert.isTrue(yield* condition, what)
   })
 
 /** The client ids of the connections named `name`. */
@@ -114,7 +114,7 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
   it.scoped("a closed port: StoreUnavailable at once, no downstream call; a server that appears there is used", () =>
     Effect.gen(function*() {
       const binary = yield* requireRedisServer
-      const port = yield* TcpProxy.closedPort
+      const port = yield* freePort
       const { context, store } = yield* storeAt(port)
       const { executions, operation } = yield* counting
       const key = randomUUID()
@@ -140,7 +140,7 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
   it.scoped("a call interrupted while no server answers returns at once and sends nothing later", () =>
     Effect.gen(function*() {
       const binary = yield* requireRedisServer
-      const port = yield* TcpProxy.closedPort
+      const port = yield* freePort
       const { client, store } = yield* storeAt(port)
       const id = freshId()
       const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
@@ -149,7 +149,7 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
       assert.isBelow(interruptMillis, 50)
 
       const server = yield* redisServer(binary, { port })
-      yield* eventually(() => client.status === "ready", "the client connects to the new server")
+      yield* eventually(Effect.sync(() => client.status === "ready"), "the client connects to the new server")
       assert.isTrue(Option.isNone(yield* store.get(freshId())))
       yield* Effect.sleep("200 millis")
       const admin = yield* rawClient(server.url)
@@ -172,7 +172,7 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
       const attempts = yield* Effect.fork(
         Effect.all(keys.map((key) => Effect.exit(run(key))), { concurrency: "unbounded" })
       )
-      yield* eventually(() => inFlight(client) === keys.length, "every reservation is in flight")
+      yield* eventually(Effect.sync(() => inFlight(client) === keys.length), "every reservation is in flight")
       const ids = yield* clientIds(admin, "idem-faults-kill")
       assert.strictEqual(ids.length, 1)
       yield* Effect.promise(() => admin.call("CLIENT", "KILL", "ID", ids[0]!))
@@ -249,16 +249,16 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
       const run = (key: string) => operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
       yield* run(randomUUID())
 
-      proxy.stall()
+      yield* proxy.stall()
       const [exit, elapsed] = yield* timed(run(randomUUID()))
       expectFailure(exit, "StoreUnavailable", "reserve")
       assert.isTrue(elapsed >= 290 && elapsed < 1_500, `${elapsed} ms`)
-      assert.isAbove(proxy.stalledBytes(), 0)
+      assert.isAbove((yield* proxy.held).requests, 0)
       assert.strictEqual(yield* Ref.get(executions), 1)
 
       // the silent connection is closed (socketTimeout) and reconnected; once the server answers,
       // calls proceed (a call sent as the old connection closed may fail, and may have reserved its key)
-      proxy.resume()
+      yield* proxy.resume
       let result = yield* Effect.exit(run(randomUUID()))
       for (let i = 0; i < 20 && Exit.isFailure(result); i++) {
         yield* Effect.sleep("100 millis")
@@ -274,7 +274,7 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
       const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: server.port })
       const { store } = yield* storeAt(proxy.port)
       yield* store.get(freshId())
-      proxy.stall()
+      yield* proxy.stall()
       const [exit, elapsed] = yield* timed(store.reserve(reserveRequest(freshId())))
       expectFailure(exit, "StoreUnavailable", "reserve")
       const bound = Duration.toMillis(RedisClient.defaultCommandTimeout)
@@ -288,17 +288,17 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
       const { store } = yield* storeAt(proxy.port, { commandTimeout: "10 seconds" })
       yield* store.get(freshId())
 
-      proxy.stall()
+      yield* proxy.stall()
       const a = reserveRequest(freshId())
       const first = yield* Effect.fork(store.reserve(a))
-      yield* eventually(() => proxy.stalledBytes() > 0, "the first reservation reached the proxy")
+      yield* eventually(Effect.map(proxy.held, (held) => held.requests > 0), "the first reservation reached the proxy")
       const [, interruptMillis] = yield* timed(Fiber.interrupt(first))
       assert.isBelow(interruptMillis, 50)
 
       const b = reserveRequest(freshId())
       const second = yield* Effect.fork(store.reserve(b))
       yield* Effect.sleep("50 millis")
-      proxy.resume()
+      yield* proxy.resume
       // the second call gets its own reply, not the first one's
       const reserved = expectReserved(yield* Fiber.join(second))
       assert.strictEqual(reserved.token, b.token)
