@@ -25,13 +25,16 @@ import {
   Idempotency,
   IdempotencyError,
   IdempotencyKey,
+  IdempotencyPolicy,
   IdempotencyRecord,
   IdempotencyStore
 } from "@effect-idempotency/core"
 import { assert, layer } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -514,5 +517,169 @@ export const suite = <E>(
         assert.deepStrictEqual([error._tag, error.method], ["StoreUnavailable", "reserve"])
         assert.strictEqual(env.runs.length, 0)
         assert.isTrue(env.calls.some((call) => call.method === "release"))
+      }))
+    test("a success whose encoder throws is kept omitted: never run again, whatever the defect policy", (env) =>
+      Effect.gen(function*() {
+        const Throwing = Schema.transform(Schema.String, Schema.String, {
+          decode: (s) => s,
+          encode: () => {
+            throw new Error("the encoder failed")
+          }
+        })
+        const key = keyOf()
+        const operation = Idempotency.make({
+          name: env.name,
+          payload: Schema.Null,
+          success: Throwing,
+          onDefect: "release",
+          execute: () => env.track(Effect.succeed("written"))
+        })
+        const first = yield* Effect.flip(env.provide(operation.run({ key, payload: null })))
+        const retry = yield* Effect.flip(env.provide(operation.run({ key, payload: null })))
+        const record = Option.getOrThrow(yield* env.recordOf(key))
+        assert.deepStrictEqual([record.status, record.outcome?._tag], ["COMPLETED", "Omitted"])
+        assert.deepStrictEqual([first._tag, retry._tag], ["OutcomeNotReplayable", "OutcomeNotReplayable"])
+        assert.strictEqual(env.runs.length, 1)
+      }))
+
+    test("a failure chosen for `store` whose encoder throws is kept omitted, never re-run", (env) =>
+      Effect.gen(function*() {
+        const Throwing = Schema.transform(Schema.String, Schema.String, {
+          decode: (s) => s,
+          encode: () => {
+            throw new Error("the encoder failed")
+          }
+        })
+        const key = keyOf()
+        const operation = Idempotency.make({
+          name: env.name,
+          payload: Schema.Null,
+          success: Schema.String,
+          failure: Throwing,
+          onFailure: () => "store",
+          execute: () => env.track(Effect.fail("rejected"))
+        })
+        assert.strictEqual(yield* Effect.flip(env.provide(operation.run({ key, payload: null }))), "rejected")
+        const retry = yield* Effect.flip(env.provide(operation.run({ key, payload: null })))
+        assert.strictEqual((retry as IdempotencyError.OutcomeNotReplayable)._tag, "OutcomeNotReplayable")
+        assert.strictEqual(env.runs.length, 1)
+      }))
+
+    test("an onFailure that throws gets the defect policy: markUnknown blocks the key, never re-run", (env) =>
+      Effect.gen(function*() {
+        const key = keyOf()
+        const operation = Idempotency.make({
+          name: env.name,
+          payload: Schema.Null,
+          success: Schema.String,
+          timeout: "5 seconds",
+          onDefect: "markUnknown",
+          onFailure: () => {
+            throw new Error("the policy callback failed")
+          },
+          execute: () => env.track(Effect.fail("rejected"))
+        })
+        const first = yield* Effect.exit(env.provide(operation.run({ key, payload: null })))
+        assert.isTrue(Exit.isFailure(first) && Cause.isDie(first.cause), "the caller learns of the defect")
+        yield* env.advance("10 seconds")
+        const retry = yield* Effect.flip(env.provide(operation.run({ key, payload: null })))
+        assert.deepStrictEqual(
+          [(retry as IdempotencyError.IdempotencyError)._tag, (retry as IdempotencyError.DownstreamTimeout).replayed],
+          ["DownstreamTimeout", true]
+        )
+        assert.strictEqual(env.runs.length, 1)
+      }))
+
+    const slowWrite = (env: Env, millis: number) =>
+      Idempotency.make({
+        name: env.name,
+        payload: Schema.Null,
+        success: Schema.String,
+        timeout: "5 seconds",
+        execute: () => env.track(Effect.as(Effect.sleep(Duration.millis(millis)), "written"))
+      })
+
+    test("the caller interrupted while the outcome is recorded: the recording finishes, a retry replays", (env) =>
+      Effect.gen(function*() {
+        const key = keyOf()
+        const operation = slowWrite(env, 1000)
+        yield* env.slow("complete", 1000)
+        const first = yield* Effect.fork(env.provide(operation.run({ key, payload: null })))
+        yield* env.advance("1500 millis")
+        // the downstream ended at 1 s; its completion is in flight until 2 s
+        const interrupted = yield* Effect.fork(Fiber.interrupt(first))
+        yield* env.advance("1 second")
+        yield* Fiber.join(interrupted)
+        yield* env.advance("10 seconds")
+        const retry = yield* env.provide(operation.runDetailed({ key, payload: null }))
+        assert.deepStrictEqual([retry.value, retry.replayed], ["written", true])
+        assert.strictEqual(env.runs.length, 1)
+      }))
+
+    test("the caller interrupted while the downstream cannot be stopped: its outcome is recorded", (env) =>
+      Effect.gen(function*() {
+        const key = keyOf()
+        const operation = stubborn(env, 3000, { timeout: "5 seconds" })
+        const first = yield* Effect.fork(env.provide(operation.run({ key, payload: null })))
+        yield* env.advance("1 second")
+        const interrupted = yield* Effect.fork(Fiber.interrupt(first))
+        yield* env.advance("3 seconds")
+        yield* Fiber.join(interrupted)
+        yield* env.advance("10 seconds")
+        // a daemon: should the downstream run again, it is not left for the test's end to wait on
+        const retry = yield* Effect.forkDaemon(env.provide(operation.runDetailed({ key, payload: null })))
+        yield* env.advance("4 seconds")
+        const result = yield* Fiber.join(retry)
+        assert.deepStrictEqual([result.value, result.replayed], ["written", true])
+        assert.strictEqual(env.runs.length, 1)
+      }))
+
+    test("the caller interrupted while the downstream runs: the timeout policy is applied (markUnknown)", (env) =>
+      Effect.gen(function*() {
+        const key = keyOf()
+        const operation = Idempotency.make({
+          name: env.name,
+          payload: Schema.Null,
+          success: Schema.String,
+          timeout: "5 seconds",
+          onTimeout: "markUnknown",
+          execute: () => env.track(Effect.as(Effect.sleep("3 seconds"), "written"))
+        })
+        const first = yield* Effect.fork(env.provide(operation.run({ key, payload: null })))
+        yield* env.advance("1 second")
+        const interrupted = yield* Effect.fork(Fiber.interrupt(first))
+        yield* env.advance("100 millis")
+        yield* Fiber.join(interrupted)
+        const record = Option.getOrThrow(yield* env.recordOf(key))
+        assert.deepStrictEqual([record.status, record.outcome?._tag], ["COMPLETED", "Timeout"])
+        const retry = yield* Effect.flip(env.provide(operation.run({ key, payload: null })))
+        assert.strictEqual(retry._tag, "DownstreamTimeout")
+        assert.strictEqual(env.runs.length, 1)
+      }))
+
+    test("waiting on a conflict answers by the attempt's deadline, not after the schedule's next sleep", (env) =>
+      Effect.gen(function*() {
+        const key = keyOf()
+        const holder = yield* Effect.fork(env.provide(longCall(env).run({ key, payload: null })))
+        yield* env.advance("100 millis")
+        const waiting = Idempotency.make({
+          name: env.name,
+          payload: Schema.Null,
+          success: Schema.String,
+          inProgress: IdempotencyPolicy.waitOnConflict(Schedule.spaced("2 seconds")),
+          execute: () => Effect.succeed("never")
+        })
+        const start = yield* env.elapsed
+        const deadline = (yield* Clock.currentTimeMillis) + 1500
+        const second = yield* Effect.fork(
+          Effect.flip(env.provide(waiting.run({ key, payload: null, deadline }))).pipe(
+            Effect.zip(env.elapsed)
+          )
+        )
+        yield* env.advance("3 seconds")
+        const [error, answeredAt] = yield* Fiber.join(second)
+        assert.strictEqual((error as IdempotencyError.IdempotencyError)._tag, "IdempotencyConflict")
+        assert.isAtMost(answeredAt - start, 1500, "answered by the deadline")
+        yield* Fiber.interrupt(holder)
       }))
   })

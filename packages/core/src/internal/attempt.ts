@@ -173,8 +173,8 @@ const outcomeOf = <A>(exit: Exit.Exit<Ended<A>, unknown>): string => {
   return Cause.isInterruptedOnly(exit.cause) ? "interrupted" : "defect"
 }
 
-/** Why the watchdog interrupted the worker. */
-type Reason = "timeout" | "leaseLost" | "leaseExpiring" | "recordDeadline"
+/** Why the worker was interrupted: by the watchdog, or because the caller was. */
+type Reason = "timeout" | "leaseLost" | "leaseExpiring" | "recordDeadline" | "callerInterrupted"
 
 /** What the worker and the watchdog of one execution share. Local to the execution. */
 interface ExecutionState<A, E> {
@@ -223,7 +223,10 @@ const boundedBy = (until: number): Guard => (method, effect) =>
   Effect.flatMap(Clock.currentTimeMillis, (now) =>
     now >= until
       ? Effect.fail(deadlinePassed(method))
-      : Effect.timeoutFail(effect, { duration: Duration.millis(until - now), onTimeout: () => deadlinePassed(method) }))
+      : Effect.timeoutFail(Effect.interruptible(effect), {
+        duration: Duration.millis(until - now),
+        onTimeout: () => deadlinePassed(method)
+      }))
 
 const parseJson = (text: string): Either.Either<unknown, Cause.UnknownException> => {
   try {
@@ -270,11 +273,34 @@ const endWith = <A, E, B>(
 const settled = <A, E>(self: Effect.Effect<A, E>): Effect.Effect<Either.Either<A, E>> =>
   Either.isEither(self) ? Either.right(self as Either.Either<A, E>) : Effect.either(self)
 
+/** The message of an `UnknownException` made of what a schema step threw. */
+const SCHEMA_THREW = "the schema threw"
+
+/**
+ * A schema step that never throws and never dies: what it throws, synchronously or as a defect of its
+ * effect, is a failure of the step (an encoder that throws has a known outcome to keep, not a crash).
+ */
+const guarded = <X, Y>(
+  step: (input: X) => Effect.Effect<Y, ParseResult.ParseError>
+): (input: X) => Effect.Effect<Y, ParseResult.ParseError | Cause.UnknownException> =>
+(input) => {
+  let result: Effect.Effect<Y, ParseResult.ParseError>
+  try {
+    result = step(input)
+  } catch (error) {
+    return Either.left(new Cause.UnknownException(error, SCHEMA_THREW))
+  }
+  return Either.isEither(result)
+    ? result
+    : Effect.catchAllDefect(result, (defect) => Effect.fail(new Cause.UnknownException(defect, SCHEMA_THREW)))
+}
+
 /** What went wrong when an outcome was encoded, bounded, without the value itself. */
-const encodeFailureReason = (error: ParseResult.ParseError | Cause.UnknownException): string =>
-  error._tag === "ParseError"
-    ? `it does not encode with the schema (${describeParseError(error)})`
-    : `its encoding is not JSON (${String((error.error as { readonly name?: unknown } | undefined)?.name ?? "error")})`
+const encodeFailureReason = (error: ParseResult.ParseError | Cause.UnknownException): string => {
+  if (error._tag === "ParseError") return `it does not encode with the schema (${describeParseError(error)})`
+  const name = String((error.error as { readonly name?: unknown } | undefined)?.name ?? "error")
+  return error.message === SCHEMA_THREW ? `its schema threw (${name})` : `its encoding is not JSON (${name})`
+}
 
 const millis = (duration: Duration.Duration): number => Duration.toMillis(duration)
 
@@ -291,6 +317,10 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   const heartbeatMs = def.heartbeat === undefined ? undefined : Math.max(1, millis(def.heartbeat))
   const configuredLeaseMs = def.lease === undefined ? undefined : millis(def.lease)
   const takeover = def.onTimeout !== "markUnknown"
+  const encodeSuccess = guarded(def.encodeSuccess)
+  const decodeSuccess = guarded(def.decodeSuccess)
+  const encodeFailure = def.encodeFailure === undefined ? undefined : guarded(def.encodeFailure)
+  const decodeFailure = def.decodeFailure === undefined ? undefined : guarded(def.decodeFailure)
 
   const leaseFor = (timeoutMs: number): number => {
     const floor = timeoutMs + marginMs
@@ -526,22 +556,25 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       )
     })
 
-  /** Reserves again on a conflict, as `schedule` allows, until `until`; the last conflict is returned. */
+  /**
+   * Reserves again on a conflict, as `schedule` allows, until `until`; the last conflict is returned.
+   * The schedule's wait is cut off at `until`: the answer never waits past it.
+   */
   const waitOnConflict = <Y>(
     reserveOnce: Effect.Effect<Reservation, Y>,
     schedule: Schedule.Schedule<unknown, IdempotencyConflict>,
     until: number
   ): Effect.Effect<Reservation, Y> =>
     Effect.flatMap(Schedule.driver(schedule), (driver) => {
-      const loop: Effect.Effect<Reservation, Y> = Effect.flatMap(reserveOnce, (reservation) =>
-        reservation._tag !== "Conflict"
-          ? Effect.succeed(reservation)
-          : Effect.matchEffect(driver.next(reservation.error), {
-            onFailure: () =>
-              Effect.succeed(reservation),
-            onSuccess: () =>
-              Effect.flatMap(Clock.currentTimeMillis, (now) => now >= until ? Effect.succeed(reservation) : loop)
-          }))
+      const loop: Effect.Effect<Reservation, Y> = Effect.flatMap(reserveOnce, (reservation) => {
+        if (reservation._tag !== "Conflict") return Effect.succeed(reservation)
+        const last = Effect.succeed(reservation)
+        return Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          now >= until ? last : Effect.matchEffect(
+            Effect.timeoutOption(driver.next(reservation.error), Duration.millis(until - now)),
+            { onFailure: () => last, onSuccess: (waited) => Option.isSome(waited) ? loop : last }
+          ))
+      })
       return loop
     })
 
@@ -561,7 +594,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     switch (outcome._tag) {
       case "Success":
         return endWith(
-          andThen(parseJson(outcome.value), def.decodeSuccess),
+          andThen(parseJson(outcome.value), decodeSuccess),
           invalid,
           (value): Ended<A> => ({
             _tag: "Done",
@@ -569,7 +602,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
           })
         )
       case "Failure": {
-        const decodeFailure = def.decodeFailure
         if (decodeFailure === undefined) return Effect.succeed(invalid("a stored failure, but no failure schema"))
         return endWith(andThen(parseJson(outcome.error), decodeFailure), invalid, refused)
       }
@@ -690,11 +722,11 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         // the caller gets the value a replay would get: the recorded text, decoded (with synchronous
         // schemas all at once, without a step of the runtime)
         settled(andThen(
-          def.encodeSuccess(value),
+          encodeSuccess(value),
           (encoded) =>
             andThen(toJson(encoded), (json) =>
               andThen(
-                andThen(parseJson(json), def.decodeSuccess),
+                andThen(parseJson(json), decodeSuccess),
                 (decoded) => Either.right({ json, decoded })
               ))
         )),
@@ -739,14 +771,23 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         }
       )
 
-    const recordFailure = (error: E, cause: Cause.Cause<E>, guard: Guard): Effect.Effect<never, E | CleanupFailed> =>
-      Effect.gen(function*() {
-        let policy = def.failurePolicy(error)
+    const recordFailure = (error: E, cause: Cause.Cause<E>, guard: Guard): Effect.Effect<never, E | CleanupFailed> => {
+      let chosen: FailurePolicy
+      try {
+        chosen = def.failurePolicy(error)
+      } catch (thrown) {
+        // a policy callback that throws is a defect: the defect policy applies, as for any defect
+        return apply(guard, def.onDefect, thrown, unknownOutcome(def.onDefect)).pipe(
+          Effect.zipRight(Effect.die(thrown))
+        )
+      }
+      return Effect.gen(function*() {
+        let policy = chosen
         let outcome: StoredOutcome | undefined
         if (policy === "store") {
-          const encoded = def.encodeFailure === undefined
+          const encoded = encodeFailure === undefined
             ? Option.none<string>()
-            : yield* def.encodeFailure(error).pipe(Effect.flatMap(toJson), Effect.option)
+            : yield* encodeFailure(error).pipe(Effect.flatMap(toJson), Effect.option)
           if (Option.isSome(encoded)) {
             outcome = StoredOutcome.Failure({ error: encoded.value })
           } else {
@@ -768,6 +809,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         yield* apply(guard, policy, error, write)
         return yield* Effect.failCause(cause)
       })
+    }
 
     /** Records (or applies the policy of) an exit of the downstream that is known. */
     const settle = (exit: Exit.Exit<A, E>, guard: Guard): Effect.Effect<Result<A>, E | IdempotencyError> => {
@@ -842,8 +884,8 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         timer = undefined
       }
     }
-    const workerExit = Effect.uninterruptibleMask((restore) =>
-      Effect.withFiberRuntime<Exit.Exit<Result<A>, E | IdempotencyError>, never, R>((fiber, status) => {
+    return Effect.uninterruptibleMask((restore) =>
+      Effect.withFiberRuntime<Result<A>, E | IdempotencyError, R>((fiber, status) => {
         // the worker's runtime is the run's, with the `IdempotencyContext` of this execution in its
         // context (cheaper than providing it around the downstream, which costs a scope per call)
         const runtime = Runtime.make({
@@ -861,7 +903,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         // so that the watchdog can interrupt the downstream without interrupting the run
         const workerFiber = Runtime.runFork(runtime)(worker)
         const done = workerFiber.unsafePoll()
-        if (done !== null) return Effect.succeed(done)
+        if (done !== null) return done
         // the worker waits: the watchdog bounds it. Not a child of the run (like a daemon):
         // interrupting the run from outside must leave it to keep the lease until the downstream
         // has stopped. Interruptible even when the run was started in an uninterruptible region
@@ -902,34 +944,65 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         const awaitWorker = Effect.async<Exit.Exit<Result<A>, E | IdempotencyError>>((resume) => {
           workerFiber.addObserver((exit) => resume(Effect.succeed(exit)))
         })
+        // the end is handled in this uninterruptible region, so that nothing comes between the
+        // worker's exit and the cleanup: no watchdog or timer outlives the run
         return restore(awaitWorker).pipe(
-          // interrupted from outside: the downstream is stopped, and its lease kept until it is
-          Effect.onInterrupt(() =>
-            Effect.zipRight(
-              Fiber.interrupt(workerFiber),
-              Effect.suspend(() => {
-                stopTimer()
-                return watchdogFiber === undefined ? Effect.void : Fiber.interrupt(watchdogFiber)
-              })
-            )
-          )
+          Effect.onInterrupt(() => callerInterrupted(workerFiber, startWatchdog)),
+          Effect.flatMap(ended),
+          Effect.ensuring(Effect.sync(stopWatchdog))
         )
       })
     )
 
-    return Effect.flatMap(workerExit, (workerExit) => {
+    /** Stops the timer and the watchdog, without waiting for the watchdog. */
+    function stopWatchdog() {
       stopTimer()
+      watchdogFiber?.unsafeInterruptAsFork(runFiber)
+    }
+
+    /** Stops the timer and the watchdog, once the watchdog has stopped. */
+    function awaitWatchdogStop(): Effect.Effect<void> {
+      stopTimer()
+      return watchdogFiber === undefined ? Effect.void : Effect.asVoid(Fiber.interrupt(watchdogFiber))
+    }
+
+    /** The end of the worker: its exit, or what the downstream did when the watchdog interrupted it. */
+    function ended(
+      workerExit: Exit.Exit<Result<A>, E | IdempotencyError>
+    ): Effect.Effect<Result<A>, E | IdempotencyError> {
       if (Exit.isSuccess(workerExit) || !Cause.isInterruptedOnly(workerExit.cause) || !state.interrupted) {
-        // stopped without waiting for it: once the worker is done, nothing the watchdog does matters
-        watchdogFiber?.unsafeInterruptAsFork(runFiber)
         return workerExit
       }
-      // the watchdog interrupted the worker: see what the downstream did
-      return Effect.zipRight(
-        watchdogFiber === undefined ? Effect.void : Fiber.interrupt(watchdogFiber),
-        Effect.suspend(() => afterInterruption())
+      return Effect.zipRight(Effect.suspend(awaitWatchdogStop), Effect.suspend(afterInterruption))
+    }
+
+    /**
+     * The caller was interrupted (a timeout around the call, a race, a client gone): the attempt is
+     * not a crash. A downstream that runs is stopped, its lease kept while it winds down; a recording
+     * under way finishes (the watchdog bounds it). An outcome that is known, or becomes known while
+     * the downstream stops, is recorded, and an unknown one gets the timeout policy, all before the
+     * interruption takes effect, bounded by the deadline and the lease.
+     */
+    function callerInterrupted(
+      workerFiber: Fiber.RuntimeFiber<Result<A>, E | IdempotencyError>,
+      startWatchdog: () => void
+    ): Effect.Effect<void> {
+      return Effect.suspend(() => {
+        if (state.phase === "downstream" && !state.interrupted) {
+          // the watchdog stops it as it stops a downstream past its deadline: at once when it is
+          // interruptible, else as soon as it leaves its uninterruptible region (an interruption
+          // sent there would throw away the value it ends with), keeping its lease meanwhile. It is
+          // started anew, so that it looks at once
+          state.reason ??= "callerInterrupted"
+          stopWatchdog()
+          startWatchdog()
+        }
+        return Fiber.await(workerFiber)
+      }).pipe(
+        Effect.flatMap((workerExit) => ended(workerExit)),
+        Effect.ignore
       )
-    })
+    }
 
     /** The end of an execution whose worker the watchdog interrupted. */
     function afterInterruption(): Effect.Effect<Result<A>, E | IdempotencyError> {
