@@ -41,7 +41,6 @@ import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import { dual } from "effect/Function"
 import * as ParseResult from "effect/ParseResult"
 import * as Schedule from "effect/Schedule"
@@ -228,7 +227,7 @@ export interface Operation<P, A, E, R> {
 const fingerprintWith = <P, IP>(schema: Schema.Schema<P, IP>) => {
   const encode = Schema.encode(schema)
   return (payload: P): Effect.Effect<string, ParseResult.ParseError> =>
-    ParseResult.map(encode(payload), Fingerprint.fromEncoded)
+    ParseResult.flatMap(encode(payload), Fingerprint.fromEncodedEither)
 }
 
 /** The operation of a definition; every entry point builds one. */
@@ -358,7 +357,8 @@ export interface OnceOptions<P, IP, A, IA, EF, IEF> extends Settings {
   readonly payload: P
   /**
    * The payload's schema; the fingerprint is computed over its encoding. Without it, the payload is
-   * fingerprinted as it is (it must then be JSON-like: `toJSON` is respected, keys are sorted).
+   * fingerprinted as it is (it must then be JSON-like: `toJSON` is respected, keys are sorted, and a
+   * value JSON cannot tell apart, such as `NaN` or a bigint, fails with `InvalidPayload`).
    */
   readonly payloadSchema?: Schema.Schema<P, IP> | undefined
   /** The success value; stored encoded, decoded on replay. */
@@ -426,7 +426,7 @@ export const once: {
     name: options.operation,
     key: options.keyOptions,
     fingerprint: schema === undefined
-      ? (payload) => Either.right(Fingerprint.fromEncoded(payload))
+      ? Fingerprint.fromEncodedEither
       : fingerprintWith(schema),
     execute: () => self
   })
