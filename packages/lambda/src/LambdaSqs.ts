@@ -30,10 +30,12 @@ import type { IdempotencyContext, IdempotencyPolicy, IdempotencyStore } from "@e
 import { IdempotencyError } from "@effect-idempotency/core"
 import type { Idempotency } from "@effect-idempotency/core"
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda"
+import * as Cause from "effect/Cause"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as internal from "./internal/serve.js"
 import { InvalidEvent } from "./LambdaError.js"
@@ -55,7 +57,7 @@ export const DEFAULT_CONCURRENCY = 8
  * @since 0.1.0
  * @category models
  */
-export interface Options<B, BI, A, IA, E, ROut, LE> extends Idempotency.Settings {
+export interface Options<B, BI, A, IA, E, ROut, LE, EF = never, IEF = never> extends Idempotency.Settings {
   /** The operation's name: the namespace of its records. */
   readonly name: string
   /** The services of the handler, the `IdempotencyStore` among them; built once per execution environment. */
@@ -70,7 +72,16 @@ export interface Options<B, BI, A, IA, E, ROut, LE> extends Idempotency.Settings
   readonly scope?: ((body: B, record: SQSRecord) => string | undefined) | undefined
   /** What a processed record's handler returns, recorded and replayed. Default: `Schema.Unknown`. */
   readonly success?: Schema.Schema<A, IA> | undefined
-  /** The failure policy (see `Idempotency.Options.onFailure`). Default `release`: the record is retried. */
+  /**
+   * The domain failures recorded (`onFailure: "store"`) and failed again on every redelivery, without
+   * running the handler (see `Idempotency.Options.failure`). A record whose failure is recorded counts
+   * as failed: it goes back to the queue (and to its dead-letter queue after `maxReceiveCount`).
+   */
+  readonly failure?: Schema.Schema<EF, IEF> | undefined
+  /**
+   * The failure policy (see `Idempotency.Options.onFailure`). Default: `store` for failures that
+   * `failure` accepts, `release` (the record is retried) otherwise.
+   */
   readonly onFailure?: ((error: E) => IdempotencyPolicy.FailurePolicy) | undefined
   /** The time kept before Lambda stops the invocation, to record outcomes (see `LambdaEvent.Options.margin`). */
   readonly margin?: Duration.DurationInput | undefined
@@ -98,8 +109,8 @@ export interface Options<B, BI, A, IA, E, ROut, LE> extends Idempotency.Settings
  * @since 0.1.0
  * @category constructors
  */
-export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown>(
-  options: Options<B, BI, A, IA, E, ROut, LE>
+export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown, EF = never, IEF = never>(
+  options: Options<B, BI, A, IA, E, ROut, LE, EF, IEF>
 ): Handler<SQSEvent, SQSBatchResponse> => {
   const decodeBody = Schema.decodeUnknown(options.body)
   const success = (options.success ?? Schema.Unknown) as Schema.Schema<A, IA>
@@ -118,18 +129,25 @@ export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown>(
           effect: options.handler(body, record)
         })
       ),
-      Effect.either,
-      Effect.flatMap((result) => {
-        if (Either.isRight(result)) return Effect.succeed(true)
-        const error = result.left
+      // a record's defect is that record's: its defect policy was applied by the operation, and the
+      // other records of the batch run to their end
+      Effect.exit,
+      Effect.flatMap((exit) => {
+        if (Exit.isSuccess(exit)) return Effect.succeed(true)
+        const failure = Cause.failureOption(exit.cause)
         // the record was processed: only its outcome could not be kept, and it never runs again
-        if ((error as { readonly _tag?: unknown })._tag === "OutcomeNotReplayable") return Effect.succeed(true)
-        return Effect.as(
-          Effect.logWarning("a record failed; it goes back to the queue", error).pipe(
-            Effect.annotateLogs({ messageId: record.messageId })
-          ),
-          false
-        )
+        if (Option.isSome(failure) && (failure.value as { readonly _tag?: unknown })._tag === "OutcomeNotReplayable") {
+          return Effect.succeed(true)
+        }
+        const log = Option.isSome(failure)
+          ? Effect.logWarning("a record failed; it goes back to the queue", failure.value)
+          : Cause.isInterruptedOnly(exit.cause)
+          ? Effect.void
+          : Effect.logWarning(
+            "a record's handler died; its defect policy was applied; it goes back to the queue",
+            exit.cause
+          )
+        return Effect.as(log.pipe(Effect.annotateLogs({ messageId: record.messageId })), false)
       })
     )
 

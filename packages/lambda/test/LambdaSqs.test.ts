@@ -13,6 +13,8 @@ import { invoke, sqsRecord } from "./utils/LambdaRunner.js"
 
 class Unavailable extends Data.TaggedError("Unavailable")<{}> {}
 
+class Declined extends Schema.TaggedError<Declined>()("Declined", { reason: Schema.String }) {}
+
 const Charge = Schema.parseJson(Schema.Struct({ chargeId: Schema.String, cents: Schema.Int }))
 
 const consumer = (options: { readonly fifo?: boolean; readonly failing?: ReadonlySet<string> } = {}) => {
@@ -67,6 +69,54 @@ describe("LambdaSqs.batch", () => {
         batchItemFailures: [{ itemIdentifier: "m-2" }, { itemIdentifier: "m-3" }]
       })
       assert.deepStrictEqual(charged, ["c-1"])
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("a record's defect fails that record only: the others run to their end and are recorded", () =>
+    Effect.gen(function*() {
+      const charged: Array<string> = []
+      const handler = LambdaSqs.batch({
+        name: "charge",
+        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+        body: Charge,
+        key: (charge) => charge.chargeId,
+        handler: (charge) =>
+          charge.chargeId === "c-1"
+            ? Effect.die("the parser failed")
+            : Effect.as(Effect.sleep("200 millis"), undefined).pipe(
+              Effect.tap(() => void charged.push(charge.chargeId))
+            )
+      })
+      const first = yield* invoke(handler, {
+        Records: [record("m-1", "c-1"), record("m-2", "c-2"), record("m-3", "c-3")]
+      }, "3 seconds")
+      assert.deepStrictEqual(first._tag === "Ok" && first.value, { batchItemFailures: [{ itemIdentifier: "m-1" }] })
+      // the records charged were recorded: their redelivery is replayed, not refused as in progress
+      const again = yield* invoke(handler, { Records: [record("m-2", "c-2"), record("m-3", "c-3")] }, "3 seconds")
+      assert.deepStrictEqual(again._tag === "Ok" && again.value, { batchItemFailures: [] })
+      assert.deepStrictEqual(charged.sort(), ["c-2", "c-3"])
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("a failure schema records a rejection: its redelivery fails again without running the handler", () =>
+    Effect.gen(function*() {
+      let runs = 0
+      const handler = LambdaSqs.batch({
+        name: "charge",
+        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+        body: Charge,
+        key: (charge) => charge.chargeId,
+        failure: Declined,
+        handler: () => Effect.suspend(() => (runs++, Effect.fail(new Declined({ reason: "card declined" }))))
+      })
+      const first = yield* invoke(handler, { Records: [record("m-1", "c-1")] }, "3 seconds")
+      const again = yield* invoke(handler, { Records: [record("m-1", "c-1")] }, "3 seconds")
+      for (const invocation of [first, again]) {
+        assert.deepStrictEqual(invocation._tag === "Ok" && invocation.value, {
+          batchItemFailures: [{ itemIdentifier: "m-1" }]
+        })
+      }
+      assert.strictEqual(runs, 1)
       yield* Effect.promise(() => handler.dispose())
     }))
 })
