@@ -18,7 +18,9 @@
  * running then (a recording that waits on a real store, a downstream that ends within its time,
  * costs no watchdog). After an interruption, the attempt looks at what the downstream did: an exit that is
  * known by the time the interruption ends is recorded like any other; only an outcome that is
- * really unknown gets the timeout policy.
+ * really unknown gets the timeout policy. An interrupted caller is no crash: the watchdog stops the
+ * downstream as it stops one past its deadline, and the run's interruption takes effect once the
+ * outcome is recorded (or its policy applied).
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
