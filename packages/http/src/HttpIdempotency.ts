@@ -588,6 +588,15 @@ export const make = (options: Options = {}): HttpIdempotency => {
         })
       )
     }).pipe(
+      // a handler that died answers 500 and holds the key as its defect policy says: say so, with
+      // the cause and the operation (never the request's body)
+      Effect.tapDefect((cause) =>
+        Effect.logWarning(
+          "the handler died; its outcome is unknown and the defect policy applies (by default the key " +
+            "answers 409 until its lease ends)",
+          cause
+        ).pipe(Effect.annotateLogs("operation", name))
+      ),
       // the preview is escaped and shortened: a client value is never logged whole or raw
       Effect.annotateLogs("key", IdempotencyKey.preview(key).slice(1, -1))
     )

@@ -4,7 +4,9 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as HashMap from "effect/HashMap"
 import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
 import * as Ref from "effect/Ref"
 import { randomBytes } from "node:crypto"
 
@@ -373,5 +375,43 @@ describe("HttpIdempotency.fingerprint", () => {
       ) {
         assert.notStrictEqual(yield* HttpIdempotency.fingerprint(other), same)
       }
+    }))
+})
+
+describe("a handler that dies", () => {
+  it.live("is logged as a warning with the operation and the cause, never the body", () =>
+    Effect.gen(function*() {
+      const lines: Array<{ readonly level: string; readonly message: string; readonly annotations: string }> = []
+      const logger = Logger.make(({ annotations, logLevel, message }) => {
+        lines.push({
+          level: logLevel.label,
+          message: String(Array.isArray(message) ? message.join(" ") : message),
+          annotations: JSON.stringify(Object.fromEntries(HashMap.toEntries(annotations)))
+        })
+      })
+      const handler = IdempotentFetch.make({
+        name: "orders",
+        layer: Layer.merge(
+          IdempotencyStore.layerMemoryWith({ warn: false }),
+          Logger.replace(Logger.defaultLogger, logger)
+        ),
+        handler: () => Effect.die(new Error("the parser failed"))
+      })
+      const response = yield* Effect.promise(() =>
+        handler(
+          new Request("http://localhost/orders", {
+            method: "POST",
+            headers: { "idempotency-key": "k-1" },
+            body: "secret-body"
+          })
+        )
+      )
+      assert.strictEqual(response.status, 500)
+      const died = lines.find((line) => line.message.includes("the defect policy applies"))
+      assert.isDefined(died)
+      assert.strictEqual(died!.level, "WARN")
+      assert.include(died!.annotations, "\"operation\":\"orders\"")
+      assert.notInclude(JSON.stringify(lines), "secret-body")
+      yield* Effect.promise(() => handler.dispose())
     }))
 })
