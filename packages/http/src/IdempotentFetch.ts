@@ -412,8 +412,10 @@ export interface WrapOptions<C, LE> extends HttpIdempotency.Options, RuntimeOpti
 
 /**
  * Makes a Web fetch handler idempotent: `(request, context?) => Promise<Response>` in, the same out.
- * A rejection of the handler is a failure: answered with 500, and the record is released (a
- * retry runs it again).
+ * A handler that throws (or rejects) may have written before it did: like a defect in an Effect
+ * handler, it is answered with 500 and gets the defect policy (`onDefect`, by default the timeout
+ * policy, `keepLease`: a retry gets 409 until the lease ends, then takes over). `onDefect: "release"`
+ * lets a retry run it again at once, for handlers that throw only before they write.
  *
  * @example
  * ```ts
@@ -444,6 +446,7 @@ export const wrap = <C = unknown, LE = never>(
     scope: scope === undefined ?
       undefined :
       (_, incoming) => Effect.tryPromise(async () => await scope(incoming.request, incoming.context)),
-    handler: (_, incoming) => Effect.tryPromise(async () => await handler(incoming.request, incoming.context))
+    // a throw is a defect: its outcome is unknown, as for a defect of an Effect handler
+    handler: (_, incoming) => Effect.promise(async () => await handler(incoming.request, incoming.context))
   })
 }

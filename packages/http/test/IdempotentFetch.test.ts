@@ -340,7 +340,7 @@ describe("IdempotentFetch.wrap", () => {
       assert.strictEqual(yield* executions, 0)
     }))
 
-  it.scopedLive("a handler that throws gets 500 without its message, and the record is released", () =>
+  it.scopedLive("a handler that throws gets 500 without its message, and the defect policy: no re-run in its lease", () =>
     Effect.gen(function*() {
       const { layer } = yield* countedStore
       const { executions, handler } = yield* orders(layer, {
@@ -352,6 +352,22 @@ describe("IdempotentFetch.wrap", () => {
       const first = yield* call(handler, { key: "key-throws" })
       assert.strictEqual(first.status, 500)
       assert.notInclude(first.text, "secret")
+      // it may have written before it threw: the key is held (keepLease) instead of run again
+      assert.strictEqual((yield* call(handler, { key: "key-throws" })).status, 409)
+      assert.strictEqual(yield* executions, 1)
+    }))
+
+  it.scopedLive("onDefect: release lets a retry run a handler that threw at once", () =>
+    Effect.gen(function*() {
+      const { layer } = yield* countedStore
+      const { executions, handler } = yield* orders(layer, {
+        onDefect: "release",
+        respond: (n) => {
+          if (n === 1) throw new Error("secret detail")
+          return Response.json({ n }, { status: 201 })
+        }
+      })
+      assert.strictEqual((yield* call(handler, { key: "key-throws" })).status, 500)
       assert.strictEqual((yield* call(handler, { key: "key-throws" })).status, 201)
       assert.strictEqual(yield* executions, 2)
     }))
