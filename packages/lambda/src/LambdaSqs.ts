@@ -31,9 +31,11 @@ import { IdempotencyError } from "@effect-idempotency/core"
 import type { Idempotency } from "@effect-idempotency/core"
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda"
 import * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as FiberId from "effect/FiberId"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -115,56 +117,78 @@ export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown, EF = never,
   const decodeBody = Schema.decodeUnknown(options.body)
   const success = (options.success ?? Schema.Unknown) as Schema.Schema<A, IA>
 
-  /** One record: `true` when it is done (fresh or replayed), `false` when it goes back to the queue. */
-  const one = (record: SQSRecord) =>
+  /** How a record ended: `true` when it is done (fresh or replayed), `false` when it goes back to the queue. */
+  const settled = (record: SQSRecord) => (exit: Exit.Exit<unknown, unknown>): Effect.Effect<boolean> => {
+    if (Exit.isSuccess(exit)) return Effect.succeed(true)
+    const failure = Cause.failureOption(exit.cause)
+    // the record was processed: only its outcome could not be kept, and it never runs again
+    if (Option.isSome(failure) && (failure.value as { readonly _tag?: unknown })._tag === "OutcomeNotReplayable") {
+      return Effect.succeed(true)
+    }
+    // a record's defect is that record's: its defect policy was applied by the operation, and the
+    // other records of the batch run to their end
+    const log = Option.isSome(failure)
+      ? Effect.logWarning("a record failed; it goes back to the queue", failure.value)
+      : Cause.isInterruptedOnly(exit.cause)
+      ? Effect.void
+      : Effect.logWarning(
+        "a record's handler died; its defect policy was applied; it goes back to the queue",
+        exit.cause
+      )
+    return Effect.as(log.pipe(Effect.annotateLogs({ messageId: record.messageId })), false)
+  }
+
+  /**
+   * A record, decoded and keyed, made ready to run: the records of a batch are prepared in order, so
+   * that a record whose key an earlier record of the batch holds waits for that one to end (within
+   * the invocation's time, as every record does) and replays its outcome, instead of being sent back
+   * as a conflict.
+   */
+  const prepare = (record: SQSRecord, inBatch: Map<string, Deferred.Deferred<void>>) =>
     decodeBody(record.body).pipe(
       Effect.mapError((error) => new InvalidEvent({ detail: IdempotencyError.describeParseError(error) })),
-      Effect.flatMap((body) =>
-        runIdempotent({
+      Effect.map((body) => {
+        const key = options.key === undefined ? record.messageId : options.key(body, record)
+        const scope = options.scope?.(body, record)
+        const run = runIdempotent({
           ...options,
           success,
-          key: options.key === undefined ? record.messageId : options.key(body, record),
+          key,
           fingerprint: options.payload === undefined ? record.body : options.payload(body, record),
-          scope: options.scope?.(body, record),
+          scope,
           effect: options.handler(body, record)
         })
-      ),
-      // a record's defect is that record's: its defect policy was applied by the operation, and the
-      // other records of the batch run to their end
+        const id = `${scope ?? ""}\u0000${key}`
+        const earlier = inBatch.get(id)
+        if (earlier !== undefined) return Effect.zipRight(Deferred.await(earlier), run)
+        const done = Deferred.unsafeMake<void>(FiberId.none)
+        inBatch.set(id, done)
+        return Effect.ensuring(run, Deferred.succeed(done, undefined))
+      }),
       Effect.exit,
-      Effect.flatMap((exit) => {
-        if (Exit.isSuccess(exit)) return Effect.succeed(true)
-        const failure = Cause.failureOption(exit.cause)
-        // the record was processed: only its outcome could not be kept, and it never runs again
-        if (Option.isSome(failure) && (failure.value as { readonly _tag?: unknown })._tag === "OutcomeNotReplayable") {
-          return Effect.succeed(true)
-        }
-        const log = Option.isSome(failure)
-          ? Effect.logWarning("a record failed; it goes back to the queue", failure.value)
-          : Cause.isInterruptedOnly(exit.cause)
-          ? Effect.void
-          : Effect.logWarning(
-            "a record's handler died; its defect policy was applied; it goes back to the queue",
-            exit.cause
-          )
-        return Effect.as(log.pipe(Effect.annotateLogs({ messageId: record.messageId })), false)
-      })
+      Effect.map((prepared) =>
+        Exit.isSuccess(prepared)
+          ? Effect.flatMap(Effect.exit(prepared.value), settled(record))
+          : settled(record)(prepared)
+      )
     )
 
   return internal.serve(options, (event: SQSEvent) =>
     Effect.gen(function*() {
       const records = event.Records
+      const inBatch = new Map<string, Deferred.Deferred<void>>()
+      const runs = yield* Effect.forEach(records, (record) => prepare(record, inBatch))
       let done: ReadonlyArray<boolean>
       if (options.fifo === true) {
         const results: Array<boolean> = []
-        for (const record of records) {
+        for (const run of runs) {
           // after the first failure, nothing more runs: the rest go back to the queue in order
           if (results.includes(false)) results.push(false)
-          else results.push(yield* one(record))
+          else results.push(yield* run)
         }
         done = results
       } else {
-        done = yield* Effect.forEach(records, one, {
+        done = yield* Effect.all(runs, {
           concurrency: Math.max(1, options.concurrency ?? DEFAULT_CONCURRENCY)
         })
       }

@@ -59,6 +59,25 @@ describe("LambdaSqs.batch", () => {
       yield* Effect.promise(() => handler.dispose())
     }))
 
+  it.live("a duplicate in one batch waits for the first copy and replays it, instead of going back as a conflict", () =>
+    Effect.gen(function*() {
+      const charged: Array<string> = []
+      const handler = LambdaSqs.batch({
+        name: "charge",
+        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+        body: Charge,
+        key: (charge) => charge.chargeId,
+        handler: (charge) =>
+          Effect.as(Effect.sleep("300 millis"), undefined).pipe(Effect.tap(() => void charged.push(charge.chargeId)))
+      })
+      const result = yield* invoke(handler, {
+        Records: [record("m-1", "c-1"), record("m-2", "c-2"), record("m-3", "c-1"), record("m-1", "c-1")]
+      }, "3 seconds")
+      assert.deepStrictEqual(result._tag === "Ok" && result.value, { batchItemFailures: [] })
+      assert.deepStrictEqual(charged.sort(), ["c-1", "c-2"])
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
   it.live("fifo: records run in order, and the first failure fails every record after it", () =>
     Effect.gen(function*() {
       const { charged, handler } = consumer({ fifo: true, failing: new Set(["c-2"]) })
