@@ -29,7 +29,7 @@
  * @since 0.1.0
  */
 import type { IdempotencyPolicy, IdempotencyStore } from "@effect-idempotency/core"
-import { Idempotency, IdempotencyError, IdempotencyKey } from "@effect-idempotency/core"
+import { Fingerprint, Idempotency, IdempotencyError, IdempotencyKey } from "@effect-idempotency/core"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -40,8 +40,8 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { Buffer } from "node:buffer"
 import { createHash } from "node:crypto"
-import type { InvalidRequestBody, RequestBodyTooLarge, RequestFailure } from "./HttpIdempotencyError.js"
-import { InsufficientTime, MissingIdempotencyKey } from "./HttpIdempotencyError.js"
+import type { RequestBodyTooLarge, RequestFailure } from "./HttpIdempotencyError.js"
+import { InsufficientTime, InvalidRequestBody, MissingIdempotencyKey } from "./HttpIdempotencyError.js"
 import * as StoredResponse from "./StoredResponse.js"
 import * as TimeLimit from "./TimeLimit.js"
 
@@ -230,6 +230,13 @@ export interface Exchange<E, R> {
   readonly scope?: Effect.Effect<string | undefined, E, R> | undefined
   /** Where the key was looked for, for the 400 of a missing key. Default: the header. */
   readonly keySource?: string | undefined
+  /**
+   * The request's payload as the handler sees it, in its encoded form (what a schema that decoded
+   * the body encodes it back to), where an integration decodes the body with a schema: the
+   * fingerprint then covers its canonical form (core's `Fingerprint`: members in any order, any
+   * whitespace) instead of the body's bytes. Default: the body's bytes.
+   */
+  readonly payload?: Effect.Effect<unknown, E, R> | undefined
 }
 
 /**
@@ -336,7 +343,8 @@ export const RequestFingerprint: Schema.Schema<RequestFingerprint> = Schema.decl
 export const bodyDigest = (body: Uint8Array): string => createHash("sha256").update(body).digest("base64")
 
 /**
- * The fingerprint of a request, as the engine records it (for inspection and tests).
+ * The fingerprint of a request, as the engine records it (for inspection and tests): over its body's
+ * bytes, or over `payload` (the encoded payload, see `Exchange.payload`) where one is given.
  *
  * @since 0.1.0
  * @category utils
@@ -347,13 +355,14 @@ export const fingerprint = (request: {
   readonly query?: string | undefined
   readonly headers?: ReadonlyArray<string> | undefined
   readonly body: Uint8Array
+  readonly payload?: unknown
 }): Effect.Effect<string> =>
   Effect.orDie(Idempotency.fingerprint(RequestFingerprint, {
     method: request.method,
     path: request.path,
     query: request.query ?? "",
     headers: request.headers ?? [],
-    body: bodyDigest(request.body)
+    body: "payload" in request ? Fingerprint.fromEncoded(request.payload) : bodyDigest(request.body)
   }))
 
 /** A response the policy chose not to record: carried as a failure, so the record is released. */
@@ -515,6 +524,18 @@ export const make = (options: Options = {}): HttpIdempotency => {
 
       const body = yield* Effect.either(exchange.body)
       if (Either.isLeft(body)) return yield* reject(body.left)
+      let bodyFingerprint: string
+      if (exchange.payload === undefined) {
+        bodyFingerprint = bodyDigest(body.right)
+      } else {
+        const canonical = Fingerprint.fromEncodedEither(yield* exchange.payload)
+        if (Either.isLeft(canonical)) {
+          return yield* reject(
+            new InvalidRequestBody({ reason: "Schema", detail: IdempotencyError.describeParseError(canonical.left) })
+          )
+        }
+        bodyFingerprint = canonical.right
+      }
       const scope = exchange.scope === undefined ? undefined : yield* exchange.scope
 
       let captured: Captured<X> | undefined
@@ -538,7 +559,7 @@ export const make = (options: Options = {}): HttpIdempotency => {
           path: exchange.path,
           query: includeQuery ? exchange.query : "",
           headers: fingerprintHeaders.map((name) => exchange.header(name) ?? ""),
-          body: bodyDigest(body.right)
+          body: bodyFingerprint
         },
         scope,
         deadline

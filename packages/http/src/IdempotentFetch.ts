@@ -174,6 +174,12 @@ export interface Options<C, P, E, ROut, LE> extends HttpIdempotency.Options, Run
   /** Where the key is looked for, for the 400 of a missing key. Default: the header. */
   readonly keySource?: string | undefined
   /**
+   * The payload the handler sees, in its encoded form, where `prepare` decodes the body with a
+   * schema: the fingerprint then covers its canonical form (members in any order, any whitespace)
+   * instead of the body's bytes (see `HttpIdempotency.Exchange.payload`). Default: the body's bytes.
+   */
+  readonly payload?: ((prepared: P, incoming: Incoming<C>) => Effect.Effect<unknown, E, NoInfer<ROut>>) | undefined
+  /**
    * When the platform cuts a request off (epoch milliseconds of the `Clock`), where the platform
    * says so per request (AWS Lambda's remaining time, read from its context). Default: `startedAt +
    * timeLimit` when a `timeLimit` is set, none otherwise.
@@ -326,6 +332,7 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>
   const prepare = options.prepare ?? (() => Effect.void as Effect.Effect<P>)
   const key = options.key
   const scope = options.scope
+  const payload = options.payload
   const handle = (request: Request, context: C | undefined, startedAt: number) =>
     Effect.gen(function*() {
       const incoming = yield* makeIncoming(request, context, startedAt, engine.maxBodyBytes)
@@ -353,7 +360,8 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>
             const value = scope(p, incoming)
             return Effect.isEffect(value) ? value : Effect.succeed(value)
           }),
-          keySource: options.keySource
+          keySource: options.keySource,
+          payload: payload === undefined ? undefined : Effect.flatMap(prepared, (p) => payload(p, incoming))
         },
         Effect.flatMap(prepared, (p) => options.handler(p, incoming)).pipe(
           Effect.flatMap((response) =>

@@ -253,7 +253,8 @@ const parseJson = (text: string): Effect.Effect<unknown, InvalidRequestBody> =>
  * 2. read the key (400 if it is required and missing, or invalid); without a key and not required,
  *    run the handler without idempotency;
  * 3. reserve the key (its record is scoped by `scope`; the request's fingerprint is its method,
- *    path, query and body bytes) and run the handler within the time left less `margin`; record
+ *    path, query and the decoded payload, encoded back, in canonical form) and run the handler
+ *    within the time left less `margin`; record
  *    the response, or apply the timeout or failure policy;
  * 4. answer with the fresh response, or replay the recorded one with `Idempotent-Replayed: true`.
  *
@@ -272,6 +273,7 @@ export const idempotent = <P, IP, E, ROut, LE>(options: IdempotentOptions<P, IP,
     ? KeySource.derive(options.key)
     : options.key
   const decodePayload = Schema.decodeUnknown(options.payload)
+  const encodePayload = Schema.encode(options.payload)
   const scope = options.scope
   const onFailure = options.onFailure
 
@@ -317,6 +319,14 @@ export const idempotent = <P, IP, E, ROut, LE>(options: IdempotentOptions<P, IP,
         Effect.map((payload): Prepared => ({ payload, invocation }))
       )
     },
+    // the fingerprint covers the payload the handler gets, in its canonical form: a retry whose JSON has
+    // its members in another order, or other whitespace, is the same request
+    payload: (prepared) =>
+      encodePayload(prepared.payload).pipe(
+        Effect.mapError((error) =>
+          new InvalidRequestBody({ reason: "Schema", detail: IdempotencyError.describeParseError(error) })
+        )
+      ),
     key: (prepared) => Option.getOrUndefined(keySource.read(prepared.payload, prepared.invocation)),
     required: keySource.required,
     keySource: keySource.description,

@@ -318,6 +318,20 @@ describe("NetlifyFunction.idempotent", () => {
       assert.strictEqual(yield* Ref.get(executions), 1)
     }))
 
+  it.scopedLive("the fingerprint is the decoded payload's: members in another order and other whitespace replay", () =>
+    Effect.gen(function*() {
+      const { layer } = yield* controllableStore
+      const { executions, handler } = yield* orderFunction(layer)
+      const first = yield* invoke(handler, { key: "key-order", body: JSON.stringify({ sku: "A-1", quantity: 2 }) })
+      const reordered = yield* invoke(handler, { key: "key-order", body: "{ \"quantity\": 2,\n  \"sku\": \"A-1\" }" })
+      assert.strictEqual(first.status, 201)
+      assert.strictEqual(reordered.status, 201)
+      assert.strictEqual(reordered.headers.get("idempotent-replayed"), "true")
+      const other = yield* invoke(handler, { key: "key-order", body: JSON.stringify({ quantity: 3, sku: "A-1" }) })
+      assert.strictEqual(other.status, 422)
+      assert.strictEqual(yield* Ref.get(executions), 1)
+    }))
+
   it.scopedLive("504 before the time limit when the handler is slower than the limit less the margin", () =>
     Effect.gen(function*() {
       const { layer } = yield* controllableStore
@@ -410,11 +424,12 @@ describe("NetlifyFunction.idempotent", () => {
         operation: "create-order",
         key: IdempotencyKey.unsafeMake("key-stale")
       })
-      // the fingerprint of the request the test sends: its method, path and body bytes
+      // the fingerprint of the request the test sends: its method, path and decoded payload
       const fingerprint = yield* HttpIdempotency.fingerprint({
         method: "POST",
         path: "/.netlify/functions/orders",
-        body: new TextEncoder().encode(JSON.stringify(order))
+        body: new TextEncoder().encode(JSON.stringify(order)),
+        payload: order
       })
       const token = "t-stale"
       yield* store.reserve({
