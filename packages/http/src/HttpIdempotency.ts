@@ -36,6 +36,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { Buffer } from "node:buffer"
@@ -234,9 +235,10 @@ export interface Exchange<E, R> {
    * The request's payload as the handler sees it, in its encoded form (what a schema that decoded
    * the body encodes it back to), where an integration decodes the body with a schema: the
    * fingerprint then covers its canonical form (core's `Fingerprint`: members in any order, any
-   * whitespace) instead of the body's bytes. Default: the body's bytes.
+   * whitespace) instead of the body's bytes. `None`, or no `payload`: the body's bytes. A body that
+   * cannot be decoded at all fails with `InvalidRequestBody`: 400, and nothing runs.
    */
-  readonly payload?: Effect.Effect<unknown, E, R> | undefined
+  readonly payload?: Effect.Effect<Option.Option<unknown>, E | InvalidRequestBody, R> | undefined
 }
 
 /**
@@ -524,17 +526,22 @@ export const make = (options: Options = {}): HttpIdempotency => {
 
       const body = yield* Effect.either(exchange.body)
       if (Either.isLeft(body)) return yield* reject(body.left)
-      let bodyFingerprint: string
-      if (exchange.payload === undefined) {
-        bodyFingerprint = bodyDigest(body.right)
-      } else {
-        const canonical = Fingerprint.fromEncodedEither(yield* exchange.payload)
-        if (Either.isLeft(canonical)) {
-          return yield* reject(
-            new InvalidRequestBody({ reason: "Schema", detail: IdempotencyError.describeParseError(canonical.left) })
-          )
+      let bodyFingerprint = bodyDigest(body.right)
+      if (exchange.payload !== undefined) {
+        const payload = yield* Effect.either(exchange.payload)
+        if (Either.isLeft(payload)) {
+          const error = payload.left
+          return yield* (error instanceof InvalidRequestBody ? reject(error) : Effect.fail(error as E))
         }
-        bodyFingerprint = canonical.right
+        if (Option.isSome(payload.right)) {
+          const canonical = Fingerprint.fromEncodedEither(payload.right.value)
+          if (Either.isLeft(canonical)) {
+            return yield* reject(
+              new InvalidRequestBody({ reason: "Schema", detail: IdempotencyError.describeParseError(canonical.left) })
+            )
+          }
+          bodyFingerprint = canonical.right
+        }
       }
       const scope = exchange.scope === undefined ? undefined : yield* exchange.scope
 

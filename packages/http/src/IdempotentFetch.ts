@@ -361,7 +361,9 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>
             return Effect.isEffect(value) ? value : Effect.succeed(value)
           }),
           keySource: options.keySource,
-          payload: payload === undefined ? undefined : Effect.flatMap(prepared, (p) => payload(p, incoming))
+          payload: payload === undefined
+            ? undefined
+            : Effect.flatMap(prepared, (p) => Effect.asSome(payload(p, incoming)))
         },
         Effect.flatMap(prepared, (p) => options.handler(p, incoming)).pipe(
           Effect.flatMap((response) =>

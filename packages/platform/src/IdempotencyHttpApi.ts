@@ -46,7 +46,7 @@
  * @since 0.1.0
  */
 import type { IdempotencyStore } from "@effect-idempotency/core"
-import { HttpIdempotency } from "@effect-idempotency/http"
+import { HttpIdempotency, HttpIdempotencyError } from "@effect-idempotency/http"
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
@@ -61,11 +61,13 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
 import { globalValue } from "effect/GlobalValue"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as FindMyWay from "find-my-way-ts"
 import * as internal from "./internal/protect.js"
@@ -328,6 +330,59 @@ const encodeFailure =
 interface Route {
   readonly engine: HttpIdempotency.HttpIdempotency
   readonly errors: ReadonlyArray<ErrorEncoding>
+  readonly payload:
+    | ((request: HttpServerRequest.HttpServerRequest, bytes: Uint8Array) => Effect.Effect<
+      Option.Option<unknown>,
+      HttpIdempotencyError.InvalidRequestBody
+    >)
+    | undefined
+}
+
+const textDecoder = new TextDecoder()
+
+const isJson = (request: HttpServerRequest.HttpServerRequest): boolean => {
+  const type = request.headers["content-type"]
+  return type === undefined || type.toLowerCase().includes("json")
+}
+
+/**
+ * The payload of a JSON body, decoded with the endpoint's payload schema and encoded back: what the
+ * fingerprint covers, so that the same payload laid out differently is the same request. A body that
+ * is not JSON or does not decode is left to `HttpApiBuilder`, which answers it (400); one whose
+ * decoding crashes (a body nested too deep for the schema's recursion) is answered 400 here, before
+ * anything is reserved or run.
+ */
+const payloadOf = (schema: Schema.Schema.Any) => {
+  const noContext = schema as Schema.Schema<unknown, unknown>
+  const decode = Schema.decodeUnknownEither(noContext)
+  const encode = Schema.encodeEither(noContext)
+  return (
+    request: HttpServerRequest.HttpServerRequest,
+    bytes: Uint8Array
+  ): Effect.Effect<Option.Option<unknown>, HttpIdempotencyError.InvalidRequestBody> => {
+    if (!isJson(request)) return Effect.succeedNone
+    let json: unknown
+    try {
+      json = JSON.parse(textDecoder.decode(bytes))
+    } catch {
+      return Effect.succeedNone
+    }
+    try {
+      const decoded = decode(json)
+      if (Either.isLeft(decoded)) {
+        // `HttpApiBuilder` answers it with the issues, formatted as here: a body whose formatting
+        // crashes would crash there, after the reservation
+        ParseResult.ArrayFormatter.formatErrorSync(decoded.left)
+        ParseResult.TreeFormatter.formatErrorSync(decoded.left)
+        return Effect.succeedNone
+      }
+      return Effect.succeed(Either.getRight(encode(decoded.right)))
+    } catch {
+      return Effect.fail(
+        new HttpIdempotencyError.InvalidRequestBody({ reason: "Schema", detail: "the body cannot be decoded" })
+      )
+    }
+  }
 }
 
 /**
@@ -365,11 +420,15 @@ export const layer = <Id extends string, Groups extends HttpApiGroup.HttpApiGrou
         for (const method of settings?.methods ?? options?.methods ?? HttpIdempotency.DEFAULT_METHODS) {
           methods.add(method.toUpperCase())
         }
+        const payloadSchema = endpoint.payloadSchema as unknown as Option.Option<Schema.Schema.Any>
         const route: Route = {
           engine,
           errors: errorEncodings(
             [self.errorSchema, group.errorSchema, endpoint.errorSchema] as unknown as ReadonlyArray<Schema.Schema.Any>
-          )
+          ),
+          payload: Option.isSome(payloadSchema) && HttpApiSchema.getEncoding(payloadSchema.value.ast).kind === "Json"
+            ? payloadOf(payloadSchema.value)
+            : undefined
         }
         idempotentRoutes.push(route)
         routes.on(endpoint.method, endpoint.path, route)
@@ -383,6 +442,7 @@ export const layer = <Id extends string, Groups extends HttpApiGroup.HttpApiGrou
           route,
           internal.protect<never, never, Error, R>(route.engine, untouched, {
             scope,
+            payload: route.payload,
             encodeFailure: encodeFailure(route.errors)
           })
         ])

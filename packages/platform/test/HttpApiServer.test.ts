@@ -153,6 +153,30 @@ for (const backend of backends) {
           assert.strictEqual(calls.runs("create", key), 1)
         }))
 
+      it.effect("the fingerprint is the decoded payload's: the same order laid out differently replays", () =>
+        Effect.gen(function*() {
+          const { calls, client } = yield* Env
+          const key = randomUUID()
+          const first = yield* client.send("POST", "/orders", { key, body: order })
+          const relaid = yield* client.send("POST", "/orders", { key, body: "{ \"quantity\": 2,\n \"sku\": \"A-1\" }" })
+          assertSameResponse(relaid, first)
+          assert.strictEqual(calls.runs("create", key), 1)
+        }))
+
+      it.effect("a body whose decoding crashes gets 400 before anything is reserved; a valid retry runs once", () =>
+        Effect.gen(function*() {
+          const { calls, client } = yield* Env
+          const key = randomUUID()
+          // nested 5,000 deep: formatting its issues overflows the stack where HttpApiBuilder decodes it
+          const deep = "[".repeat(5000) + "]".repeat(5000)
+          const crashed = yield* client.send("POST", "/orders", { key, body: `{"sku":${deep},"quantity":1}` })
+          assert.strictEqual(crashed.status, 400)
+          assert.notInclude(crashed.text, "[[[")
+          const valid = yield* client.send("POST", "/orders", { key, body: order })
+          assert.strictEqual(valid.status, 201)
+          assert.strictEqual(calls.runs("create", key), 1)
+        }))
+
       it.effect("400 without a key, 422 for the key with another body, and 409 is not confused with them", () =>
         Effect.gen(function*() {
           const { calls, client } = yield* Env

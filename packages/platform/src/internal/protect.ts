@@ -1,5 +1,5 @@
 import type { IdempotencyStore } from "@effect-idempotency/core"
-import type { HttpIdempotency, StoredResponse } from "@effect-idempotency/http"
+import type { HttpIdempotency, HttpIdempotencyError, StoredResponse } from "@effect-idempotency/http"
 import * as Headers from "@effect/platform/Headers"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpBody from "@effect/platform/HttpBody"
@@ -140,6 +140,17 @@ export const protect = <E, R, E2, R2>(
     readonly scope?:
       | ((request: HttpServerRequest.HttpServerRequest) => Effect.Effect<string | undefined, E2, R2>)
       | undefined
+    /**
+     * The payload the handler will see, encoded, from the body's bytes (HttpApi: its payload schema),
+     * for the fingerprint; `None` where it cannot tell (the app answers that request itself). A body
+     * that makes the decoding crash fails with `InvalidRequestBody`: 400, and nothing runs.
+     */
+    readonly payload?:
+      | ((request: HttpServerRequest.HttpServerRequest, bytes: Uint8Array) => Effect.Effect<
+        Option.Option<unknown>,
+        HttpIdempotencyError.InvalidRequestBody
+      >)
+      | undefined
     /** A failure of the app answered as a response (HttpApi: the errors its schemas encode). */
     readonly encodeFailure?:
       | ((error: E) => Effect.Effect<Option.Option<HttpServerResponse.HttpServerResponse>>)
@@ -147,6 +158,7 @@ export const protect = <E, R, E2, R2>(
   }
 ): HttpApp.Default<E | E2, R | R2 | IdempotencyStore.IdempotencyStore> => {
   const scope = options.scope
+  const payloadOf = options.payload
   const encodeFailure = options.encodeFailure
   const maxResponseBytes = engine.maxResponseBytes
   const encoded: <X>(self: Effect.Effect<X, E, R>) => Effect.Effect<X | HttpServerResponse.HttpServerResponse, E, R> =
@@ -159,6 +171,7 @@ export const protect = <E, R, E2, R2>(
   return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
     if (!engine.covers(request.method)) return app
     let buffered: HttpServerRequest.HttpServerRequest = request
+    let bytesRead: Uint8Array = new Uint8Array(0)
     const url = request.url
     const query = url.indexOf("?")
     const downstream = Effect.suspend(() => Effect.provideService(app, HttpServerRequest.HttpServerRequest, buffered))
@@ -174,9 +187,11 @@ export const protect = <E, R, E2, R2>(
           query: query === -1 ? "" : url.slice(query),
           header: (name) => request.headers[name],
           body: Effect.tap(readBody(request, engine.maxBodyBytes), (bytes) => {
+            bytesRead = bytes
             buffered = new BufferedRequest(request, bytes)
           }),
-          scope: scope === undefined ? undefined : scope(request)
+          scope: scope === undefined ? undefined : scope(request),
+          payload: payloadOf === undefined ? undefined : Effect.suspend(() => payloadOf(request, bytesRead))
         },
         downstream
       )),
