@@ -4,7 +4,9 @@
  * The consumer test: the packages as a user gets them from the registry.
  *
  * 1. Builds every published package (incrementally; a clean `npm run build` when a `dist` is missing)
- *    and packs each with `npm pack` into a temporary folder outside the workspace.
+ *    and packs each with `npm pack` into a temporary folder outside the workspace. Reads each
+ *    tarball: every relative link of its README.md must name a file (or folder) inside the tarball,
+ *    and every link to this repository on GitHub (`…/blob/main/PATH`) a path of the repository.
  * 2. In a new project there, runs the root README's install line as written (each
  *    `@effect-idempotency/*` name replaced by its tarball), then installs every tarball, a second
  *    copy of the core under another name, and each third-party peer at the lowest version its
@@ -22,6 +24,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import * as zlib from "node:zlib"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const runnersDir = path.join(root, "scripts", "consumer-test")
@@ -86,6 +89,93 @@ const lowest = (name, range) => {
   return match[1]
 }
 
+/**
+ * The regular files of a tarball as `npm pack` writes it (ustar, with pax or GNU long names), by
+ * their path under the tarball's top folder (`package/`): `README.md`, `dist/index.js`, ….
+ */
+const readTarball = (file) => {
+  const tar = zlib.gunzipSync(fs.readFileSync(file))
+  const files = new Map()
+  let longName
+  for (let offset = 0; offset + 512 <= tar.length;) {
+    const header = tar.subarray(offset, offset + 512)
+    if (header.every((byte) => byte === 0)) break
+    const field = (start, length) => header.toString("utf8", start, start + length).replace(/\0[\s\S]*$/, "")
+    const size = parseInt(field(124, 12).trim() || "0", 8)
+    const type = field(156, 1) || "0"
+    const body = tar.subarray(offset + 512, offset + 512 + size)
+    offset += 512 + Math.ceil(size / 512) * 512
+    if (type === "x") {
+      longName = /(?:^|\n)\d+ path=([^\n]*)\n/.exec(body.toString("utf8"))?.[1] ?? longName
+      continue
+    }
+    if (type === "L") {
+      longName = body.toString("utf8").replace(/\0[\s\S]*$/, "")
+      continue
+    }
+    const prefix = field(345, 155)
+    const name = longName ?? (prefix === "" ? field(0, 100) : `${prefix}/${field(0, 100)}`)
+    longName = undefined
+    if (type === "0" || type === "7") files.set(name.replace(/^[^/]+\//, ""), body)
+  }
+  return files
+}
+
+/**
+ * The link targets of a markdown text: inline links and images, reference definitions, and the
+ * `href`/`src` of HTML tags; code blocks, code spans and HTML comments are not read.
+ */
+const markdownLinks = (markdown) => {
+  const prose = markdown
+    .replace(/^ {0,3}(`{3,}|~{3,})[^\n]*\n[\s\S]*?(?:\n {0,3}\1[`~]*[ \t]*(?=\n|(?![\s\S]))|(?![\s\S]))/gm, "")
+    .replace(/<!--[\s\S]*?-->/g, "")
+    .replace(/(`+)[\s\S]*?\1/g, "")
+  return [
+    ...[...prose.matchAll(/\]\(\s*<?([^)\s>]+)>?(?:\s+["'(][^)]*)?\)/g)].map((match) => match[1]),
+    ...[...prose.matchAll(/^ {0,3}\[[^\]\n]+\]:\s*<?([^\s>]+)>?/gm)].map((match) => match[1]),
+    ...[...prose.matchAll(/<(?:a|img|source)\b[^>]*?\s(?:href|src)\s*=\s*["']([^"']+)["']/gi)].map((match) => match[1])
+  ]
+}
+
+/** This repository on GitHub, from the root manifest: `https://github.com/OWNER/NAME`. */
+const repositoryUrl = (() => {
+  const { repository } = readJson(path.join(root, "package.json"))
+  const url = typeof repository === "string" ? repository : repository?.url
+  const match = /github\.com[/:]([^/]+\/[^/]+?)(?:\.git)?\/?$/.exec(url ?? "")
+  if (match === null) fail(`the root package.json's repository.url is not a GitHub repository: ${url}`)
+  return `https://github.com/${match[1]}`
+})()
+
+/**
+ * Why a README link is dead, or `undefined`: a relative link must name a file or folder of the
+ * tarball (`files`, paths relative to the package); a link to this repository's `main` branch on
+ * GitHub must name a path of the workspace.
+ */
+const deadLink = (link, files) => {
+  const decode = (target) => {
+    try {
+      return decodeURIComponent(target)
+    } catch {
+      return target
+    }
+  }
+  const exists = (target) =>
+    files.has(target) || [...files.keys()].some((file) => file.startsWith(`${target.replace(/\/$/, "")}/`))
+  const github = `${repositoryUrl}/`
+  if (link.startsWith(github)) {
+    const match = /^(?:blob|tree|raw)\/main\/([^?#]+)/.exec(link.slice(github.length))
+    if (match === null) return undefined
+    const target = path.posix.normalize(decode(match[1]))
+    return fs.existsSync(path.join(root, ...target.split("/"))) ? undefined : `${target} is not in the repository`
+  }
+  if (link.startsWith("#") || /^[a-z][a-z\d+.-]*:/i.test(link) || link.startsWith("//")) return undefined
+  if (link.startsWith("/")) return "a root-relative link resolves on no registry page"
+  const target = path.posix.normalize(decode(link.replace(/[?#].*$/, "")))
+  if (target === "" || target === ".") return undefined
+  if (target.startsWith("../")) return "it points outside the package"
+  return exists(target) ? undefined : `${target} is not in the tarball (the package's "files")`
+}
+
 const tsc = path.join(root, "node_modules", "typescript", "bin", "tsc")
 const npm = process.platform === "win32" ? "npm.cmd" : "npm"
 const npmQuiet = ["--no-audit", "--no-fund", "--loglevel=error", "--prefer-offline"]
@@ -142,6 +232,31 @@ for (const entry of packed) {
   console.log(`  ${entry.filename}: ${entry.files.length} files, ${Math.round(entry.size / 1024)} KiB`)
 }
 if (tarballOf.size !== published.length) fail(`packed ${tarballOf.size} packages, expected ${published.length}`)
+
+step("the links of each packed README.md")
+const deadLinks = []
+for (const entry of packed) {
+  const files = readTarball(path.join(tarballs, entry.filename))
+  for (const { path: file } of entry.files) {
+    if (!files.has(file)) fail(`cannot read ${file} from ${entry.filename}`)
+  }
+  const readme = files.get("README.md")
+  if (readme === undefined) continue
+  const links = markdownLinks(readme.toString("utf8"))
+  const source = path.posix.join("packages", entry.name.replace("@effect-idempotency/", ""), "README.md")
+  for (const link of links) {
+    const reason = deadLink(link, files)
+    if (reason !== undefined) deadLinks.push(`${entry.name}: the link ${link} in its README.md (${source}): ${reason}`)
+  }
+  console.log(`  ${entry.name}: ${links.length} ${links.length === 1 ? "link" : "links"}`)
+}
+if (deadLinks.length > 0) {
+  fail(
+    `dead links in the packed READMEs (link the file on GitHub, ${repositoryUrl}/blob/main/PATH, or ship it):\n  ${
+      deadLinks.join("\n  ")
+    }`
+  )
+}
 
 // ── 2. the consumer project ──────────────────────────────────────────────────────────────────────
 step("extract the marked README snippets")
