@@ -47,22 +47,56 @@ import { InsufficientTime, InvalidEvent, MissingKey } from "./LambdaError.js"
 import * as LambdaInvocation from "./LambdaInvocation.js"
 
 /**
- * A Lambda handler: call it as Lambda does, with an event and a context whose
- * `getRemainingTimeInMillis` tells the time left. Its runtime (the layer: the store's connections)
- * is built once per execution environment, on the first invocation unless `ready` started it.
+ * A Lambda handler: call it as Lambda does, `handler(event, context)`, with a context whose
+ * `getRemainingTimeInMillis` tells the time left. It resolves with the function's result, or rejects
+ * with the error Lambda reports. A test calls it the same way, or with `LambdaTest.invoke`, which
+ * makes the context and cuts the invocation off at its timeout as Lambda does. Its runtime (the
+ * layer: the store's connections) is built once per execution environment, on the first invocation
+ * unless `ready` started it.
  *
- * - `ready()` builds the runtime now and resolves once it is built or its build failed (the next
- *   invocation then builds again). `await handler.ready()` at the top level of an ES module makes
- *   the build part of Lambda's init phase, which does not count against an invocation's time.
- *   Without it, the first invocation waits for the build while it could still run and record its
- *   outcome; past that point it fails with `InsufficientTime` before Lambda's cut-off (no store
- *   touched), and the build goes on for the next invocation.
- * - `dispose()` releases the runtime (tests, local runs).
+ * @example
+ * ```ts
+ * import { IdempotencyStore } from "@effect-idempotency/core"
+ * import { LambdaEvent, LambdaTest } from "@effect-idempotency/lambda"
+ * import { Effect, Schema } from "effect"
+ *
+ * export const handler = LambdaEvent.idempotent({
+ *   name: "ship-order",
+ *   layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+ *   event: Schema.Struct({ orderId: Schema.String }),
+ *   key: (event) => event.orderId,
+ *   success: Schema.Struct({ trackingId: Schema.String }),
+ *   handler: (event) => Effect.succeed({ trackingId: `track-${event.orderId}` })
+ * })
+ *
+ * // at the module's top level: the runtime is built during Lambda's init phase
+ * await handler.ready()
+ *
+ * // what Lambda does on each invocation (a test or a local run too)
+ * const result = await handler({ orderId: "o-1" }, LambdaTest.context({ remaining: "3 seconds" }))
+ * console.log(result) // { trackingId: "track-o-1" }
+ *
+ * // at the end of a test or a local run: the store's connections are released
+ * await handler.dispose()
+ * ```
  *
  * @since 0.1.0
  * @category models
  */
-export type Handler<Event, Result> = internal.Handler<Event, Result>
+export interface Handler<Event, Result> {
+  (event: Event, context: LambdaInvocation.LambdaContext): Promise<Result>
+  /**
+   * Builds the runtime now, and resolves once it is built or its build failed (the next invocation
+   * then builds again). `await handler.ready()` at the top level of an ES module makes the build
+   * part of Lambda's init phase, which does not count against an invocation's time. Without it, the
+   * first invocation waits for the build while it could still run and record its outcome; past that
+   * point it fails with `InsufficientTime` before Lambda's cut-off (no store touched), and the build
+   * goes on for the next invocation.
+   */
+  readonly ready: () => Promise<void>
+  /** Releases the runtime (the store's connections): at the end of a test or a local run. */
+  readonly dispose: () => Promise<void>
+}
 
 /**
  * An idempotent function of an event.

@@ -64,11 +64,13 @@ export type HttpEvent = APIGatewayProxyEvent | APIGatewayProxyEventV2
 export type HttpResult = APIGatewayProxyResult | APIGatewayProxyStructuredResultV2
 
 /**
- * A Lambda handler of HTTP events. `ready()` builds the execution environment's runtime now (awaited
- * at a module's top level: during Lambda's init phase, which does not count against an invocation's
- * time); without it, a first invocation whose cold start leaves too little time answers 503
- * (`InsufficientTime`) before Lambda's cut-off, and the build goes on for the next one. `dispose()`
- * releases the runtime (tests, local runs).
+ * A Lambda handler of HTTP events: call it as Lambda does, `handler(event, context)`, or in a test
+ * with `LambdaTest.invoke(handler, LambdaTest.httpApiEvent(...))`. It resolves with the result for
+ * the event's source, failures included (problem responses). `ready()` builds the execution
+ * environment's runtime now (awaited at a module's top level: during Lambda's init phase, which does
+ * not count against an invocation's time); without it, a first invocation whose cold start leaves
+ * too little time answers 503 (`InsufficientTime`) before Lambda's cut-off, and the build goes on for
+ * the next one. `dispose()` releases the runtime (tests, local runs).
  *
  * @since 0.1.0
  * @category models

@@ -22,3 +22,8 @@ export * as LambdaInvocation from "./LambdaInvocation.js"
  * @since 0.1.0
  */
 export * as LambdaSqs from "./LambdaSqs.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as LambdaTest from "./LambdaTest.js"

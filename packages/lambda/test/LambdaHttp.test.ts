@@ -5,9 +5,8 @@
  * real stores.
  */
 import { IdempotencyContext, IdempotencyStore } from "@effect-idempotency/core"
-import { LambdaHttp } from "@effect-idempotency/lambda"
+import { LambdaHttp, LambdaTest } from "@effect-idempotency/lambda"
 import { assert, describe, it } from "@effect/vitest"
-import type { APIGatewayProxyEvent, APIGatewayProxyEventV2 } from "aws-lambda"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -15,44 +14,21 @@ import { initialized, invoke, makeDownstream } from "./utils/LambdaRunner.js"
 import { realStores } from "./utils/stores.js"
 
 const v2 = (body: string, headers: Record<string, string>, options: { readonly base64?: boolean } = {}) =>
-  ({
-    version: "2.0",
-    routeKey: "POST /orders",
-    rawPath: "/orders",
-    rawQueryString: "",
-    cookies: ["session=abc"],
+  LambdaTest.httpApiEvent({
+    method: "POST",
+    path: "/orders",
     headers: { "content-type": "application/json", ...headers },
-    requestContext: {
-      accountId: "123456789012",
-      apiId: "api",
-      domainName: "api.example.com",
-      domainPrefix: "api",
-      http: { method: "POST", path: "/orders", protocol: "HTTP/1.1", sourceIp: "127.0.0.1", userAgent: "test" },
-      requestId: "r",
-      routeKey: "POST /orders",
-      stage: "$default",
-      time: "30/Nov/2026:00:00:00 +0000",
-      timeEpoch: 0
-    },
-    body: options.base64 === true ? Buffer.from(body).toString("base64") : body,
-    isBase64Encoded: options.base64 === true
-  }) satisfies APIGatewayProxyEventV2
+    cookies: ["session=abc"],
+    body: options.base64 === true ? new TextEncoder().encode(body) : body
+  })
 
 const v1 = (body: string, headers: Record<string, string>) =>
-  ({
-    resource: "/orders",
-    path: "/orders",
-    httpMethod: "POST",
+  LambdaTest.restApiEvent({
+    method: "POST",
+    path: "/orders?source=web",
     headers: { "Content-Type": "application/json", ...headers },
-    multiValueHeaders: {},
-    queryStringParameters: { source: "web" },
-    multiValueQueryStringParameters: { source: ["web"] },
-    pathParameters: null,
-    stageVariables: null,
-    requestContext: {} as APIGatewayProxyEvent["requestContext"],
-    body,
-    isBase64Encoded: false
-  }) satisfies APIGatewayProxyEvent
+    body
+  })
 
 for (const store of realStores) {
   describe(`LambdaHttp on ${store.name}`, () => {

@@ -4,12 +4,12 @@
  * as done, and FIFO order (the first failure fails every record after it).
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
-import { LambdaSqs } from "@effect-idempotency/lambda"
+import { LambdaSqs, LambdaTest } from "@effect-idempotency/lambda"
 import { assert, describe, it } from "@effect/vitest"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { invoke, sqsRecord } from "./utils/LambdaRunner.js"
+import { invoke } from "./utils/LambdaRunner.js"
 
 class Unavailable extends Data.TaggedError("Unavailable")<{}> {}
 
@@ -33,14 +33,19 @@ const consumer = (options: { readonly fifo?: boolean; readonly failing?: Readonl
   return { charged, handler }
 }
 
-const record = (id: string, chargeId: string) => sqsRecord(id, JSON.stringify({ chargeId, cents: 100 }), 1)
+const record = (id: string, chargeId: string) =>
+  LambdaTest.sqsRecord({ messageId: id, body: JSON.stringify({ chargeId, cents: 100 }) })
 
 describe("LambdaSqs.batch", () => {
   it.live("answers with the failed records only; a redelivered record is replayed, not charged again", () =>
     Effect.gen(function*() {
       const { charged, handler } = consumer({ failing: new Set(["c-2"]) })
       const first = yield* invoke(handler, {
-        Records: [record("m-1", "c-1"), record("m-2", "c-2"), sqsRecord("m-3", "not json", 1)]
+        Records: [
+          record("m-1", "c-1"),
+          record("m-2", "c-2"),
+          LambdaTest.sqsRecord({ messageId: "m-3", body: "not json" })
+        ]
       }, "3 seconds")
       assert.deepStrictEqual(first._tag === "Ok" && first.value, {
         batchItemFailures: [{ itemIdentifier: "m-2" }, { itemIdentifier: "m-3" }]

@@ -7,15 +7,9 @@ import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { InsufficientTime } from "../LambdaError.js"
+import type { Handler } from "../LambdaEvent.js"
 import type { LambdaContext } from "../LambdaInvocation.js"
 import { defaultMargin, Invocation } from "../LambdaInvocation.js"
-
-/** @internal */
-export interface Handler<Event, Result> {
-  (event: Event, context: LambdaContext): Promise<Result>
-  readonly ready: () => Promise<void>
-  readonly dispose: () => Promise<void>
-}
 
 /**
  * What Lambda gets when an invocation fails: the error itself when it is an `Error` (tagged errors

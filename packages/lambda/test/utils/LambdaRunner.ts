@@ -1,14 +1,17 @@
 /**
  * A Lambda-like runner, not a mock of the adapter: it invokes a handler with real event shapes and a
- * context whose remaining time runs down on the wall clock, stops waiting at the function's timeout
- * (Lambda would have stopped the invocation: its answer is lost), retries asynchronous invocations
- * twice after failures, and plays an SQS queue: batches, partial batch responses, redelivery after a
- * visibility timeout, and duplicate deliveries.
+ * context whose remaining time runs down on the wall clock (both from `LambdaTest`), stops waiting at
+ * the function's timeout (Lambda would have stopped the invocation: its answer is lost), retries
+ * asynchronous invocations twice after failures, and plays an SQS queue: batches, partial batch
+ * responses, redelivery after a visibility timeout, and duplicate deliveries.
+ *
+ * Its `invoke` differs from `LambdaTest.invoke`: every outcome is data with its duration, and the
+ * context may claim less time than the runner gives (an owner that runs past its expiry).
  */
+import { LambdaTest } from "@effect-idempotency/lambda"
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import { randomUUID } from "node:crypto"
 
 /** A handler as the adapter builds it. */
 export type LambdaHandler<Event, Result> = (
@@ -49,11 +52,7 @@ export const invoke = <Event, Result>(
       resume(Effect.succeed(invocation))
     }
     const timer = setTimeout(() => settle({ _tag: "TimedOut", millis: performance.now() - start }), limit)
-    handler(event, {
-      awsRequestId: randomUUID(),
-      functionName: "test-function",
-      getRemainingTimeInMillis: () => Math.max(0, Math.round(claimed - (performance.now() - start)))
-    }).then(
+    handler(event, LambdaTest.context({ remaining: claimed })).then(
       (value) => settle({ _tag: "Ok", value, millis: performance.now() - start }),
       (error: unknown) => settle({ _tag: "Error", error, millis: performance.now() - start })
     )
@@ -79,24 +78,6 @@ export const invokeAsync = <Event, Result>(
     }
     return attempts
   })
-
-/** An SQS record of `body`, as Lambda delivers it. */
-export const sqsRecord = (messageId: string, body: string, receiveCount: number): SQSRecord => ({
-  messageId,
-  receiptHandle: `receipt-${messageId}-${receiveCount}`,
-  body,
-  attributes: {
-    ApproximateReceiveCount: String(receiveCount),
-    SentTimestamp: "1700000000000",
-    SenderId: "AIDAEXAMPLE",
-    ApproximateFirstReceiveTimestamp: "1700000000000"
-  },
-  messageAttributes: {},
-  md5OfBody: "",
-  eventSource: "aws:sqs",
-  eventSourceARN: "arn:aws:sqs:us-east-1:123456789012:orders",
-  awsRegion: "us-east-1"
-})
 
 interface Message {
   readonly id: string
@@ -150,14 +131,14 @@ export const drain = (
       for (const message of visible) {
         message.receives++
         message.visibleAt = performance.now() + visibility
-        records.push(sqsRecord(message.id, message.body, message.receives))
+        const delivery = () =>
+          LambdaTest.sqsRecord({ messageId: message.id, body: message.body, receiveCount: message.receives })
+        records.push(delivery())
         // at-least-once delivery: some messages come twice in their first batch
-        if (message.receives === 1 && options.duplicates?.has(message.id) === true) {
-          records.push(sqsRecord(message.id, message.body, message.receives))
-        }
+        if (message.receives === 1 && options.duplicates?.has(message.id) === true) records.push(delivery())
       }
       deliveries += records.length
-      const result = yield* invoke(handler, { Records: records }, options.timeout)
+      const result = yield* invoke(handler, LambdaTest.sqsEvent(records), options.timeout)
       if (result._tag !== "Ok") {
         timedOut++
         continue

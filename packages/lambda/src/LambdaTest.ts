@@ -1,0 +1,504 @@
+/**
+ * Run a deployed function's handler in a test, as Lambda would run it: the events its sources send
+ * (SQS batches, API Gateway REST and HTTP API requests), a context whose remaining time runs down,
+ * and an invocation that Lambda cuts off at the function's timeout. With them, a test of your own
+ * exercises the configuration you deploy (the layer, the key, the schemas, the margin) without a
+ * runner of its own.
+ *
+ * The handler runs in its own runtime, on the wall clock, as it does on Lambda: `context`'s remaining
+ * time and `invoke`'s cut-off follow the wall clock too, whatever `Clock` the test provides.
+ *
+ * @example
+ * ```ts
+ * import { IdempotencyStore } from "@effect-idempotency/core"
+ * import { LambdaSqs, LambdaTest } from "@effect-idempotency/lambda"
+ * import { Effect, Schema } from "effect"
+ *
+ * const handler = LambdaSqs.batch({
+ *   name: "charge",
+ *   layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+ *   body: Schema.parseJson(Schema.Struct({ chargeId: Schema.String, cents: Schema.Int })),
+ *   key: (body) => body.chargeId,
+ *   handler: (body) => Effect.log(`charging ${body.cents} for ${body.chargeId}`)
+ * })
+ *
+ * const program = Effect.gen(function*() {
+ *   const event = LambdaTest.sqsEvent([
+ *     LambdaTest.sqsRecord({ messageId: "m-1", body: JSON.stringify({ chargeId: "c-1", cents: 100 }) }),
+ *     LambdaTest.sqsRecord({ messageId: "m-2", body: "not json" })
+ *   ])
+ *   const response = yield* LambdaTest.invoke(handler, event, { remaining: "10 seconds" })
+ *   console.log(response.batchItemFailures) // [ { itemIdentifier: "m-2" } ]
+ * }).pipe(Effect.ensuring(Effect.promise(() => handler.dispose())))
+ *
+ * Effect.runPromise(program)
+ * ```
+ *
+ * @since 0.1.0
+ */
+import type {
+  APIGatewayProxyEvent,
+  APIGatewayProxyEventV2,
+  Context,
+  SQSEvent,
+  SQSRecord,
+  SQSRecordAttributes
+} from "aws-lambda"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import { createHash, randomUUID } from "node:crypto"
+
+const REGION = "us-east-1"
+const ACCOUNT = "123456789012"
+
+/** The clock Lambda and the handler's runtime read, whatever `Clock` the caller provides. */
+const wallClock = Clock.make()
+
+/**
+ * Lambda's default function timeout: the remaining time of an invocation when `invoke` is not told
+ * another.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const DEFAULT_TIMEOUT: Duration.Duration = Duration.seconds(3)
+
+/**
+ * An SQS message as Lambda delivers it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SqsRecordOptions {
+  readonly messageId: string
+  /** The message's body, as sent. */
+  readonly body: string
+  /** Which delivery of the message this is (`attributes.ApproximateReceiveCount`). Default 1. */
+  readonly receiveCount?: number | undefined
+  /** Merged over the record's attributes: `MessageGroupId`, `MessageDeduplicationId` of a FIFO queue, say. */
+  readonly attributes?: Partial<SQSRecordAttributes> | undefined
+  readonly messageAttributes?: SQSRecord["messageAttributes"] | undefined
+  /** The queue. Default `arn:aws:sqs:us-east-1:123456789012:test-queue`. */
+  readonly eventSourceARN?: string | undefined
+}
+
+/**
+ * An SQS record of a message (`messageId`, `body`, the receive count, the body's MD5, the queue).
+ *
+ * @example
+ * ```ts
+ * import { LambdaTest } from "@effect-idempotency/lambda"
+ *
+ * // the third delivery of a message, after two visibility timeouts
+ * const record = LambdaTest.sqsRecord({ messageId: "m-1", body: "{\"chargeId\":\"c-1\"}", receiveCount: 3 })
+ * console.log(record.attributes.ApproximateReceiveCount) // "3"
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const sqsRecord = (options: SqsRecordOptions): SQSRecord => {
+  const receiveCount = options.receiveCount ?? 1
+  const sentAt = String(wallClock.unsafeCurrentTimeMillis())
+  return {
+    messageId: options.messageId,
+    receiptHandle: `receipt-${options.messageId}-${receiveCount}`,
+    body: options.body,
+    attributes: {
+      ApproximateReceiveCount: String(receiveCount),
+      SentTimestamp: sentAt,
+      SenderId: "AIDAEXAMPLE",
+      ApproximateFirstReceiveTimestamp: sentAt,
+      ...options.attributes
+    },
+    messageAttributes: options.messageAttributes ?? {},
+    md5OfBody: createHash("md5").update(options.body).digest("hex"),
+    eventSource: "aws:sqs",
+    eventSourceARN: options.eventSourceARN ?? `arn:aws:sqs:${REGION}:${ACCOUNT}:test-queue`,
+    awsRegion: REGION
+  }
+}
+
+/**
+ * An SQS event: a batch of records, as the event source mapping hands it to the function. A record
+ * may come twice in a batch (SQS delivers at least once).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const sqsEvent = (records: ReadonlyArray<SQSRecord>): SQSEvent => ({ Records: [...records] })
+
+/**
+ * An HTTP request, for `restApiEvent` and `httpApiEvent`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HttpEventOptions {
+  /** Default `"GET"`. */
+  readonly method?: string | undefined
+  /** The path, with its query string if any: `"/orders?source=web"`. */
+  readonly path: string
+  /** The request's headers (an HTTP API event has their names lower-cased). */
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  /** Text is sent as it is; bytes base64-encoded, with `isBase64Encoded`, as API Gateway sends a binary body. */
+  readonly body?: string | Uint8Array | undefined
+  /** The request's cookies (`"name=value"`): a `Cookie` header (REST), or `cookies` (HTTP API). */
+  readonly cookies?: ReadonlyArray<string> | undefined
+  /** The route's path (REST's `resource`, in HTTP API's `routeKey`): `"/orders/{id}"`. Default: the path. */
+  readonly route?: string | undefined
+  /** The route's parameters: `{ id: "42" }`. */
+  readonly pathParameters?: Readonly<Record<string, string>> | undefined
+  /** The API's domain, the host of the request's URL. Default `"api.example.com"`. */
+  readonly domainName?: string | undefined
+}
+
+/** The parts of a request both payload versions are made of. */
+const parts = (options: HttpEventOptions) => {
+  const method = (options.method ?? "GET").toUpperCase()
+  const at = options.path.indexOf("?")
+  const path = at === -1 ? options.path : options.path.slice(0, at)
+  const rawQuery = at === -1 ? "" : options.path.slice(at + 1)
+  const query = new Map<string, Array<string>>()
+  for (const [name, value] of new URLSearchParams(rawQuery)) {
+    query.set(name, [...(query.get(name) ?? []), value])
+  }
+  const body = options.body === undefined
+    ? undefined
+    : typeof options.body === "string"
+    ? { text: options.body, isBase64Encoded: false }
+    : { text: Buffer.from(options.body).toString("base64"), isBase64Encoded: true }
+  const now = wallClock.unsafeCurrentTimeMillis()
+  return {
+    method,
+    path,
+    rawQuery,
+    query,
+    body,
+    route: options.route ?? path,
+    domainName: options.domainName ?? "api.example.com",
+    pathParameters: options.pathParameters === undefined ? undefined : { ...options.pathParameters },
+    requestId: randomUUID(),
+    now,
+    userAgent: Object.entries(options.headers ?? {}).find(([name]) => name.toLowerCase() === "user-agent")?.[1]
+  }
+}
+
+/** API Gateway's request time: `14/Nov/2023:22:13:20 +0000`. */
+const requestTime = (millis: number): string => {
+  // "Tue, 14 Nov 2023 22:13:20 GMT"
+  const [, day, month, year, time] = new Date(millis).toUTCString().split(" ")
+  return `${day}/${month}/${year}:${time} +0000`
+}
+
+/**
+ * An API Gateway REST API event (payload 1.0) of a request: headers as sent and as lists, the query
+ * string as parameters and lists (`null` without one), the body as text or base64.
+ *
+ * @example
+ * ```ts
+ * import { LambdaHttp, LambdaTest } from "@effect-idempotency/lambda"
+ *
+ * const event = LambdaTest.restApiEvent({
+ *   method: "POST",
+ *   path: "/orders?source=web",
+ *   headers: { "Content-Type": "application/json", "Idempotency-Key": "k-1" },
+ *   body: JSON.stringify({ sku: "A-1" })
+ * })
+ * console.log(LambdaHttp.toRequest(event).url) // https://api.example.com/orders?source=web
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const restApiEvent = (options: HttpEventOptions): APIGatewayProxyEvent => {
+  const request = parts(options)
+  const headers: Record<string, string> = { ...options.headers }
+  if (options.cookies !== undefined && options.cookies.length > 0) {
+    const name = Object.keys(headers).find((name) => name.toLowerCase() === "cookie") ?? "Cookie"
+    headers[name] = [headers[name], ...options.cookies].filter((cookie) => cookie !== undefined).join("; ")
+  }
+  const multiValueHeaders: Record<string, Array<string>> = {}
+  for (const [name, value] of Object.entries(headers)) multiValueHeaders[name] = [value]
+  return {
+    resource: request.route,
+    path: request.path,
+    httpMethod: request.method,
+    headers,
+    multiValueHeaders,
+    queryStringParameters: request.query.size === 0
+      ? null
+      : Object.fromEntries(Array.from(request.query, ([name, values]) => [name, values[values.length - 1]!])),
+    multiValueQueryStringParameters: request.query.size === 0 ? null : Object.fromEntries(request.query),
+    pathParameters: request.pathParameters ?? null,
+    stageVariables: null,
+    requestContext: {
+      accountId: ACCOUNT,
+      apiId: "api",
+      authorizer: null,
+      domainName: request.domainName,
+      domainPrefix: request.domainName.split(".")[0]!,
+      httpMethod: request.method,
+      identity: {
+        accessKey: null,
+        accountId: null,
+        apiKey: null,
+        apiKeyId: null,
+        caller: null,
+        clientCert: null,
+        cognitoAuthenticationProvider: null,
+        cognitoAuthenticationType: null,
+        cognitoIdentityId: null,
+        cognitoIdentityPoolId: null,
+        principalOrgId: null,
+        sourceIp: "127.0.0.1",
+        user: null,
+        userAgent: request.userAgent ?? null,
+        userArn: null
+      },
+      path: `/test${request.path}`,
+      protocol: "HTTP/1.1",
+      requestId: request.requestId,
+      requestTime: requestTime(request.now),
+      requestTimeEpoch: request.now,
+      resourceId: "resource",
+      resourcePath: request.route,
+      stage: "test"
+    },
+    body: request.body?.text ?? null,
+    isBase64Encoded: request.body?.isBase64Encoded ?? false
+  }
+}
+
+/**
+ * An API Gateway HTTP API event (payload 2.0; a function URL sends the same): header names
+ * lower-cased, cookies apart, the raw query string, the body as text or base64.
+ *
+ * @example
+ * ```ts
+ * import { LambdaHttp, LambdaTest } from "@effect-idempotency/lambda"
+ *
+ * // a binary body arrives base64-encoded; the adapter's Request has the bytes back
+ * const event = LambdaTest.httpApiEvent({
+ *   method: "PUT",
+ *   path: "/images/1",
+ *   headers: { "Content-Type": "image/png", "Idempotency-Key": "k-1" },
+ *   body: new Uint8Array([137, 80, 78, 71])
+ * })
+ * console.log(event.isBase64Encoded, event.headers["idempotency-key"]) // true k-1
+ * LambdaHttp.toRequest(event).arrayBuffer().then((bytes) => console.log(bytes.byteLength)) // 4
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const httpApiEvent = (options: HttpEventOptions): APIGatewayProxyEventV2 => {
+  const request = parts(options)
+  const headers: Record<string, string> = {}
+  for (const [name, value] of Object.entries(options.headers ?? {})) {
+    const key = name.toLowerCase()
+    headers[key] = headers[key] === undefined ? value : `${headers[key]},${value}`
+  }
+  const routeKey = `${request.method} ${request.route}`
+  return {
+    version: "2.0",
+    routeKey,
+    rawPath: request.path,
+    rawQueryString: request.rawQuery,
+    ...(options.cookies === undefined || options.cookies.length === 0 ? {} : { cookies: [...options.cookies] }),
+    headers,
+    ...(request.query.size === 0
+      ? {}
+      : { queryStringParameters: Object.fromEntries(Array.from(request.query, ([name, v]) => [name, v.join(",")])) }),
+    ...(request.pathParameters === undefined ? {} : { pathParameters: request.pathParameters }),
+    requestContext: {
+      accountId: ACCOUNT,
+      apiId: "api",
+      domainName: request.domainName,
+      domainPrefix: request.domainName.split(".")[0]!,
+      http: {
+        method: request.method,
+        path: request.path,
+        protocol: "HTTP/1.1",
+        sourceIp: "127.0.0.1",
+        userAgent: request.userAgent ?? ""
+      },
+      requestId: request.requestId,
+      routeKey,
+      stage: "$default",
+      time: requestTime(request.now),
+      timeEpoch: request.now
+    },
+    ...(request.body === undefined ? {} : { body: request.body.text }),
+    isBase64Encoded: request.body?.isBase64Encoded ?? false
+  }
+}
+
+/**
+ * An invocation's context.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ContextOptions {
+  /** The time the invocation has left now: the function's timeout, for a context made as it starts. */
+  readonly remaining: Duration.DurationInput
+  /** Default `"test-function"`. */
+  readonly functionName?: string | undefined
+  /** Default: a random UUID. */
+  readonly awsRequestId?: string | undefined
+}
+
+/**
+ * A Lambda context (the handler's second argument, of `@types/aws-lambda`'s `Context` type) whose
+ * `getRemainingTimeInMillis()` starts at `remaining` and runs down on the wall clock, to 0. The
+ * deprecated `done`, `fail` and `succeed` do nothing: a handler here answers with its promise.
+ *
+ * @example
+ * ```ts
+ * import { LambdaTest } from "@effect-idempotency/lambda"
+ *
+ * const context = LambdaTest.context({ remaining: "3 seconds", functionName: "ship-order" })
+ * console.log(context.getRemainingTimeInMillis() <= 3000, context.invokedFunctionArn)
+ * // true arn:aws:lambda:us-east-1:123456789012:function:ship-order
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const context = (options: ContextOptions): Context => {
+  const functionName = options.functionName ?? "test-function"
+  const awsRequestId = options.awsRequestId ?? randomUUID()
+  const deadline = wallClock.unsafeCurrentTimeMillis() + Math.round(Duration.toMillis(options.remaining))
+  const ignored = () => {}
+  return {
+    callbackWaitsForEmptyEventLoop: true,
+    functionName,
+    functionVersion: "$LATEST",
+    invokedFunctionArn: `arn:aws:lambda:${REGION}:${ACCOUNT}:function:${functionName}`,
+    memoryLimitInMB: "128",
+    awsRequestId,
+    logGroupName: `/aws/lambda/${functionName}`,
+    logStreamName: `[$LATEST]${awsRequestId.replace(/-/g, "")}`,
+    getRemainingTimeInMillis: () => Math.max(0, deadline - wallClock.unsafeCurrentTimeMillis()),
+    done: ignored,
+    fail: ignored,
+    succeed: ignored
+  }
+}
+
+/**
+ * The handler rejected the invocation (or threw): `cause` is what it rejected with, the error
+ * Lambda would report (the adapters reject with their typed errors: `InvalidEvent`,
+ * `InsufficientTime`, the handler's failure).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvocationFailed extends Schema.TaggedError<InvocationFailed>(
+  "@effect-idempotency/lambda/InvocationFailed"
+)("InvocationFailed", { cause: Schema.Defect }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `The invocation failed: ${this.cause instanceof Error ? this.cause.message : String(this.cause)}`
+  }
+}
+
+/**
+ * The handler did not answer within the function's timeout: Lambda stopped the invocation, and
+ * whatever it answers later is lost.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvocationTimedOut extends Schema.TaggedError<InvocationTimedOut>(
+  "@effect-idempotency/lambda/InvocationTimedOut"
+)("InvocationTimedOut", { timeoutMillis: Schema.Number }) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `The invocation did not end within the function's timeout of ${this.timeoutMillis} ms`
+  }
+}
+
+/**
+ * An invocation.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface InvokeOptions {
+  /** The function's timeout: the context's remaining time, and when the invocation is cut off. Default 3 seconds. */
+  readonly remaining?: Duration.DurationInput | undefined
+  /** Default `"test-function"`. */
+  readonly functionName?: string | undefined
+  /** Default: a random UUID. */
+  readonly awsRequestId?: string | undefined
+}
+
+/**
+ * Invokes a handler with `event` and a fresh `context`, as Lambda does: its resolved value is the
+ * result; a rejection (or a throw) fails with `InvocationFailed`; no answer within `remaining` fails
+ * with `InvocationTimedOut`, at that time and never later. The cut-off is on the wall clock, as the
+ * handler's. Like Lambda, it stops waiting, not the handler: a handler that goes on after its
+ * cut-off goes on in the background (`dispose()` it at the end of the test).
+ *
+ * Any handler of the form `(event, context) => Promise<Result>` can be invoked: those of
+ * `LambdaEvent`, `LambdaSqs` and `LambdaHttp`, or a handler of your own.
+ *
+ * @example
+ * ```ts
+ * import { IdempotencyStore } from "@effect-idempotency/core"
+ * import { LambdaEvent, LambdaTest } from "@effect-idempotency/lambda"
+ * import { Effect, Schema } from "effect"
+ *
+ * let shipped = 0
+ * const handler = LambdaEvent.idempotent({
+ *   name: "ship-order",
+ *   layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+ *   event: Schema.Struct({ detail: Schema.Struct({ orderId: Schema.String }) }),
+ *   key: (event) => event.detail.orderId,
+ *   success: Schema.Struct({ trackingId: Schema.String }),
+ *   handler: (event) => Effect.sync(() => ({ trackingId: `track-${event.detail.orderId}-${++shipped}` }))
+ * })
+ *
+ * const program = Effect.gen(function*() {
+ *   const event = { detail: { orderId: "o-1" } }
+ *   const first = yield* LambdaTest.invoke(handler, event, { remaining: "5 seconds" })
+ *   const retry = yield* LambdaTest.invoke(handler, event, { remaining: "5 seconds" })
+ *   console.log(first, retry, shipped) // { trackingId: "track-o-1-1" } twice, shipped once
+ *   // an event the schema refuses: the handler rejects with InvalidEvent
+ *   const refused = yield* Effect.flip(LambdaTest.invoke(handler, { detail: {} }))
+ *   console.log(refused._tag, refused.message) // InvocationFailed The invocation failed: Invalid event: ...
+ * }).pipe(Effect.ensuring(Effect.promise(() => handler.dispose())))
+ *
+ * Effect.runPromise(program)
+ * ```
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const invoke = <Event, Result>(
+  handler: (event: Event, context: Context) => PromiseLike<Result>,
+  event: NoInfer<Event>,
+  options?: InvokeOptions
+): Effect.Effect<Result, InvocationFailed | InvocationTimedOut> =>
+  Effect.suspend(() => {
+    const remaining = Duration.decode(options?.remaining ?? DEFAULT_TIMEOUT)
+    const lambdaContext = context({ ...options, remaining })
+    return Effect.tryPromise({
+      try: () => handler(event, lambdaContext),
+      catch: (cause) => new InvocationFailed({ cause })
+    }).pipe(
+      Effect.timeoutFail({
+        duration: remaining,
+        onTimeout: () => new InvocationTimedOut({ timeoutMillis: Duration.toMillis(remaining) })
+      }),
+      Effect.withClock(wallClock)
+    )
+  })
