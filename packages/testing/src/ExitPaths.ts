@@ -166,6 +166,14 @@ const makeEnv = Effect.gen(function*() {
 
 const keyOf = () => crypto.randomUUID()
 
+/** A string schema whose encoder throws. */
+const Throwing = Schema.transform(Schema.String, Schema.String, {
+  decode: (s) => s,
+  encode: () => {
+    throw new Error("the encoder failed")
+  }
+})
+
 /**
  * Registers the exit-path tests for a store layer.
  *
@@ -520,12 +528,6 @@ export const suite = <E>(
       }))
     test("a success whose encoder throws is kept omitted: never run again, whatever the defect policy", (env) =>
       Effect.gen(function*() {
-        const Throwing = Schema.transform(Schema.String, Schema.String, {
-          decode: (s) => s,
-          encode: () => {
-            throw new Error("the encoder failed")
-          }
-        })
         const key = keyOf()
         const operation = Idempotency.make({
           name: env.name,
@@ -544,12 +546,6 @@ export const suite = <E>(
 
     test("a failure chosen for `store` whose encoder throws is kept omitted, never re-run", (env) =>
       Effect.gen(function*() {
-        const Throwing = Schema.transform(Schema.String, Schema.String, {
-          decode: (s) => s,
-          encode: () => {
-            throw new Error("the encoder failed")
-          }
-        })
         const key = keyOf()
         const operation = Idempotency.make({
           name: env.name,
