@@ -5,8 +5,9 @@ import {
   RequestLimitExceeded,
   ThrottlingException
 } from "@aws-sdk/client-dynamodb"
-import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import { Idempotency, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { DynamoDbClient, DynamoDbStore } from "@effect-idempotency/dynamodb"
+import { StoreFixtures, Timing } from "@effect-idempotency/testing"
 import { assert, it, layer } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -26,17 +27,7 @@ import { backends, clientConfig, storeLayer } from "./utils/backends.js"
 import { connectionReset, injectFailures, recordRequests, startAtWallClock } from "./utils/requests.js"
 import { freePort } from "./utils/servers.js"
 
-const freshId = () =>
-  IdempotencyRecord.makeRecordId({ operation: `faults-${randomUUID()}`, key: IdempotencyKey.unsafeMake(randomUUID()) })
-
-const reserveRequest = (id: IdempotencyRecord.RecordId): IdempotencyStore.ReserveRequest => ({
-  id,
-  token: randomUUID(),
-  fingerprint: "sha256:faults",
-  lease: Duration.seconds(30),
-  ttl: Duration.hours(1),
-  takeover: true
-})
+const { freshId, reserveRequest } = StoreFixtures
 
 const errorTag = (error: unknown): string | undefined =>
   typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : undefined
@@ -364,15 +355,6 @@ const silentServer: Effect.Effect<
   return { endpoint: `http://127.0.0.1:${port}`, closed: Effect.sync(() => state.closed) }
 })
 
-/** Polls `condition` every 10 ms for at most 3 seconds. */
-const eventually = (condition: Effect.Effect<boolean>) =>
-  condition.pipe(
-    Effect.repeat({
-      schedule: Schedule.spaced("10 millis").pipe(Schedule.intersect(Schedule.recurs(300))),
-      until: (ok) => ok
-    })
-  )
-
 /** A store whose client lives for the rest of the scope, on a silent server. */
 const silentStore = (options?: Partial<DynamoDbStore.Options>) =>
   Effect.gen(function*() {
@@ -391,7 +373,7 @@ it.scopedLive("each attempt that outlives requestTimeout is aborted and retried,
     const error = yield* Effect.flip(store.reserve(reserveRequest(freshId())))
     assert.strictEqual(error._tag, "StoreUnavailable")
     assert.isTrue(Cause.isTimeoutException(error.cause))
-    yield* eventually(Effect.map(closed, (n) => n >= 2))
+    yield* Timing.eventually(Effect.map(closed, (n) => n >= 2), "the aborted attempts' connections are open")
     assert.strictEqual(yield* closed, 2)
   }))
 
@@ -400,6 +382,6 @@ it.scopedLive("interrupting a store call aborts its request", () =>
     const { closed, store } = yield* silentStore()
     const result = yield* store.get(freshId()).pipe(Effect.timeout("200 millis"), Effect.flip)
     assert.isTrue(Cause.isTimeoutException(result))
-    yield* eventually(Effect.map(closed, (n) => n >= 1))
+    yield* Timing.eventually(Effect.map(closed, (n) => n >= 1), "the aborted request's connection is open")
     assert.strictEqual(yield* closed, 1)
   }))

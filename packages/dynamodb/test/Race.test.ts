@@ -1,4 +1,5 @@
-import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import { Idempotency, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import { StoreFixtures } from "@effect-idempotency/testing"
 import { assert, layer } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -16,24 +17,13 @@ const ATTEMPTS = 200
 const LEASE = Duration.seconds(30)
 const TTL = Duration.hours(1)
 
-const freshId = () =>
-  IdempotencyRecord.makeRecordId({ operation: `race-${randomUUID()}`, key: IdempotencyKey.unsafeMake(randomUUID()) })
-
-const request = (id: IdempotencyRecord.RecordId, overrides?: Partial<IdempotencyStore.ReserveRequest>) => ({
-  id,
-  token: randomUUID(),
-  fingerprint: "sha256:race",
-  lease: LEASE,
-  ttl: TTL,
-  takeover: true,
-  ...overrides
-})
+const { freshId, reserveRequest } = StoreFixtures
 
 /** Races `ATTEMPTS` reservations of `id` and returns the one winner and the losers. */
 const raceReservations = (store: IdempotencyStore.IdempotencyStore["Type"], id: IdempotencyRecord.RecordId) =>
   Effect.gen(function*() {
     const results = yield* Effect.all(
-      Array.from({ length: ATTEMPTS }, () => store.reserve(request(id))),
+      Array.from({ length: ATTEMPTS }, () => store.reserve(reserveRequest(id))),
       { concurrency: "unbounded" }
     )
     const winners = results.filter((result) => result._tag === "Reserved")
@@ -98,7 +88,7 @@ for (const backend of backends) {
         yield* startAtWallClock
         const store = yield* IdempotencyStore.IdempotencyStore
         const id = freshId()
-        const first = yield* store.reserve(request(id))
+        const first = yield* store.reserve(reserveRequest(id))
         assert.strictEqual(first._tag, "Reserved")
         yield* TestClock.adjust(Duration.sum(LEASE, Duration.seconds(1)))
         const owner = yield* raceReservations(store, id)
@@ -120,7 +110,7 @@ for (const backend of backends) {
         yield* startAtWallClock
         const store = yield* IdempotencyStore.IdempotencyStore
         const id = freshId()
-        const first = yield* store.reserve(request(id))
+        const first = yield* store.reserve(reserveRequest(id))
         if (first._tag !== "Reserved") return assert.fail("expected Reserved")
         yield* store.markFailed({ id, token: first.token, ttl: TTL })
         const owner = yield* raceReservations(store, id)
@@ -132,7 +122,7 @@ for (const backend of backends) {
         yield* startAtWallClock
         const store = yield* IdempotencyStore.IdempotencyStore
         const id = freshId()
-        const first = yield* store.reserve(request(id, { lease: Duration.seconds(5), ttl: Duration.seconds(5) }))
+        const first = yield* store.reserve(reserveRequest(id, { lease: Duration.seconds(5), ttl: Duration.seconds(5) }))
         if (first._tag !== "Reserved") return assert.fail("expected Reserved")
         const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
         yield* store.complete({ id, token: first.token, outcome, ttl: Duration.seconds(5) })

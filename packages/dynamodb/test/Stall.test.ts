@@ -5,12 +5,12 @@
  * waits included; an interrupted call returns at once; and the record is in a state the protocol
  * allows: a call that timed out may have been applied, as a call whose answer was lost.
  */
-import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import type { IdempotencyRecord } from "@effect-idempotency/core"
+import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
 import { DynamoDbClient, DynamoDbStore, DynamoDbTable } from "@effect-idempotency/dynamodb"
-import { TcpProxy } from "@effect-idempotency/testing"
+import { StoreFixtures, TcpProxy, Timing } from "@effect-idempotency/testing"
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
-import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -29,17 +29,7 @@ const CALL_TIMEOUT = Duration.millis(700)
 /** What a loaded 2-core machine may add to a time limit, at most. */
 const SLACK = Duration.seconds(5)
 
-const freshId = () =>
-  IdempotencyRecord.makeRecordId({ operation: `stall-${randomUUID()}`, key: IdempotencyKey.unsafeMake(randomUUID()) })
-
-const reserveRequest = (id: IdempotencyRecord.RecordId, token = randomUUID()): IdempotencyStore.ReserveRequest => ({
-  id,
-  token,
-  fingerprint: "sha256:stall",
-  lease: Duration.seconds(30),
-  ttl: Duration.hours(1),
-  takeover: true
-})
+const { freshId, reserveRequest } = StoreFixtures
 
 /** A store on a fresh table, whose client goes through a proxy to the backend. */
 const storeThroughProxy = (backend: Backend, options?: Partial<DynamoDbStore.Options>) =>
@@ -55,32 +45,9 @@ const storeThroughProxy = (backend: Backend, options?: Partial<DynamoDbStore.Opt
     return { context, proxy, store: Context.get(context, IdempotencyStore.IdempotencyStore) }
   })
 
-/** Runs `effect` and returns its exit and how long it took. */
-const timed = <A, E>(effect: Effect.Effect<A, E>) =>
-  Effect.gen(function*() {
-    const start = yield* Clock.currentTimeMillis
-    const exit = yield* Effect.exit(effect)
-    return { exit, millis: (yield* Clock.currentTimeMillis) - start }
-  })
-
 /** The call failed with `StoreUnavailable` because its time limit passed, within the limit plus `SLACK`. */
-const assertTimedOut = (result: { readonly exit: Exit.Exit<unknown, unknown>; readonly millis: number }) => {
-  assert.isTrue(Exit.isFailure(result.exit), "the call did not fail")
-  const failure = Cause.failureOption((result.exit as Exit.Failure<unknown, unknown>).cause)
-  assert.isTrue(Option.isSome(failure), "not a typed failure")
-  const error = (failure as Option.Some<{ readonly _tag: string; readonly cause?: unknown }>).value
-  assert.strictEqual(error._tag, "StoreUnavailable")
-  assert.isTrue(Cause.isTimeoutException(error.cause), "not a timeout")
-  assert.isAtLeast(result.millis, Duration.toMillis(CALL_TIMEOUT))
-  assert.isBelow(result.millis, Duration.toMillis(Duration.sum(CALL_TIMEOUT, SLACK)))
-}
-
-/** Polls `condition` every 10 ms for at most 5 seconds. */
-const eventually = (condition: Effect.Effect<boolean>, message: string) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 500 && !(yield* condition); i++) yield* Effect.sleep("10 millis")
-    assert.isTrue(yield* condition, message)
-  })
+const assertTimedOut = (result: Timing.Timed<unknown, unknown>) =>
+  Timing.expectTimedOut(result, { callTimeout: CALL_TIMEOUT, slack: SLACK })
 
 for (const backend of backends) {
   describe(`a stalled endpoint (${backend.name})`, () => {
@@ -92,10 +59,13 @@ for (const backend of backends) {
         yield* proxy.stall()
 
         const request = reserveRequest(freshId())
-        assertTimedOut(yield* timed(store.reserve(request)))
-        assertTimedOut(yield* timed(store.get(freshId())))
+        assertTimedOut(yield* Timing.timed(store.reserve(request)))
+        assertTimedOut(yield* Timing.timed(store.get(freshId())))
         // every attempt was aborted and its connection closed
-        yield* eventually(Effect.map(proxy.connections, (n) => n === 0), "a connection of an aborted attempt is open")
+        yield* Timing.eventually(
+          Effect.map(proxy.connections, (n) => n === 0),
+          "a connection of an aborted attempt is open"
+        )
 
         // traffic flows again: nothing of the reservation reached DynamoDB
         yield* proxy.resume
@@ -114,13 +84,19 @@ for (const backend of backends) {
         yield* proxy.stall()
         const before = (yield* proxy.held).requests
         const call = yield* Effect.fork(store.reserve(reserveRequest(freshId())))
-        yield* eventually(Effect.map(proxy.held, (held) => held.requests > before), "no request reached the proxy")
+        yield* Timing.eventually(
+          Effect.map(proxy.held, (held) => held.requests > before),
+          "no request reached the proxy"
+        )
 
         const exit = yield* Fiber.interrupt(call).pipe(
           Effect.timeoutFail({ duration: SLACK, onTimeout: () => "the interruption waited for the endpoint" })
         )
         assert.isTrue(Exit.isInterrupted(exit))
-        yield* eventually(Effect.map(proxy.connections, (n) => n === 0), "the aborted request's connection is open")
+        yield* Timing.eventually(
+          Effect.map(proxy.connections, (n) => n === 0),
+          "the aborted request's connection is open"
+        )
       }))
 
     it.scopedLive("answers held after DynamoDB applied the reservation: StoreUnavailable, then the record is there", () =>
@@ -130,7 +106,7 @@ for (const backend of backends) {
         yield* proxy.stall({ hold: "answers" })
 
         const request = reserveRequest(freshId())
-        assertTimedOut(yield* timed(store.reserve(request)))
+        assertTimedOut(yield* Timing.timed(store.reserve(request)))
 
         // the reservation was applied (its answer lost): IN_PROGRESS under its token, attempt 1,
         // blocking other attempts until its lease ends
@@ -152,7 +128,7 @@ for (const backend of backends) {
         yield* proxy.stall({ connections: "open" })
         const before = (yield* proxy.held).requests
 
-        const result = yield* timed(store.reserve(reserveRequest(freshId())))
+        const result = yield* Timing.timed(store.reserve(reserveRequest(freshId())))
         assert.isTrue(Exit.isSuccess(result.exit))
         assert.strictEqual(Exit.isSuccess(result.exit) ? result.exit.value._tag : undefined, "Reserved")
         // the first attempt went to the stalled connection and was aborted after requestTimeout
@@ -173,7 +149,7 @@ for (const backend of backends) {
         const run = (key: string) =>
           operation.runDetailed({ key, payload: { amount: 1 } }).pipe(Effect.provide(context))
         yield* proxy.stall()
-        const result = yield* timed(run(randomUUID()))
+        const result = yield* Timing.timed(run(randomUUID()))
         assert.isTrue(Exit.isFailure(result.exit))
         const error = Cause.squash((result.exit as Exit.Failure<unknown, unknown>).cause) as { readonly _tag: string }
         assert.strictEqual(error._tag, "StoreUnavailable")

@@ -1,33 +1,16 @@
-import { IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import { StoreFixtures } from "@effect-idempotency/testing"
 import { assert, layer } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
-import { randomUUID } from "node:crypto"
 import { backends, storeLayer } from "./utils/backends.js"
 import { startAtWallClock } from "./utils/requests.js"
 
-const freshId = () =>
-  IdempotencyRecord.makeRecordId({ operation: `store-${randomUUID()}`, key: IdempotencyKey.unsafeMake(randomUUID()) })
+const { expectReserved, FP_A, freshId, reserveRequest } = StoreFixtures
 
 const SHORT = { lease: Duration.seconds(5), ttl: Duration.seconds(5) }
-
-const reserveRequest = (
-  id: IdempotencyRecord.RecordId,
-  overrides?: Partial<IdempotencyStore.ReserveRequest>
-): IdempotencyStore.ReserveRequest => ({
-  id,
-  token: randomUUID(),
-  fingerprint: "sha256:store",
-  lease: Duration.seconds(30),
-  ttl: Duration.hours(1),
-  takeover: true,
-  ...overrides
-})
-
-const reserved = (result: IdempotencyRecord.ReserveResult) =>
-  result._tag === "Reserved" ? result : assert.fail(`expected Reserved, got Existing(${result.record.status})`)
 
 for (const backend of backends) {
   layer(storeLayer(backend))(`DynamoDbStore on ${backend.name}`, (it) => {
@@ -36,7 +19,7 @@ for (const backend of backends) {
         yield* startAtWallClock
         const store = yield* IdempotencyStore.IdempotencyStore
         const id = freshId()
-        const { token } = reserved(yield* store.reserve(reserveRequest(id, SHORT)))
+        const { token } = expectReserved(yield* store.reserve(reserveRequest(id, SHORT)))
         yield* TestClock.adjust(Duration.seconds(6))
         const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
         const writes = [
@@ -57,13 +40,13 @@ for (const backend of backends) {
         const store = yield* IdempotencyStore.IdempotencyStore
         const failed = freshId()
         const lapsed = freshId()
-        const first = reserved(yield* store.reserve(reserveRequest(failed, SHORT)))
+        const first = expectReserved(yield* store.reserve(reserveRequest(failed, SHORT)))
         yield* store.markFailed({ id: failed, token: first.token, ttl: Duration.seconds(5) })
-        reserved(yield* store.reserve(reserveRequest(lapsed, SHORT)))
+        expectReserved(yield* store.reserve(reserveRequest(lapsed, SHORT)))
         yield* TestClock.adjust(Duration.seconds(6))
         for (const id of [failed, lapsed]) {
           assert.isTrue(Option.isNone(yield* store.get(id)))
-          const again = reserved(yield* store.reserve(reserveRequest(id)))
+          const again = expectReserved(yield* store.reserve(reserveRequest(id)))
           assert.strictEqual(again.attempt, 1)
           assert.strictEqual(Option.getOrThrow(yield* store.get(id)).attempt, 1)
         }
@@ -74,17 +57,17 @@ for (const backend of backends) {
         yield* startAtWallClock
         const store = yield* IdempotencyStore.IdempotencyStore
         const id = freshId()
-        let token = reserved(yield* store.reserve(reserveRequest(id))).token
+        let token = expectReserved(yield* store.reserve(reserveRequest(id))).token
         for (let attempt = 2; attempt <= 4; attempt++) {
           yield* store.markFailed({ id, token, ttl: Duration.hours(1) })
-          const next = reserved(yield* store.reserve(reserveRequest(id)))
+          const next = expectReserved(yield* store.reserve(reserveRequest(id)))
           assert.strictEqual(next.attempt, attempt)
           token = next.token
         }
         const record = Option.getOrThrow(yield* store.get(id))
         assert.strictEqual(record.status, "IN_PROGRESS")
         assert.strictEqual(record.attempt, 4)
-        assert.strictEqual(record.fingerprint, "sha256:store")
+        assert.strictEqual(record.fingerprint, FP_A)
         assert.isUndefined(record.outcome)
       }))
 
@@ -94,8 +77,8 @@ for (const backend of backends) {
         const store = yield* IdempotencyStore.IdempotencyStore
         const id = freshId()
         const request = reserveRequest(id)
-        const first = reserved(yield* store.reserve(request))
-        const again = reserved(yield* store.reserve(request))
+        const first = expectReserved(yield* store.reserve(request))
+        const again = expectReserved(yield* store.reserve(request))
         assert.strictEqual(again.token, first.token)
         assert.strictEqual(again.attempt, 1)
         assert.strictEqual(again.leaseUntil, first.leaseUntil)
@@ -109,7 +92,7 @@ for (const backend of backends) {
         yield* startAtWallClock
         const store = yield* IdempotencyStore.IdempotencyStore
         const id = freshId()
-        const first = reserved(yield* store.reserve(reserveRequest(id)))
+        const first = expectReserved(yield* store.reserve(reserveRequest(id)))
         yield* TestClock.adjust(Duration.seconds(10))
         yield* store.extend({ id, token: first.token, lease: Duration.seconds(30) })
         const record = Option.getOrThrow(yield* store.get(id))

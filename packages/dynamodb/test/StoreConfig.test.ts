@@ -2,12 +2,11 @@
  * `DynamoDbStore.layerConfig`: the table, its attribute names and the purge read from the
  * `ConfigProvider`, and a missing table name reported as a `ConfigError`.
  */
-import { type AttributeValue, GetItemCommand } from "@aws-sdk/client-dynamodb"
-import { IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import { GetItemCommand } from "@aws-sdk/client-dynamodb"
+import { type IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { DynamoDbClient, DynamoDbStore } from "@effect-idempotency/dynamodb"
+import { StoreFixtures, Timing } from "@effect-idempotency/testing"
 import { assert, describe, it } from "@effect/vitest"
-import * as Chunk from "effect/Chunk"
-import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
@@ -15,23 +14,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as TestClock from "effect/TestClock"
-import * as TestServices from "effect/TestServices"
-import { randomUUID } from "node:crypto"
 import { backends, clientLayer, immediateRetries, tableLayer, uniqueTableName } from "./utils/backends.js"
 import { startAtWallClock } from "./utils/requests.js"
-
-/**
- * Waits, in real time (30 s at most), until a fiber sleeps on the TestClock for at least `ahead`, as the
- * background purge does between rounds (the store's deadline watch sleeps shorter, and does not count).
- */
-const awaitSleeper = (ahead: Duration.DurationInput) =>
-  Effect.gen(function*() {
-    const until = (yield* Clock.currentTimeMillis) + Duration.toMillis(ahead)
-    const sleeping = Effect.map(TestClock.sleeps(), Chunk.some((end) => end >= until))
-    for (let i = 0; i < 3000 && !(yield* sleeping); i++) {
-      yield* TestServices.provideLive(Effect.sleep("10 millis"))
-    }
-  })
 
 const fromEnv = DynamoDbStore.layerConfig({
   tableName: Config.string("IDEMPOTENCY_TABLE"),
@@ -44,9 +28,6 @@ const fromEnv = DynamoDbStore.layerConfig({
 
 const withEnv = (env: Record<string, string>) =>
   Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
-
-const freshId = () =>
-  IdempotencyRecord.makeRecordId({ operation: "config", key: IdempotencyKey.unsafeMake(randomUUID()) })
 
 for (const backend of backends) {
   describe(`DynamoDbStore.layerConfig on ${backend.name}`, () => {
@@ -74,30 +55,22 @@ for (const backend of backends) {
             )
           ).pipe(Effect.map((output) => output.Item))
 
-        const id = freshId()
-        const reserved = yield* store.reserve({
-          id,
-          token: randomUUID(),
-          fingerprint: "sha256:config",
-          lease: Duration.seconds(5),
-          ttl: Duration.seconds(5),
-          takeover: true
-        })
+        const id = StoreFixtures.freshId({ operation: "config" })
+        const reserved = yield* store.reserve(
+          StoreFixtures.reserveRequest(id, { lease: Duration.seconds(5), ttl: Duration.seconds(5) })
+        )
         assert.strictEqual(reserved._tag, "Reserved")
         const item = yield* raw(id)
         assert.isDefined(item)
         assert.isDefined(item?.expires?.N, "the TTL attribute is the configured one")
         // the record expires; the purge of the configuration deletes it a minute later. The first round
         // runs at once and is a real request: the clock moves only once the purge fiber sleeps
-        yield* awaitSleeper("1 minute")
+        yield* Timing.awaitSleeper("1 minute")
         yield* TestClock.adjust(Duration.minutes(1))
-        let left: Record<string, AttributeValue> | undefined = item
-        // the purge runs on its own fiber: read until it has deleted, 10 ms of real time apart (30 s at most)
-        for (let i = 0; i < 3000 && left !== undefined; i++) {
-          yield* TestServices.provideLive(Effect.sleep("10 millis"))
-          left = yield* raw(id)
-        }
-        assert.isUndefined(left)
+        // the purge runs on its own fiber: read until it has deleted (a loaded machine gets 30 s)
+        yield* Timing.eventually(Effect.map(raw(id), (left) => left === undefined), "the purge did not delete", {
+          within: "30 seconds"
+        })
       }))
 
     it.effect("a missing table name is a ConfigError naming it", () =>

@@ -10,7 +10,7 @@
 import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
 import type { RedisStore } from "@effect-idempotency/redis"
 import { RedisClient } from "@effect-idempotency/redis"
-import { TcpProxy } from "@effect-idempotency/testing"
+import { TcpProxy, Timing } from "@effect-idempotency/testing"
 import { assert, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -83,21 +83,6 @@ const storeAt = (
     }
   })
 
-/** The elapsed milliseconds of an effect, with its exit. */
-const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function*() {
-    const start = performance.now()
-    const exit = yield* Effect.exit(effect)
-    return [exit, performance.now() - start] as const
-  })
-
-/** Polls (bounded) until `condition` holds. */
-const eventually = (condition: Effect.Effect<boolean>, what: string) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 2000 && !(yield* condition); i++) yield* Effect.sleep("5 millis")
-    assert.isTrue(yield* condition, what)
-  })
-
 /** The client ids of the connections named `name`. */
 const clientIds = (admin: Redis, name: string) =>
   Effect.map(
@@ -120,7 +105,7 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
       const key = randomUUID()
       const run = operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
 
-      const [exit, elapsed] = yield* timed(run)
+      const { exit, millis: elapsed } = yield* Timing.timed(run)
       expectFailure(exit, "StoreUnavailable", "reserve")
       assert.isBelow(elapsed, 3_000)
       assert.strictEqual(yield* Ref.get(executions), 0)
@@ -145,11 +130,11 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
       const id = freshId()
       const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
       yield* Effect.sleep("100 millis")
-      const [, interruptMillis] = yield* timed(Fiber.interrupt(waiting))
+      const { millis: interruptMillis } = yield* Timing.timed(Fiber.interrupt(waiting))
       assert.isBelow(interruptMillis, 50)
 
       const server = yield* redisServer(binary, { port })
-      yield* eventually(Effect.sync(() => client.status === "ready"), "the client connects to the new server")
+      yield* Timing.eventually(Effect.sync(() => client.status === "ready"), "the client connects to the new server")
       assert.isTrue(Option.isNone(yield* store.get(freshId())))
       yield* Effect.sleep("200 millis")
       const admin = yield* rawClient(server.url)
@@ -172,7 +157,7 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
       const attempts = yield* Effect.fork(
         Effect.all(keys.map((key) => Effect.exit(run(key))), { concurrency: "unbounded" })
       )
-      yield* eventually(Effect.sync(() => inFlight(client) === keys.length), "every reservation is in flight")
+      yield* Timing.eventually(Effect.sync(() => inFlight(client) === keys.length), "every reservation is in flight")
       const ids = yield* clientIds(admin, "idem-faults-kill")
       assert.strictEqual(ids.length, 1)
       yield* Effect.promise(() => admin.call("CLIENT", "KILL", "ID", ids[0]!))
@@ -227,7 +212,7 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
 
       yield* server.stop
       const key = randomUUID()
-      const [exit, elapsed] = yield* timed(run(key))
+      const { exit, millis: elapsed } = yield* Timing.timed(run(key))
       expectFailure(exit, "StoreUnavailable", "reserve")
       assert.isBelow(elapsed, 3_000)
       assert.strictEqual(yield* Ref.get(executions), 1)
@@ -250,7 +235,7 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
       yield* run(randomUUID())
 
       yield* proxy.stall()
-      const [exit, elapsed] = yield* timed(run(randomUUID()))
+      const { exit, millis: elapsed } = yield* Timing.timed(run(randomUUID()))
       expectFailure(exit, "StoreUnavailable", "reserve")
       assert.isTrue(elapsed >= 290 && elapsed < 1_500, `${elapsed} ms`)
       assert.isAbove((yield* proxy.held).requests, 0)
@@ -275,7 +260,7 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
       const { store } = yield* storeAt(proxy.port)
       yield* store.get(freshId())
       yield* proxy.stall()
-      const [exit, elapsed] = yield* timed(store.reserve(reserveRequest(freshId())))
+      const { exit, millis: elapsed } = yield* Timing.timed(store.reserve(reserveRequest(freshId())))
       expectFailure(exit, "StoreUnavailable", "reserve")
       const bound = Duration.toMillis(RedisClient.defaultCommandTimeout)
       assert.isTrue(elapsed >= bound - 10 && elapsed < bound + 1_000, `${elapsed} ms`)
@@ -291,8 +276,11 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
       yield* proxy.stall()
       const a = reserveRequest(freshId())
       const first = yield* Effect.fork(store.reserve(a))
-      yield* eventually(Effect.map(proxy.held, (held) => held.requests > 0), "the first reservation reached the proxy")
-      const [, interruptMillis] = yield* timed(Fiber.interrupt(first))
+      yield* Timing.eventually(
+        Effect.map(proxy.held, (held) => held.requests > 0),
+        "the first reservation reached the proxy"
+      )
+      const { millis: interruptMillis } = yield* Timing.timed(Fiber.interrupt(first))
       assert.isBelow(interruptMillis, 50)
 
       const b = reserveRequest(freshId())

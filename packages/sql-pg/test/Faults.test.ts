@@ -5,20 +5,18 @@
  * reservation; the next attempt after recovery proceeds normally.
  */
 import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
-import { TcpProxy } from "@effect-idempotency/testing"
+import { TcpProxy, Timing } from "@effect-idempotency/testing"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, layer } from "@effect/vitest"
-import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
+import type * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
 import type * as Pg from "pg"
-import { Payload, payload, rawClient, rawQuery } from "./utils/fixtures.js"
+import { failureOf, Payload, payload, rawClient, rawQuery } from "./utils/fixtures.js"
 import {
   layerClient,
   layerPrimary,
@@ -31,14 +29,6 @@ import {
 } from "./utils/TestDatabase.js"
 
 const TABLE = runTable("idem_faults")
-
-/** The typed failure of an exit; fails the test on a defect or an interruption. */
-const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
-  assert.isTrue(Exit.isFailure(exit), "expected a failure")
-  const failure = Cause.failureOption((exit as Exit.Failure<A, E>).cause)
-  assert.isTrue(Option.isSome(failure), `not a typed failure: ${Cause.pretty((exit as Exit.Failure<A, E>).cause)}`)
-  return (failure as Option.Some<E>).value
-}
 
 const expectUnavailable = <A, E>(exit: Exit.Exit<A, E>, method = "reserve") => {
   const error = failureOf(exit) as { readonly _tag: string; readonly method?: string }
@@ -110,8 +100,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
       const key = randomUUID()
       yield* proxy.stall()
       const attempt = yield* Effect.fork(Effect.exit(run(key)))
-      for (let i = 0; i < 1000 && (yield* proxy.held).requests === 0; i++) yield* Effect.sleep("5 millis")
-      assert.isAbove((yield* proxy.held).requests, 0)
+      yield* Timing.eventually(Effect.map(proxy.held, (held) => held.requests > 0), "the attempt reached the proxy")
       yield* proxy.cut
       expectUnavailable(yield* Fiber.join(attempt))
       assert.strictEqual(yield* Ref.get(executions), 1)
@@ -156,10 +145,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
 
     /** Waits (bounded) until the pool noticed that every terminated backend closed its connection. */
     const awaitPoolDrained = (pool: Pg.Pool) =>
-      Effect.gen(function*() {
-        for (let i = 0; i < 1000 && pool.totalCount > 0; i++) yield* Effect.sleep("5 millis")
-        assert.strictEqual(pool.totalCount, 0)
-      })
+      Timing.eventually(Effect.sync(() => pool.totalCount === 0), "the pool kept a terminated connection")
 
     it.scoped("pg_terminate_backend while reservations wait: StoreUnavailable, no downstream call, then recovery", () =>
       Effect.gen(function*() {

@@ -7,10 +7,9 @@
  * whose answer was lost.
  */
 import { Idempotency, IdempotencyRecord } from "@effect-idempotency/core"
-import { TcpProxy } from "@effect-idempotency/testing"
+import { TcpProxy, Timing } from "@effect-idempotency/testing"
 import { assert, layer } from "@effect/vitest"
 import * as Cause from "effect/Cause"
-import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -55,32 +54,9 @@ const storeThroughProxy = (callTimeout: Duration.DurationInput = CALL_TIMEOUT) =
     return { proxy, ...store }
   })
 
-/** Runs `effect` and returns its exit and how long it took (by the live clock). */
-const timed = <A, E>(effect: Effect.Effect<A, E>) =>
-  Effect.gen(function*() {
-    const start = yield* Clock.currentTimeMillis
-    const exit = yield* Effect.exit(effect)
-    return { exit, millis: (yield* Clock.currentTimeMillis) - start }
-  })
-
 /** The call failed with `StoreUnavailable` because its time limit passed, within the limit plus `SLACK`. */
-const assertTimedOut = (result: { readonly exit: Exit.Exit<unknown, unknown>; readonly millis: number }) => {
-  assert.isTrue(Exit.isFailure(result.exit), "the call did not fail")
-  const failure = Cause.failureOption((result.exit as Exit.Failure<unknown, unknown>).cause)
-  assert.isTrue(Option.isSome(failure), "not a typed failure")
-  const error = (failure as Option.Some<{ readonly _tag: string; readonly cause?: unknown }>).value
-  assert.strictEqual(error._tag, "StoreUnavailable")
-  assert.isTrue(Cause.isTimeoutException(error.cause), "not a timeout")
-  assert.isAtLeast(result.millis, Duration.toMillis(CALL_TIMEOUT))
-  assert.isBelow(result.millis, Duration.toMillis(Duration.sum(CALL_TIMEOUT, SLACK)))
-}
-
-/** Waits (bounded: 5 s) until the proxy has held more request bytes than `before`. */
-const awaitHeldRequests = (proxy: TcpProxy.TcpProxy, before: number) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 1000 && (yield* proxy.held).requests <= before; i++) yield* Effect.sleep("5 millis")
-    assert.isAbove((yield* proxy.held).requests, before, "no request reached the stalled proxy")
-  })
+const assertTimedOut = (result: Timing.Timed<unknown, unknown>) =>
+  Timing.expectTimedOut(result, { callTimeout: CALL_TIMEOUT, slack: SLACK })
 
 layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyStore on a stalled server", (it) => {
   it.scoped("a call started after the stall fails with StoreUnavailable within callTimeout", () =>
@@ -91,9 +67,9 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
       yield* proxy.stall()
 
       const request = reserveRequest(freshId())
-      assertTimedOut(yield* timed(store.reserve(request)))
+      assertTimedOut(yield* Timing.timed(store.reserve(request)))
       // a call that must open a new connection: the connection never completes its start-up
-      const pending = Array.from({ length: 3 }, () => timed(store.get(freshId())))
+      const pending = Array.from({ length: 3 }, () => Timing.timed(store.get(freshId())))
       for (const result of yield* Effect.all(pending, { concurrency: "unbounded" })) assertTimedOut(result)
       assert.strictEqual(counters.cancels, 0)
 
@@ -123,7 +99,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
       })
       const run = (key: string) => operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
       yield* proxy.stall()
-      const result = yield* timed(run(randomUUID()))
+      const result = yield* Timing.timed(run(randomUUID()))
       assert.isTrue(Exit.isFailure(result.exit))
       const error = Cause.squash((result.exit as Exit.Failure<unknown, unknown>).cause) as { readonly _tag: string }
       assert.strictEqual(error._tag, "StoreUnavailable")
@@ -146,7 +122,10 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
       const before = (yield* proxy.held).requests
       const request = reserveRequest(freshId())
       const call = yield* Effect.fork(store.reserve(request))
-      yield* awaitHeldRequests(proxy, before)
+      yield* Timing.eventually(
+        Effect.map(proxy.held, (held) => held.requests > before),
+        "no request reached the stalled proxy"
+      )
 
       const exit = yield* Fiber.interrupt(call).pipe(
         Effect.timeoutFail({ duration: SLACK, onTimeout: () => "the interruption waited for the server" })
@@ -174,7 +153,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
       yield* proxy.stall({ connections: "open" })
 
       const stalled = reserveRequest(freshId())
-      assertTimedOut(yield* timed(store.reserve(stalled)))
+      assertTimedOut(yield* Timing.timed(store.reserve(stalled)))
       // the stalled connection stays checked out by its statement: later calls get healthy ones
       const ids = Array.from({ length: 8 }, () => freshId())
       for (const id of ids) {
@@ -210,7 +189,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
       yield* proxy.stall({ hold: "answers" })
       const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "42" })
       assertTimedOut(
-        yield* timed(store.complete({ id: request.id, token: request.token, outcome, ttl: Duration.hours(1) }))
+        yield* Timing.timed(store.complete({ id: request.id, token: request.token, outcome, ttl: Duration.hours(1) }))
       )
 
       yield* proxy.resume

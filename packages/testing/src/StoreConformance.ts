@@ -3,7 +3,8 @@
  * from its own test file with its Layer:
  *
  * The suite drives time with `TestClock` (set to the wall clock at the start of each test, then
- * moved with `TestClock.adjust`). A store that reads another clock passes `advance`.
+ * moved with `TestClock.adjust`). A store that reads another clock passes `advance`. A store that
+ * can read its server's clock also calls `serverClockSuite`, which leaves the fiber's clock at 1970.
  *
  * @example
  * ```ts
@@ -27,6 +28,15 @@ import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
 import * as TestServices from "effect/TestServices"
+import {
+  expectExisting,
+  expectLeaseLost,
+  expectReserved,
+  FP_A,
+  FP_B,
+  freshId,
+  reserveRequest
+} from "./StoreFixtures.js"
 
 /**
  * Options of the suite.
@@ -46,50 +56,9 @@ export interface Options {
   readonly timeout?: Duration.DurationInput | undefined
 }
 
-const FP_A = "sha256:aaaa"
-const FP_B = "sha256:bbbb"
+/** The lease and TTL of `reserveRequest`. */
 const LEASE = Duration.seconds(30)
 const TTL = Duration.hours(1)
-
-/** A fresh record id per test, so tests never share a record even on a shared store. */
-const freshId = (options?: { readonly operation?: string; readonly scope?: string }) =>
-  IdempotencyRecord.makeRecordId({
-    operation: options?.operation ?? `conformance-${crypto.randomUUID()}`,
-    key: IdempotencyKey.unsafeMake(crypto.randomUUID()),
-    scope: options?.scope
-  })
-
-const reserveRequest = (
-  id: IdempotencyRecord.RecordId,
-  overrides?: Partial<IdempotencyStore.ReserveRequest>
-): IdempotencyStore.ReserveRequest => ({
-  id,
-  token: crypto.randomUUID(),
-  fingerprint: FP_A,
-  lease: LEASE,
-  ttl: TTL,
-  takeover: true,
-  ...overrides
-})
-
-const expectReserved = (result: IdempotencyRecord.ReserveResult) => {
-  if (result._tag !== "Reserved") {
-    assert.fail(`expected Reserved, got Existing(${result.record.status})`)
-  }
-  return result
-}
-
-const expectExisting = (result: IdempotencyRecord.ReserveResult) => {
-  if (result._tag !== "Existing") assert.fail("expected Existing, got Reserved")
-  return result
-}
-
-const expectLeaseLost = <A, E>(effect: Effect.Effect<A, E>) =>
-  Effect.flip(effect).pipe(
-    Effect.map((error) => {
-      assert.strictEqual((error as { readonly _tag?: string })._tag, "LeaseLost")
-    })
-  )
 
 /**
  * One check of the suite: a name, and the effect that fails when the store of the context breaks
@@ -702,4 +671,219 @@ export const suite = <E>(
 ) =>
   layer(storeLayer, { timeout: options?.timeout ?? Duration.seconds(60) })(name, (it) => {
     for (const { name, run } of checks(options)) it.effect(name, () => run)
+  })
+
+/**
+ * Options of the server-clock suite.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ServerClockOptions<R> {
+  /** Reads the server's clock, in epoch milliseconds, with a service of the suite's layer. */
+  readonly now: Effect.Effect<number, unknown, R>
+  /**
+   * The server deletes a record by itself once it expires (as Redis does with `PXAT`), so a purge
+   * finds nothing. Default false: an expired record stays until `purgeExpired` deletes it.
+   */
+  readonly nativeExpiry?: boolean | undefined
+  /** The time the layer may take to build. Default 60 seconds. */
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * Registers the tests of a store that reads its server's clock (`clock: "server"`): leases and
+ * expiry follow `now`, whatever the fiber's `Clock` says (a `TestClock` at 1970 unless adjusted),
+ * and a lease or TTL of 0 is over by the next call, one of an hour is not over during the test, so
+ * nothing sleeps. The layer provides the store and what `now` needs.
+ *
+ * @example
+ * ```ts
+ * import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
+ * import { StoreConformance } from "@effect-idempotency/testing"
+ * import * as PgClient from "@effect/sql-pg/PgClient"
+ * import * as SqlClient from "@effect/sql/SqlClient"
+ * import * as Effect from "effect/Effect"
+ * import * as Layer from "effect/Layer"
+ * import * as Redacted from "effect/Redacted"
+ *
+ * // the database's clock in epoch milliseconds, as the store reads it
+ * const now = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+ *   sql<{ readonly ms: string }>`SELECT floor(extract(epoch FROM statement_timestamp()) * 1000) AS ms`.pipe(
+ *     Effect.map((rows) => Number(rows[0]!.ms))
+ *   ))
+ *
+ * StoreConformance.serverClockSuite(
+ *   "PgIdempotencyStore with the database's clock",
+ *   PgIdempotencyStore.layer.pipe(
+ *     Layer.provideMerge(PgClient.layer({ url: Redacted.make("postgres://postgres@127.0.0.1:5432/test") }))
+ *   ),
+ *   { now }
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category suites
+ */
+export const serverClockSuite = <R, E>(
+  name: string,
+  storeLayer: Layer.Layer<IdempotencyStore.IdempotencyStore | R, E>,
+  options: ServerClockOptions<NoInfer<R>>
+) =>
+  layer(storeLayer, { timeout: options.timeout ?? Duration.seconds(60) })(name, (it) => {
+    const HOUR = Duration.hours(1)
+    const HOUR_MS = Duration.toMillis(HOUR)
+    const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "\"ok\"" })
+
+    it.effect("leases and expiry are read from the server's clock, not the fiber's", () =>
+      Effect.gen(function*() {
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const id = freshId()
+        const before = yield* options.now
+        const reserved = expectReserved(
+          yield* store.reserve(reserveRequest(id, { lease: Duration.seconds(30), ttl: HOUR }))
+        )
+        const after = yield* options.now
+        assert.isTrue(reserved.leaseUntil >= before + 30_000 && reserved.leaseUntil <= after + 30_000)
+        assert.strictEqual(reserved.expiresAt, reserved.leaseUntil - 30_000 + HOUR_MS)
+        // the fiber's clock jumps two hours (and was at 1970 before): nothing changes in the store
+        yield* TestClock.adjust(Duration.hours(2))
+        const blocked = expectExisting(yield* store.reserve(reserveRequest(id)))
+        assert.strictEqual(blocked.record.token, reserved.token)
+        assert.isTrue(blocked.now >= before && blocked.now <= (yield* options.now))
+        assert.isTrue(Option.isSome(yield* store.get(id)))
+      }))
+
+    it.effect("a lease of 0 is over at once: the next reservation takes the record over", () =>
+      Effect.gen(function*() {
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const id = freshId()
+        const first = expectReserved(yield* store.reserve(reserveRequest(id, { lease: Duration.zero })))
+        assert.isTrue(first.expiresAt > first.leaseUntil)
+        const second = expectReserved(yield* store.reserve(reserveRequest(id)))
+        assert.strictEqual(second.attempt, 2)
+        assert.notStrictEqual(second.token, first.token)
+        // the first owner is fenced out
+        yield* expectLeaseLost(store.complete({ id, token: first.token, outcome, ttl: HOUR }))
+      }))
+
+    it.effect("a lease of an hour blocks other attempts; an ended lease is kept when takeover is off", () =>
+      Effect.gen(function*() {
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const live = freshId()
+        const holder = expectReserved(yield* store.reserve(reserveRequest(live, { lease: HOUR })))
+        const blocked = expectExisting(yield* store.reserve(reserveRequest(live)))
+        assert.strictEqual(blocked.record.token, holder.token)
+        assert.strictEqual(blocked.record.status, "IN_PROGRESS")
+        assert.isTrue(blocked.record.leaseUntil - blocked.now > HOUR_MS - 60_000)
+
+        const ended = freshId()
+        const crashed = expectReserved(yield* store.reserve(reserveRequest(ended, { lease: Duration.zero })))
+        const kept = expectExisting(yield* store.reserve(reserveRequest(ended, { takeover: false })))
+        assert.strictEqual(kept.record.token, crashed.token)
+        assert.isTrue(kept.record.leaseUntil <= kept.now)
+        // nor by another request
+        const other = expectExisting(yield* store.reserve(reserveRequest(ended, { fingerprint: FP_B })))
+        assert.strictEqual(other.record.token, crashed.token)
+      }))
+
+    it.effect("a record lives now + max(lease, ttl) from its reservation", () =>
+      Effect.gen(function*() {
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const longLease = expectReserved(
+          yield* store.reserve(reserveRequest(freshId(), { lease: Duration.hours(2), ttl: HOUR }))
+        )
+        assert.strictEqual(longLease.expiresAt, longLease.leaseUntil)
+        const longTtl = expectReserved(
+          yield* store.reserve(reserveRequest(freshId(), { lease: Duration.seconds(5), ttl: Duration.hours(3) }))
+        )
+        assert.strictEqual(longTtl.expiresAt - longTtl.leaseUntil, 3 * HOUR_MS - 5_000)
+      }))
+
+    it.effect("an infinite lease and TTL are kept as the far future", () =>
+      Effect.gen(function*() {
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const id = freshId()
+        const reserved = expectReserved(
+          yield* store.reserve(reserveRequest(id, { lease: Duration.infinity, ttl: Duration.infinity }))
+        )
+        assert.isTrue(Number.isSafeInteger(reserved.expiresAt) && reserved.expiresAt > 2 ** 52)
+        yield* store.complete({ id, token: reserved.token, outcome, ttl: Duration.infinity })
+        const replay = expectExisting(yield* store.reserve(reserveRequest(id)))
+        assert.strictEqual(replay.record.status, "COMPLETED")
+        assert.deepStrictEqual(replay.record.outcome, outcome)
+      }))
+
+    it.effect("a completion with a TTL of an hour is replayed; with a TTL of 0 it is gone at once", () =>
+      Effect.gen(function*() {
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const kept = freshId()
+        const first = expectReserved(yield* store.reserve(reserveRequest(kept)))
+        yield* store.complete({ id: kept, token: first.token, outcome, ttl: HOUR })
+        const replay = expectExisting(yield* store.reserve(reserveRequest(kept)))
+        assert.strictEqual(replay.record.status, "COMPLETED")
+        assert.deepStrictEqual(replay.record.outcome, outcome)
+        assert.isTrue(replay.record.expiresAt - replay.now > HOUR_MS - 60_000)
+
+        const gone = freshId()
+        const owner = expectReserved(yield* store.reserve(reserveRequest(gone)))
+        yield* store.complete({ id: gone, token: owner.token, outcome, ttl: Duration.zero })
+        assert.isTrue(Option.isNone(yield* store.get(gone)))
+        // a write on the expired record is refused: it no longer exists
+        yield* expectLeaseLost(store.extend({ id: gone, token: owner.token, lease: HOUR }))
+        if (options.nativeExpiry === true) {
+          assert.strictEqual(yield* store.purgeExpired({ limit: 50 }), 0)
+        } else {
+          let purged = 0
+          for (let round = 0; round < 100; round++) {
+            const n = yield* store.purgeExpired({ limit: 50 })
+            purged += n
+            if (n === 0) break
+          }
+          assert.isAtLeast(purged, 1)
+        }
+        const fresh = expectReserved(yield* store.reserve(reserveRequest(gone, { fingerprint: FP_B })))
+        assert.strictEqual(fresh.attempt, 1)
+      }))
+
+    it.effect("an expired record is overwritten by the next reservation before any purge", () =>
+      Effect.gen(function*() {
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const id = freshId()
+        const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+        yield* store.markFailed({ id, token: first.token, ttl: Duration.zero })
+        const fresh = expectReserved(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+        assert.strictEqual(fresh.attempt, 1)
+        const record = Option.getOrThrow(yield* store.get(id))
+        assert.strictEqual(record.fingerprint, FP_B)
+        assert.strictEqual(record.status, "IN_PROGRESS")
+      }))
+
+    it.effect("extend moves an ended lease an hour ahead: the record is blocked again", () =>
+      Effect.gen(function*() {
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const id = freshId()
+        const first = expectReserved(
+          yield* store.reserve(reserveRequest(id, { lease: Duration.zero, ttl: Duration.minutes(1) }))
+        )
+        yield* store.extend({ id, token: first.token, lease: HOUR })
+        const blocked = expectExisting(yield* store.reserve(reserveRequest(id)))
+        assert.strictEqual(blocked.record.token, first.token)
+        assert.isTrue(blocked.record.leaseUntil - blocked.now > HOUR_MS - 60_000)
+        // the record lives at least as long as its lease: past its one-minute TTL
+        assert.strictEqual(blocked.record.expiresAt, blocked.record.leaseUntil)
+        assert.isTrue(blocked.record.expiresAt > first.expiresAt)
+      }))
+
+    it.effect("a FAILED record is taken over at once by the same request, never by another", () =>
+      Effect.gen(function*() {
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const id = freshId()
+        const first = expectReserved(yield* store.reserve(reserveRequest(id, { lease: HOUR })))
+        yield* store.markFailed({ id, token: first.token, ttl: HOUR })
+        const other = expectExisting(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+        assert.strictEqual(other.record.status, "FAILED")
+        const retry = expectReserved(yield* store.reserve(reserveRequest(id, { takeover: false })))
+        assert.strictEqual(retry.attempt, 2)
+      }))
   })

@@ -31,4 +31,14 @@ export * as StoreConformance from "./StoreConformance.js"
 /**
  * @since 0.1.0
  */
+export * as StoreFixtures from "./StoreFixtures.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as TcpProxy from "./TcpProxy.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as Timing from "./Timing.js"

@@ -1,4 +1,4 @@
-import { TcpProxy } from "@effect-idempotency/testing"
+import { TcpProxy, Timing } from "@effect-idempotency/testing"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -63,12 +63,8 @@ const connect = (port: number): Effect.Effect<Client, never, Scope.Scope> =>
     }
   })
 
-/** Polls `condition` every 5 ms for at most 5 seconds. */
-const eventually = (condition: () => boolean, message: string) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 1000 && !condition(); i++) yield* Effect.sleep("5 millis")
-    assert.isTrue(condition(), message)
-  })
+/** Polls `condition` (bounded) until it holds. */
+const eventually = (condition: () => boolean, message: string) => Timing.eventually(Effect.sync(condition), message)
 
 /** Gives the sockets time to deliver whatever they would (when nothing must arrive). */
 const quiet = Effect.sleep("100 millis")

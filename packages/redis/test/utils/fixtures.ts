@@ -1,14 +1,11 @@
-import { IdempotencyKey, IdempotencyRecord } from "@effect-idempotency/core"
-import type { IdempotencyStore } from "@effect-idempotency/core"
+import type { IdempotencyRecord } from "@effect-idempotency/core"
 import { RedisClient, RedisStore } from "@effect-idempotency/redis"
+import { StoreFixtures } from "@effect-idempotency/testing"
 import { assert } from "@effect/vitest"
-import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
+import type * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { RedisOptions } from "ioredis"
 import { Redis } from "ioredis"
@@ -25,48 +22,17 @@ declare module "vitest" {
 /** The server of this run: `TEST_REDIS_URL`, or the `redis-server` the global setup started. */
 export const redisUrl: string = inject("redisUrl")
 
-export const FP_A = "sha256:aaaa"
-export const FP_B = "sha256:bbbb"
-
 /** The start of every key this run writes; the global setup deletes them at the end. */
 const runPrefix: string = inject("redisKeyPrefix")
 
 /** A key prefix no other test uses, so tests never share a record or a purge. */
 export const uniquePrefix = (name: string): string => `${runPrefix}${name}:${randomUUID().slice(0, 8)}:`
 
-export const freshId = (operation = "redis-test") =>
-  IdempotencyRecord.makeRecordId({ operation, key: IdempotencyKey.unsafeMake(randomUUID()) })
+/** Reservation requests and the assertions on results and exits: the testing kit's. */
+export const { expectExisting, expectReserved, failureOf, FP_A, FP_B, reserveRequest } = StoreFixtures
 
-export const reserveRequest = (
-  id: IdempotencyRecord.RecordId,
-  overrides?: Partial<IdempotencyStore.ReserveRequest>
-): IdempotencyStore.ReserveRequest => ({
-  id,
-  token: randomUUID(),
-  fingerprint: FP_A,
-  lease: Duration.seconds(30),
-  ttl: Duration.hours(1),
-  takeover: true,
-  ...overrides
-})
-
-export const expectReserved = (result: IdempotencyRecord.ReserveResult) => {
-  if (result._tag !== "Reserved") assert.fail(`expected Reserved, got Existing(${result.record.status})`)
-  return result
-}
-
-export const expectExisting = (result: IdempotencyRecord.ReserveResult) => {
-  if (result._tag !== "Existing") assert.fail("expected Existing, got Reserved")
-  return result
-}
-
-/** The typed failure of an exit; fails the test on a success, a defect or an interruption. */
-export const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
-  assert.isTrue(Exit.isFailure(exit), "expected a failure")
-  const failure = Cause.failureOption((exit as Exit.Failure<A, E>).cause)
-  assert.isTrue(Option.isSome(failure), `not a typed failure: ${Cause.pretty((exit as Exit.Failure<A, E>).cause)}`)
-  return (failure as Option.Some<E>).value
-}
+/** A record id with a random key, under `operation`. */
+export const freshId = (operation = "redis-test") => StoreFixtures.freshId({ operation })
 
 export const expectFailure = <A, E>(exit: Exit.Exit<A, E>, tag: string, method?: string) => {
   const error = failureOf(exit) as { readonly _tag: string; readonly method?: string }

@@ -1,45 +1,14 @@
-import { IdempotencyKey, IdempotencyRecord } from "@effect-idempotency/core"
-import type { IdempotencyStore } from "@effect-idempotency/core"
-import { assert } from "@effect/vitest"
-import * as Chunk from "effect/Chunk"
-import * as Clock from "effect/Clock"
-import * as Duration from "effect/Duration"
+import { StoreFixtures } from "@effect-idempotency/testing"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import * as TestClock from "effect/TestClock"
-import * as TestServices from "effect/TestServices"
-import { randomUUID } from "node:crypto"
 import * as Pg from "pg"
 
-export const FP_A = "sha256:aaaa"
-export const FP_B = "sha256:bbbb"
+/** Reservation requests and the assertions on results and exits: the testing kit's. */
+export const { expectExisting, expectReserved, failureOf, FP_A, FP_B, reserveRequest } = StoreFixtures
 
-export const freshId = (operation = "sql-pg-test") =>
-  IdempotencyRecord.makeRecordId({ operation, key: IdempotencyKey.unsafeMake(randomUUID()) })
-
-export const reserveRequest = (
-  id: IdempotencyRecord.RecordId,
-  overrides?: Partial<IdempotencyStore.ReserveRequest>
-): IdempotencyStore.ReserveRequest => ({
-  id,
-  token: randomUUID(),
-  fingerprint: FP_A,
-  lease: Duration.seconds(30),
-  ttl: Duration.hours(1),
-  takeover: true,
-  ...overrides
-})
-
-export const expectReserved = (result: IdempotencyRecord.ReserveResult) => {
-  if (result._tag !== "Reserved") assert.fail(`expected Reserved, got Existing(${result.record.status})`)
-  return result
-}
-
-export const expectExisting = (result: IdempotencyRecord.ReserveResult) => {
-  if (result._tag !== "Existing") assert.fail("expected Existing, got Reserved")
-  return result
-}
+/** A record id with a random key, under `operation`. */
+export const freshId = (operation = "sql-pg-test") => StoreFixtures.freshId({ operation })
 
 export const Payload = Schema.Struct({ amount: Schema.Number, currency: Schema.String })
 
@@ -61,18 +30,3 @@ export const rawQuery = (client: Pg.Client, text: string, params?: ReadonlyArray
 
 /** The database's clock, in epoch milliseconds (as the store computes it). */
 export const DB_NOW = "floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint"
-
-/**
- * Waits, in real time (30 s at most), until a fiber sleeps on the TestClock for at least `ahead`, as a
- * background purge does between rounds (a store call's own short waits do not count). Move the clock
- * only after: a round still in flight would otherwise schedule its next one an interval after the
- * moved time, and it would never come.
- */
-export const awaitSleeper = (ahead: Duration.DurationInput) =>
-  Effect.gen(function*() {
-    const until = (yield* Clock.currentTimeMillis) + Duration.toMillis(ahead)
-    const sleeping = Effect.map(TestClock.sleeps(), Chunk.some((end) => end >= until))
-    for (let i = 0; i < 3000 && !(yield* sleeping); i++) {
-      yield* TestServices.provideLive(Effect.sleep("10 millis"))
-    }
-  })
