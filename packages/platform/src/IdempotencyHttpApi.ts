@@ -349,8 +349,8 @@ const isJson = (request: HttpServerRequest.HttpServerRequest): boolean => {
  * The payload of a JSON body, decoded with the endpoint's payload schema and encoded back: what the
  * fingerprint covers, so that the same payload laid out differently is the same request. A body that
  * is not JSON or does not decode is left to `HttpApiBuilder`, which answers it (400); one whose
- * decoding crashes (a body nested too deep for the schema's recursion) is answered 400 here, before
- * anything is reserved or run.
+ * decoding overflows the stack (a body nested too deep) is answered 400 here, before anything is
+ * reserved or run.
  */
 const payloadOf = (schema: Schema.Schema.Any) => {
   const noContext = schema as Schema.Schema<unknown, unknown>
@@ -377,10 +377,14 @@ const payloadOf = (schema: Schema.Schema.Any) => {
         return Effect.succeedNone
       }
       return Effect.succeed(Either.getRight(encode(decoded.right)))
-    } catch {
-      return Effect.fail(
-        new HttpIdempotencyError.InvalidRequestBody({ reason: "Schema", detail: "the body cannot be decoded" })
-      )
+    } catch (error) {
+      // a stack overflow is the body's doing; anything else (a schema that needs a service, say) is
+      // left to `HttpApiBuilder`, and the fingerprint covers the bytes
+      return error instanceof RangeError
+        ? Effect.fail(
+          new HttpIdempotencyError.InvalidRequestBody({ reason: "Schema", detail: "the body cannot be decoded" })
+        )
+        : Effect.succeedNone
     }
   }
 }
