@@ -7,6 +7,7 @@ import { IdempotencyStore } from "@effect-idempotency/core"
 import { LambdaSqs, LambdaTest } from "@effect-idempotency/lambda"
 import { assert, describe, it } from "@effect/vitest"
 import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { invoke } from "./utils/LambdaRunner.js"
@@ -17,7 +18,16 @@ class Declined extends Schema.TaggedError<Declined>()("Declined", { reason: Sche
 
 const Charge = Schema.parseJson(Schema.Struct({ chargeId: Schema.String, cents: Schema.Int }))
 
-const consumer = (options: { readonly fifo?: boolean; readonly failing?: ReadonlySet<string> } = {}) => {
+const consumer = (
+  options: {
+    readonly fifo?: boolean
+    readonly failing?: ReadonlySet<string>
+    /** Charges whose handler dies. */
+    readonly dying?: ReadonlySet<string>
+    /** How long a charge takes. Default: none. */
+    readonly millis?: number
+  } = {}
+) => {
   const charged: Array<string> = []
   const handler = LambdaSqs.batch({
     name: "charge",
@@ -28,7 +38,12 @@ const consumer = (options: { readonly fifo?: boolean; readonly failing?: Readonl
     handler: (charge) =>
       options.failing?.has(charge.chargeId) === true
         ? Effect.fail(new Unavailable())
-        : Effect.sync(() => void charged.push(charge.chargeId))
+        : options.dying?.has(charge.chargeId) === true
+        ? Effect.die("the parser failed")
+        : Effect.zipRight(
+          Effect.sleep(Duration.millis(options.millis ?? 0)),
+          Effect.sync(() => void charged.push(charge.chargeId))
+        )
   })
   return { charged, handler }
 }
@@ -66,15 +81,7 @@ describe("LambdaSqs.batch", () => {
 
   it.live("a duplicate in one batch waits for the first copy and replays it, instead of going back as a conflict", () =>
     Effect.gen(function*() {
-      const charged: Array<string> = []
-      const handler = LambdaSqs.batch({
-        name: "charge",
-        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
-        body: Charge,
-        key: (charge) => charge.chargeId,
-        handler: (charge) =>
-          Effect.as(Effect.sleep("300 millis"), undefined).pipe(Effect.tap(() => void charged.push(charge.chargeId)))
-      })
+      const { charged, handler } = consumer({ millis: 300 })
       const result = yield* invoke(handler, {
         Records: [record("m-1", "c-1"), record("m-2", "c-2"), record("m-3", "c-1"), record("m-1", "c-1")]
       }, "3 seconds")
@@ -98,19 +105,7 @@ describe("LambdaSqs.batch", () => {
 
   it.live("a record's defect fails that record only: the others run to their end and are recorded", () =>
     Effect.gen(function*() {
-      const charged: Array<string> = []
-      const handler = LambdaSqs.batch({
-        name: "charge",
-        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
-        body: Charge,
-        key: (charge) => charge.chargeId,
-        handler: (charge) =>
-          charge.chargeId === "c-1"
-            ? Effect.die("the parser failed")
-            : Effect.as(Effect.sleep("200 millis"), undefined).pipe(
-              Effect.tap(() => void charged.push(charge.chargeId))
-            )
-      })
+      const { charged, handler } = consumer({ dying: new Set(["c-1"]), millis: 200 })
       const first = yield* invoke(handler, {
         Records: [record("m-1", "c-1"), record("m-2", "c-2"), record("m-3", "c-3")]
       }, "3 seconds")
