@@ -2,25 +2,19 @@
  * The protocol engine behind every entry point of `Idempotency`: one attempt of an operation.
  *
  * An attempt validates the key, fingerprints the payload, reserves the record, then either replays
- * the recorded outcome or executes. An execution runs in up to two fibers:
+ * the recorded outcome, refuses, or executes. An execution is the state machine of `execution.ts`,
+ * run here by a driver of two fibers:
  *
  * - the worker runs the downstream, then records its outcome (or applies the failure or defect
- *   policy). It starts at once, on the caller's stack;
- * - the watchdog, started only if the worker waits (a downstream or a store that suspends), sleeps
- *   until the next thing that needs doing: the downstream's deadline, a heartbeat, the point where
- *   the lease would run out, or the attempt's deadline for recording. It interrupts the worker
- *   when the downstream outlives its deadline or its lease, and when the recording outlives the
- *   attempt. While an interrupted downstream winds down, it keeps the lease.
+ *   policy). It starts at once, on the caller's stack, and tells the machine when the downstream ends;
+ * - the watchdog runs the machine's commands (sleep, extend the lease, inspect or interrupt the
+ *   worker) and feeds their answers back. It is the only part that sleeps.
  *
- * A worker that completes without waiting costs one fiber and nothing else: no timer, no watchdog,
- * nothing scheduled. One that waits costs the watchdog and its one timer; on the live clock, a
- * plain timer until the watchdog's first wake-up, and the watchdog only if the worker is still
- * running then (a recording that waits on a real store, a downstream that ends within its time,
- * costs no watchdog). After an interruption, the attempt looks at what the downstream did: an exit that is
- * known by the time the interruption ends is recorded like any other; only an outcome that is
- * really unknown gets the timeout policy. An interrupted caller is no crash: the watchdog stops the
- * downstream as it stops one past its deadline, and the run's interruption takes effect once the
- * outcome is recorded (or its policy applied).
+ * A worker that completes without waiting costs one fiber and nothing else. On the live clock a
+ * plain timer stands in for the watchdog until its first wake-up, and the watchdog starts only if
+ * the worker still runs then. After an interruption, an exit that became known is recorded like any
+ * other; only an outcome that is really unknown gets the timeout policy. An interrupted caller is no
+ * crash: the run's interruption takes effect once the outcome is recorded (or its policy applied).
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -66,6 +60,7 @@ import type { IdempotencyRecord, RecordId, ReserveResult } from "../IdempotencyR
 import { makeRecordId, StoredOutcome } from "../IdempotencyRecord.js"
 import { IdempotencyStore } from "../IdempotencyStore.js"
 import * as Tracing from "../Tracing.js"
+import * as Execution from "./execution.js"
 import { inSpan } from "./span.js"
 
 /**
@@ -174,32 +169,6 @@ const outcomeOf = <A>(exit: Exit.Exit<Ended<A>, unknown>): string => {
   if (Option.isSome(failure)) return isIdempotencyError(failure.value) ? failure.value._tag : "failed"
   return Cause.isInterruptedOnly(exit.cause) ? "interrupted" : "defect"
 }
-
-/** Why the worker was interrupted: by the watchdog, or because the caller was. */
-type Reason = "timeout" | "leaseLost" | "leaseExpiring" | "recordDeadline" | "callerInterrupted"
-
-/** What the worker and the watchdog of one execution share. Local to the execution. */
-interface ExecutionState<A, E> {
-  phase: "downstream" | "record"
-  /** Why the watchdog stops (or stopped) the worker; `undefined` while it need not. */
-  reason: Reason | undefined
-  /** Whether the interruption was sent to the worker. */
-  interrupted: boolean
-  /** When the lease ends at the latest, on this instance's clock (measured from before the write). */
-  leaseEnd: number
-  /** The downstream's exit, once it ended. */
-  exit: Exit.Exit<A, E> | undefined
-  /** When the downstream ended, on this instance's clock. */
-  endedAt: number | undefined
-}
-
-/**
- * How often a watchdog that must stop a downstream checks whether it may: a downstream inside an
- * uninterruptible region is left to finish it, so that its outcome is not thrown away. The checks
- * start 10 ms apart and double up to one second.
- */
-const INTERRUPTIBLE_POLL_FIRST_MILLIS = 10
-const INTERRUPTIBLE_POLL_MAX_MILLIS = 1000
 
 /** A store call bounded by a point in time; past it the call is interrupted and fails as unavailable. */
 type Guard = <X, Y>(method: string, effect: Effect.Effect<X, Y>) => Effect.Effect<X, Y | StoreUnavailable>
@@ -329,33 +298,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     if (configuredLeaseMs === undefined) return floor
     return heartbeatMs === undefined ? Math.max(configuredLeaseMs, floor) : configuredLeaseMs
   }
-
-  /**
-   * How long before its lease ends a downstream that still runs is stopped when the lease could not
-   * be kept: half the margin, leaving the other half for the interruption; at most half the lease, so
-   * that a lease shorter than the margin (kept by a heartbeat) is not given up as soon as it starts.
-   */
-  const guardFor = (leaseMs: number): number => Math.min(marginMs, leaseMs) / 2
-
-  /**
-   * When a watchdog started now would first wake (see `watchdog`): the end of the recording once the
-   * downstream has ended; before, the first of its heartbeat, its deadline, and the point where the
-   * lease would have to be given up.
-   */
-  const firstWake = (
-    state: ExecutionState<A, E>,
-    startedAt: number,
-    downstreamDeadline: number,
-    recordEnd: number,
-    leaseMs: number
-  ): number =>
-    state.phase === "record"
-      ? recordEnd
-      : Math.min(
-        heartbeatMs === undefined ? Infinity : startedAt + heartbeatMs,
-        downstreamDeadline,
-        state.leaseEnd - guardFor(leaseMs)
-      )
 
   // built once per operation: a run only looks them up
   const spanOptions = { attributes: { "idempotency.operation": name }, captureStackTrace: false } as const
@@ -640,31 +582,27 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   ): Effect.Effect<Result<A>, E | IdempotencyError, R> => {
     const attempt = reservation.attempt
     const lease = Duration.millis(leaseMs)
-    const downstreamDeadline = Math.min(
-      reservation.sentAt + timeoutMs,
-      request.deadline === undefined ? Infinity : request.deadline - marginMs
-    )
-    const attemptDeadline = request.deadline ?? Infinity
-    const state: ExecutionState<A, E> = {
-      phase: "downstream",
-      reason: undefined,
-      interrupted: false,
-      leaseEnd: reservation.sentAt + leaseMs,
-      exit: undefined,
-      endedAt: undefined
+    const times: Execution.Times = {
+      leaseMs,
+      heartbeatMs,
+      marginMs,
+      startedAt: clock.unsafeCurrentTimeMillis(),
+      downstreamDeadline: Math.min(
+        reservation.sentAt + timeoutMs,
+        request.deadline === undefined ? Infinity : request.deadline - marginMs
+      ),
+      attemptDeadline: request.deadline ?? Infinity
     }
-    /**
-     * The latest point at which recording still helps: the lease, and the attempt's deadline. A
-     * downstream that ends within its time leaves at least the margin before the deadline. One that
-     * could not be stopped and ended later has already held the attempt past that point, on a lease
-     * the watchdog kept: its known outcome gets the margin after its end, within the lease, so that
-     * it is recorded rather than left for a retry to run again.
-     */
-    const recordEnd = () =>
-      Math.min(
-        state.leaseEnd,
-        state.endedAt === undefined ? attemptDeadline : Math.max(attemptDeadline, state.endedAt + marginMs)
-      )
+    // the execution's state: moved only by `Execution.step`, from the worker, the watchdog and the caller
+    let machine = Execution.initial(times, reservation.sentAt + leaseMs)
+    const dispatch = (event: Execution.Event): Execution.Command => {
+      const [next, command] = Execution.step(times, machine, event)
+      machine = next
+      return command
+    }
+    /** The downstream's exit, once it ended. */
+    let exit: Exit.Exit<A, E> | undefined
+    const recordEnd = () => Execution.recordEnd(times, machine)
 
     const cleanupFailed = (policy: CleanupFailed["policy"], original: unknown) => (cause: StoreFailure) =>
       new CleanupFailed({ operation: name, key: id.key, policy, original, cause })
@@ -847,8 +785,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     } catch (thrown) {
       return Effect.zipRight(giveBack(), Effect.die(thrown))
     }
-    const startedAt = clock.unsafeCurrentTimeMillis()
-    if (startedAt >= downstreamDeadline) {
+    if (clock.unsafeCurrentTimeMillis() >= times.downstreamDeadline) {
       // the reservation took the downstream's time: nothing ran, so it is given back
       return Effect.zipRight(
         giveBack(),
@@ -868,14 +805,17 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     // cannot come between its end and the note of it); its recording is interruptible again
     const worker = Effect.interruptible(
       Effect.uninterruptibleMask((restore) =>
-        Effect.flatMap(Effect.exit(restore(downstream)), (exit) => {
-          state.exit = exit
-          state.endedAt = clock.unsafeCurrentTimeMillis()
-          state.phase = "record"
-          return restore(settle(exit, unbounded))
+        Effect.flatMap(Effect.exit(restore(downstream)), (ended) => {
+          exit = ended
+          if (dispatch({ _tag: "DownstreamEnded", now: clock.unsafeCurrentTimeMillis() })._tag === "Restart") {
+            restartWatchdog?.()
+          }
+          return restore(settle(ended, unbounded))
         })
       )
     )
+    // set once the watchdog can be started: a worker that ends before has no watchdog to wake
+    let restartWatchdog: (() => void) | undefined
     // `watchdogFiber` is started only when the worker is still running once its first run ends,
     // and on the live clock only once something is due (`timer` waits until then)
     let watchdogFiber: Fiber.RuntimeFiber<void> | undefined
@@ -912,31 +852,24 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         // (an `HttpApp` runs its handler so): it is interrupted when the worker is done
         const startWatchdog = () => {
           watchdogFiber = Runtime.runFork(runtime)(
-            Effect.interruptible(watchdog(store, id, token, lease, workerFiber, state, {
-              startedAt,
-              downstreamDeadline,
-              recordEnd
-            }))
+            Effect.interruptible(watchdog(store, id, token, lease, workerFiber, dispatch))
           )
         }
+        restartWatchdog = () => {
+          stopWatchdog()
+          startWatchdog()
+        }
         if (clock === liveClock) {
-          // the watchdog would first sleep until its first wake-up: on the live clock a plain timer
-          // waits instead, and the watchdog starts only if the worker is still running then. A
-          // worker that ends first (a recording that answers, a downstream within its time) costs
-          // no fiber and no watchdog
+          // on the live clock a plain timer waits until the watchdog's first wake-up, and the
+          // watchdog starts only if the worker is still running then: a worker that ends first (a
+          // recording that answers, a downstream within its time) costs no fiber and no watchdog
+          const wake = Execution.firstWake(times, machine)
           timer = setTimeout(
             () => {
               timer = undefined
               if (workerFiber.unsafePoll() === null) startWatchdog()
             },
-            Math.min(
-              MAX_TIMER_MILLIS,
-              Math.max(
-                0,
-                firstWake(state, startedAt, downstreamDeadline, recordEnd(), leaseMs) -
-                  clock.unsafeCurrentTimeMillis()
-              )
-            )
+            Math.min(MAX_TIMER_MILLIS, Math.max(0, wake - clock.unsafeCurrentTimeMillis()))
           )
         } else {
           startWatchdog()
@@ -949,7 +882,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         // the end is handled in this uninterruptible region, so that nothing comes between the
         // worker's exit and the cleanup: no watchdog or timer outlives the run
         return restore(awaitWorker).pipe(
-          Effect.onInterrupt(() => callerInterrupted(workerFiber, startWatchdog)),
+          Effect.onInterrupt(() => callerInterrupted(workerFiber)),
           Effect.flatMap(ended),
           Effect.ensuring(Effect.sync(stopWatchdog))
         )
@@ -972,7 +905,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     function ended(
       workerExit: Exit.Exit<Result<A>, E | IdempotencyError>
     ): Effect.Effect<Result<A>, E | IdempotencyError> {
-      if (Exit.isSuccess(workerExit) || !Cause.isInterruptedOnly(workerExit.cause) || !state.interrupted) {
+      if (Exit.isSuccess(workerExit) || !Cause.isInterruptedOnly(workerExit.cause) || !machine.interrupted) {
         return workerExit
       }
       return Effect.zipRight(Effect.suspend(awaitWatchdogStop), Effect.suspend(afterInterruption))
@@ -980,25 +913,14 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
 
     /**
      * The caller was interrupted (a timeout around the call, a race, a client gone): the attempt is
-     * not a crash. A downstream that runs is stopped, its lease kept while it winds down; a recording
-     * under way finishes (the watchdog bounds it). An outcome that is known, or becomes known while
-     * the downstream stops, is recorded, and an unknown one gets the timeout policy, all before the
-     * interruption takes effect, bounded by the deadline and the lease.
+     * not a crash. The machine decides (`CallerInterrupted`); the run's interruption takes effect
+     * once the worker has ended and its outcome is recorded or its policy applied.
      */
     function callerInterrupted(
-      workerFiber: Fiber.RuntimeFiber<Result<A>, E | IdempotencyError>,
-      startWatchdog: () => void
+      workerFiber: Fiber.RuntimeFiber<Result<A>, E | IdempotencyError>
     ): Effect.Effect<void> {
       return Effect.suspend(() => {
-        if (state.phase === "downstream" && !state.interrupted) {
-          // the watchdog stops it as it stops a downstream past its deadline: at once when it is
-          // interruptible, else as soon as it leaves its uninterruptible region (an interruption
-          // sent there would throw away the value it ends with), keeping its lease meanwhile. It is
-          // started anew, so that it looks at once
-          state.reason ??= "callerInterrupted"
-          stopWatchdog()
-          startWatchdog()
-        }
+        if (dispatch({ _tag: "CallerInterrupted" })._tag === "Restart") restartWatchdog?.()
         return Fiber.await(workerFiber)
       }).pipe(
         Effect.flatMap((workerExit) => ended(workerExit)),
@@ -1008,14 +930,13 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
 
     /** The end of an execution whose worker the watchdog interrupted. */
     function afterInterruption(): Effect.Effect<Result<A>, E | IdempotencyError> {
-      const exit = state.exit
       if (exit !== undefined && !(Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause))) {
         // its exit became known while it was being interrupted (or it was recording): record it
         return settle(exit, boundedBy(recordEnd()))
       }
       // the downstream was stopped before it ended: its outcome is unknown
       const guard = boundedBy(recordEnd())
-      switch (state.reason) {
+      switch (machine.reason) {
         case "leaseLost":
           return Effect.fail(new LeaseLost({ method: "extend", recordId: id.value }))
         case "leaseExpiring":
@@ -1043,13 +964,9 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   }
 
   /**
-   * The watchdog of one execution (see the module's documentation). It never fails: a failed
-   * extension is retried while the lease lasts, and a lost lease stops the downstream.
-   *
-   * Stopping a downstream: a lost lease interrupts it at once (another attempt may run: nothing it
-   * does can be recorded). A timeout or a lease that cannot be kept interrupts it as soon as it is
-   * interruptible: a downstream inside an uninterruptible region finishes that region first, and if
-   * it ends there, its outcome is known and recorded. Until it stops, the lease is kept.
+   * The watchdog of one execution: the driver of `Execution.step`, and the only part of it that
+   * sleeps. It never fails: a failed extension is retried while the lease lasts, and a lost lease
+   * stops the downstream.
    */
   const watchdog = (
     store: IdempotencyStore["Type"],
@@ -1057,89 +974,63 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     token: string,
     lease: Duration.Duration,
     worker: Fiber.RuntimeFiber<unknown, unknown>,
-    state: ExecutionState<A, E>,
-    times: { readonly startedAt: number; readonly downstreamDeadline: number; readonly recordEnd: () => number }
+    dispatch: (event: Execution.Event) => Execution.Command
   ): Effect.Effect<void> =>
     Effect.gen(function*() {
-      const leaseMs = millis(lease)
-      // an extension retried after a failure waits this long, so a short outage costs little lease
-      const retryMs = Math.min(1000, Math.max(50, Math.floor((heartbeatMs ?? leaseMs) / 4)))
-      // the heartbeat counts from the worker's start: the watchdog starts once the worker first waits
-      let nextBeat = heartbeatMs === undefined ? Infinity : times.startedAt + heartbeatMs
-      let retryAt = 0
-      let pollMs = INTERRUPTIBLE_POLL_FIRST_MILLIS
-      /** Whether the downstream was found in an uninterruptible region when it had to stop. */
-      let windingDown = false
-      const guardMs = guardFor(leaseMs)
-      /** When a downstream that still runs is stopped because its lease could not be kept. */
-      const guardAt = (): number => state.leaseEnd - guardMs
-      /**
-       * When the lease must be extended next: on the heartbeat, and while a stopped downstream winds
-       * down. One that cannot be stopped yet runs for a time nobody knows: its lease is extended
-       * from the moment that is found, and again once half of it has passed, so that a slow store
-       * has half a lease (and the retries of a failed extension) to answer before it ends.
-       */
-      const extendAt = (): number => {
-        if (state.phase !== "downstream" || state.reason === "leaseLost") return Infinity
-        const due = state.reason === undefined
-          ? nextBeat
-          : Math.min(nextBeat, windingDown ? state.leaseEnd - leaseMs / 2 : guardAt())
-        return Math.max(retryAt, due)
+      const self = yield* Effect.fiberId
+      // an interruption is sent in the same step as the event that decided it: the worker cannot
+      // move (end its downstream, start recording) between the decision and the interruption
+      const decide = (event: Execution.Event): Execution.Command => {
+        const command = dispatch(event)
+        if (command._tag !== "Interrupt") return command
+        worker.unsafeInterruptAsFork(self)
+        return command.next
       }
-      const interrupt = Effect.suspend(() => {
-        state.interrupted = true
-        return Fiber.interruptFork(worker)
-      })
+      let command: Execution.Command = { _tag: "Look" }
       while (true) {
-        const now = yield* Clock.currentTimeMillis
-        if (state.phase === "record") {
-          // the downstream ended on its own: the worker records its outcome, bounded by the attempt
-          if (state.interrupted) return yield* Effect.never
-          state.reason = undefined
-          if (now >= times.recordEnd()) {
-            state.reason = "recordDeadline"
-            yield* interrupt
+        switch (command._tag) {
+          case "Look": {
+            command = decide({ _tag: "Look", now: yield* Clock.currentTimeMillis })
+            break
+          }
+          case "Extend": {
+            const extended = yield* boundedBy(command.until)("extend", store.extend({ id, token, lease })).pipe(
+              Effect.either
+            )
+            if (extended._tag === "Right") {
+              command = decide({ _tag: "Extended", sentAt: command.sentAt })
+            } else if (isLeaseLost(extended.left)) {
+              yield* Effect.logWarning("idempotency: the lease was lost; interrupting the downstream", extended.left)
+              command = decide({ _tag: "LeaseLost" })
+            } else {
+              yield* Effect.logWarning("idempotency: the lease could not be extended; retrying", extended.left)
+              command = decide({ _tag: "ExtensionFailed", now: yield* Clock.currentTimeMillis })
+            }
+            break
+          }
+          case "Inspect": {
+            const flags = yield* worker.runtimeFlags
+            command = decide({
+              _tag: "Inspected",
+              interruptible: RuntimeFlags.interruptible(flags),
+              now: yield* Clock.currentTimeMillis
+            })
+            break
+          }
+          case "Sleep": {
+            yield* Effect.sleep(Duration.millis(Math.max(1, command.until - (yield* Clock.currentTimeMillis))))
+            command = { _tag: "Look" }
+            break
+          }
+          case "Interrupt":
+            // `decide` sends it
+            command = command.next
+            break
+          case "Park":
+          case "Restart":
+          case "None":
             return yield* Effect.never
-          }
-          yield* Effect.sleep(Duration.millis(Math.max(1, times.recordEnd() - now)))
-          continue
         }
-        if (state.reason === undefined && now >= times.downstreamDeadline) state.reason = "timeout"
-        if (now >= extendAt()) {
-          // bounded, so that the watchdog itself is never held past what it guards
-          const until = state.reason === undefined
-            ? Math.min(times.downstreamDeadline, guardAt())
-            : Math.max(state.leaseEnd, now + retryMs)
-          const extended = yield* boundedBy(until)("extend", store.extend({ id, token, lease })).pipe(Effect.either)
-          if (extended._tag === "Right") {
-            state.leaseEnd = now + leaseMs
-            nextBeat = heartbeatMs === undefined ? Infinity : now + heartbeatMs
-          } else if (isLeaseLost(extended.left)) {
-            yield* Effect.logWarning("idempotency: the lease was lost; interrupting the downstream", extended.left)
-            state.reason = "leaseLost"
-          } else {
-            yield* Effect.logWarning("idempotency: the lease could not be extended; retrying", extended.left)
-            retryAt = (yield* Clock.currentTimeMillis) + retryMs
-          }
-          continue
-        }
-        if (state.reason === undefined && now >= guardAt()) state.reason = "leaseExpiring"
-        let wake = extendAt()
-        if (state.reason === undefined) {
-          wake = Math.min(wake, times.downstreamDeadline, guardAt())
-        } else if (!state.interrupted) {
-          const flags = state.reason === "leaseLost" ? undefined : yield* worker.runtimeFlags
-          if (state.phase !== "downstream") continue
-          if (flags === undefined || RuntimeFlags.interruptible(flags)) {
-            yield* interrupt
-          } else {
-            windingDown = true
-            wake = Math.min(extendAt(), now + pollMs)
-            pollMs = Math.min(INTERRUPTIBLE_POLL_MAX_MILLIS, pollMs * 2)
-          }
-        }
-        if (wake === Infinity) return yield* Effect.never
-        yield* Effect.sleep(Duration.millis(Math.max(1, wake - (yield* Clock.currentTimeMillis))))
       }
     })
 

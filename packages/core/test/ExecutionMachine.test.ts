@@ -1,0 +1,506 @@
+/**
+ * The exhaustive checker of the execution's state machine (`src/internal/execution.ts`).
+ *
+ * A model of what surrounds the machine (the downstream, the store, the worker's recording, the
+ * caller, the clock) runs the machine's commands as the driver in `attempt.ts` does, and explores
+ * every ordering of the events below up to the stated bounds, on every scenario:
+ *
+ * - the downstream ends by itself (before, at and after its deadline, after its lease), hangs, or
+ *   runs in an uninterruptible region that ends after its deadline, after its lease, after two;
+ * - each extension of the lease is applied at once, slowly, after the bound of the call (a timeout),
+ *   fails, hangs, or finds the record taken over (a second attempt, fenced by its token);
+ * - the recording answers at once, slowly, or hangs;
+ * - the caller is interrupted at any point, once;
+ * - the clock jumps past the lease (a frozen process) at any point, once;
+ * - with and without a heartbeat, an attempt's deadline, and the live clock's first timer.
+ *
+ * The bounds: up to two faulty store answers (slow, lost, failed, hanging) per run, one caller
+ * interruption, one clock jump; events due at the same instant are taken in every order, and a
+ * store call or an inspection of the worker answers after anything else due at that instant. A
+ * state met again by another ordering is not explored twice; the counts of states and orderings are
+ * printed.
+ *
+ * At every step it checks the rules the README's exit table states for an execution:
+ *
+ * - an interruptible downstream never runs past its deadline, its lease, a lost lease or its
+ *   interrupted caller;
+ * - the lease of a downstream that cannot be stopped is kept while it winds down, on a healthy store;
+ * - no interruption throws away the value of a downstream inside an uninterruptible region (only a
+ *   lost lease does: another attempt owns the record);
+ * - an outcome that is known gets time to be recorded (half the margin at least) on a healthy store,
+ *   and its recording is cut off only past the lease or the attempt's deadline;
+ * - the attempt answers by its deadline, or a margin after the end of a downstream that could not be
+ *   stopped; it always answers; and the watchdog never spins without the clock moving.
+ *
+ * The schemas, policies and store writes applied after the machine's answer are checked on the real
+ * engine by `ExitSpace.test.ts`, over every combination of the same events.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Execution from "../src/internal/execution.js"
+
+type Downstream =
+  /** Interruptible; ends by itself at `at` (never when `Infinity`). */
+  | { readonly _tag: "Ends"; readonly at: number }
+  /** Inside an uninterruptible region until it ends at `at`. */
+  | { readonly _tag: "Stubborn"; readonly at: number }
+
+type Answer = "ok" | "slow" | "lost" | "failed" | "hangs"
+
+interface Scenario {
+  readonly heartbeat: boolean
+  readonly deadline: boolean
+  /** The live clock: a plain timer until the first wake-up, then the watchdog. */
+  readonly timer: boolean
+  readonly downstream: Downstream
+  /** How long the recording takes; `Infinity` when it hangs. */
+  readonly recording: number
+}
+
+type Pending =
+  | { readonly _tag: "Ready"; readonly command: Execution.Command }
+  | { readonly _tag: "Sleeping"; readonly at: number }
+  /** A store call or an inspection of the worker, answered at `at` with `event`. */
+  | { readonly _tag: "Awaiting"; readonly at: number; readonly event: Execution.Event; readonly applied?: number }
+  | { readonly _tag: "Parked" }
+
+interface World {
+  readonly now: number
+  readonly machine: Execution.State
+  readonly watchdog: Pending
+  readonly downstream: "running" | "ended" | "stopped"
+  /** An interruption was sent while the downstream was inside its uninterruptible region. */
+  readonly interruptPending: boolean
+  /** When the recording answers, while it runs. */
+  readonly recordingAt: number | undefined
+  readonly answered: boolean
+  readonly callerAt: number | undefined
+  readonly lostAt: number | undefined
+  /** When the lease ends on the store. */
+  readonly storeLease: number
+  /** Whether every store call so far answered, in time. */
+  readonly healthy: boolean
+  readonly faults: number
+  readonly jumped: boolean
+  /** When the process woke from its freeze. */
+  readonly jumpedTo?: number
+  /** Commands run since the clock last moved. */
+  readonly spin: number
+  readonly trace: ReadonlyArray<string>
+}
+
+const TIMEOUT = 100
+const MARGIN = 40
+const HEARTBEAT = 60
+const SLOW = 20
+const JUMP = 150
+const HORIZON = 900
+/** The faults (slow, lost, failed or hanging store answers) per run. */
+const MAX_FAULTS = 2
+
+const timesOf = (scenario: Scenario): Execution.Times => {
+  const deadline = scenario.deadline ? 120 : Infinity
+  return {
+    // without a heartbeat the lease covers the timeout and the margin; with one, it is shorter
+    leaseMs: scenario.heartbeat ? 100 : TIMEOUT + MARGIN,
+    heartbeatMs: scenario.heartbeat ? HEARTBEAT : undefined,
+    marginMs: MARGIN,
+    startedAt: 0,
+    downstreamDeadline: Math.min(TIMEOUT, deadline - MARGIN),
+    attemptDeadline: deadline
+  }
+}
+
+const scenarios = (): ReadonlyArray<Scenario> => {
+  const all: Array<Scenario> = []
+  const downstreams: ReadonlyArray<Downstream> = [
+    { _tag: "Ends", at: 30 },
+    { _tag: "Ends", at: 60 },
+    { _tag: "Ends", at: 79 },
+    { _tag: "Ends", at: 80 },
+    { _tag: "Ends", at: 100 },
+    { _tag: "Ends", at: Infinity },
+    { _tag: "Stubborn", at: 90 },
+    { _tag: "Stubborn", at: 170 },
+    { _tag: "Stubborn", at: 330 }
+  ]
+  for (const heartbeat of [false, true]) {
+    for (const deadline of [false, true]) {
+      for (const timer of [false, true]) {
+        for (const downstream of downstreams) {
+          for (const recording of [0, 10, Infinity]) {
+            all.push({ heartbeat, deadline, timer, downstream, recording })
+          }
+        }
+      }
+    }
+  }
+  return all
+}
+
+interface Report {
+  states: number
+  orderings: number
+  violations: Array<string>
+  violated: number
+  rules: Map<string, number>
+  /** Every state (phase, reason, interrupted) with every event applied to it. */
+  coverage: Set<string>
+  answers: Map<string, number>
+}
+
+const check = (scenario: Scenario, report: Report): void => {
+  const times = timesOf(scenario)
+  const guard = Math.min(times.marginMs, times.leaseMs) / 2
+  const stubborn = scenario.downstream._tag === "Stubborn"
+  const machine = Execution.initial(times, times.leaseMs)
+  const start: World = {
+    now: 0,
+    machine,
+    watchdog: scenario.timer
+      ? { _tag: "Sleeping", at: Execution.firstWake(times, machine) }
+      : { _tag: "Ready", command: { _tag: "Look" } },
+    downstream: "running",
+    interruptPending: false,
+    recordingAt: undefined,
+    answered: false,
+    callerAt: undefined,
+    lostAt: undefined,
+    storeLease: times.leaseMs,
+    healthy: true,
+    faults: 0,
+    jumped: false,
+    spin: 0,
+    trace: []
+  }
+
+  const violation = (world: World, rule: string): void => {
+    report.violated++
+    const rules = report.rules.get(rule.replace(/\(\d+\)|\d+/g, "")) ?? 0
+    report.rules.set(rule.replace(/\(\d+\)|\d+/g, ""), rules + 1)
+    if (rules === 0) {
+      report.violations.push(`${rule}\n  scenario ${JSON.stringify(scenario)}\n  ${world.trace.join(" → ")}`)
+    }
+  }
+
+  const with_ = (world: World, label: string, patch: Partial<World>): World => ({
+    ...world,
+    ...patch,
+    trace: [...world.trace, `${world.now}:${label}`]
+  })
+
+  /** The attempt answers: checks when. */
+  const answer = (world: World, how: string, endedAt: number): World => {
+    // a process frozen past the bound answers as it wakes
+    const bound = Math.max(times.attemptDeadline, endedAt + times.marginMs, world.jumpedTo ?? 0)
+    if (world.now > bound) violation(world, `answered at ${world.now}, past ${bound}`)
+    report.answers.set(how, (report.answers.get(how) ?? 0) + 1)
+    return with_(world, `answered(${how})`, { answered: true, watchdog: { _tag: "Parked" } })
+  }
+
+  /** The worker ends interrupted: the outcome is unknown, its policy applied at once. */
+  const stopped = (world: World): World => {
+    const ended = dispatch(world, { _tag: "DownstreamEnded", now: world.now })[0]
+    return answer(
+      with_(ended, "stopped", { downstream: "stopped" }),
+      `unknown:${ended.machine.reason}`,
+      world.now
+    )
+  }
+
+  const dispatch = (world: World, event: Execution.Event): readonly [World, Execution.Command] => {
+    const m = world.machine
+    report.coverage.add(`${m.phase}/${m.reason ?? "-"}/${m.interrupted ? "interrupted" : "-"}: ${event._tag}`)
+    const [machine, command] = Execution.step(times, world.machine, event)
+    return [{ ...world, machine }, command]
+  }
+
+  /**
+   * The watchdog takes the machine's command: an interruption is sent in the same step as the
+   * event that decided it (nothing runs in between), the rest waits for its turn.
+   */
+  const ready = (world: World, command: Execution.Command): World => {
+    if (command._tag !== "Interrupt") return { ...world, watchdog: { _tag: "Ready", command } }
+    return interrupt(with_(world, "interrupt", { watchdog: { _tag: "Ready", command: command.next } }))
+  }
+
+  /** The worker is interrupted. */
+  const interrupt = (w: World): World => {
+    if (w.downstream === "running") {
+      if (!stubborn) return stopped(w)
+      if (w.machine.reason !== "leaseLost") {
+        violation(w, "an interruption would throw away the value of a downstream that cannot be stopped")
+      }
+      return { ...w, interruptPending: true }
+    }
+    if (w.recordingAt !== undefined) {
+      const endedAt = w.machine.endedAt ?? 0
+      const allowed = w.now >= w.machine.leaseEnd ||
+        (w.now >= times.attemptDeadline && w.now >= endedAt + times.marginMs)
+      if (!allowed) violation(w, "a known outcome's recording was cut off before its bound")
+      if (w.healthy && scenario.recording <= guard) violation(w, "a known outcome was not recorded on a healthy store")
+      return answer({ ...w, recordingAt: undefined }, "cut", endedAt)
+    }
+    return w
+  }
+
+  /** Runs one command of the watchdog. */
+  const run = (world: World, command: Execution.Command): ReadonlyArray<World> => {
+    const next = { ...world, spin: world.spin + 1 }
+    if (next.spin > 25) {
+      violation(world, "the watchdog spins without the clock moving")
+      return []
+    }
+    switch (command._tag) {
+      case "Look": {
+        const [w, c] = dispatch(next, { _tag: "Look", now: world.now })
+        return [ready(with_(w, "look", {}), c)]
+      }
+      case "Inspect": {
+        // its answer comes back later in the same instant: the downstream may end meanwhile
+        return [with_(next, `inspect(${!stubborn})`, {
+          watchdog: {
+            _tag: "Awaiting",
+            at: world.now,
+            event: { _tag: "Inspected", interruptible: !stubborn, now: world.now }
+          }
+        })]
+      }
+      case "Sleep":
+        return [with_(next, `sleep(${command.until})`, {
+          watchdog: { _tag: "Sleeping", at: Math.max(command.until, world.now + 1) }
+        })]
+      case "Park":
+      case "None":
+      case "Restart":
+        return [with_(next, "park", { watchdog: { _tag: "Parked" } })]
+      case "Interrupt":
+        return [ready(next, command)]
+      case "Extend": {
+        const answers: ReadonlyArray<Answer> = world.faults < MAX_FAULTS
+          ? ["ok", "slow", "lost", "failed", "hangs"]
+          : ["ok"]
+        return answers.map((a) => {
+          const fault = a === "ok" ? 0 : 1
+          const base = { ...next, faults: world.faults + fault }
+          const label = `extend(${a})`
+          switch (a) {
+            case "ok":
+              return with_(base, label, {
+                watchdog: {
+                  _tag: "Awaiting",
+                  at: world.now,
+                  event: { _tag: "Extended", sentAt: command.sentAt },
+                  applied: world.now
+                }
+              })
+            case "slow": {
+              const at = world.now + SLOW
+              return at < command.until
+                ? with_(base, label, {
+                  watchdog: { _tag: "Awaiting", at, event: { _tag: "Extended", sentAt: command.sentAt }, applied: at }
+                })
+                : with_(base, label, {
+                  healthy: false,
+                  watchdog: {
+                    _tag: "Awaiting",
+                    at: command.until,
+                    event: { _tag: "ExtensionFailed", now: command.until },
+                    applied: at
+                  }
+                })
+            }
+            case "lost":
+              return with_(base, label, {
+                healthy: false,
+                lostAt: world.now,
+                watchdog: { _tag: "Awaiting", at: world.now, event: { _tag: "LeaseLost" } }
+              })
+            case "failed":
+              return with_(base, label, {
+                healthy: false,
+                watchdog: { _tag: "Awaiting", at: world.now, event: { _tag: "ExtensionFailed", now: world.now } }
+              })
+            case "hangs":
+              return with_(base, label, {
+                healthy: false,
+                watchdog: {
+                  _tag: "Awaiting",
+                  at: command.until,
+                  event: { _tag: "ExtensionFailed", now: command.until }
+                }
+              })
+          }
+        })
+      }
+    }
+  }
+
+  /** The clock moves from `world.now` to `to`: what ran meanwhile must have been allowed to. */
+  const advance = (world: World, to: number, jump: boolean): World => {
+    if (to === world.now) return world
+    if (!jump && world.downstream === "running") {
+      const t = world.now
+      if (!stubborn) {
+        if (t >= times.downstreamDeadline) violation(world, `the downstream ran past its deadline (${t})`)
+        if (t >= world.storeLease) violation(world, `the downstream ran past its lease (${t})`)
+        if (world.lostAt !== undefined) violation(world, "the downstream ran on after its lease was lost")
+        if (world.callerAt !== undefined) violation(world, "the downstream ran on after its caller was interrupted")
+      } else if (world.healthy && t >= world.storeLease) {
+        violation(world, `the lease of a downstream that cannot be stopped ran out on a healthy store (${t})`)
+      }
+    }
+    return { ...world, now: to, spin: 0 }
+  }
+
+  // a state met again (by another ordering) has been explored from already
+  const seen = new Set<string>()
+  const explore = (world: World): void => {
+    const { trace: _, ...rest } = world
+    const key = JSON.stringify(rest)
+    if (seen.has(key)) {
+      report.orderings++
+      return
+    }
+    seen.add(key)
+    report.states++
+    if (world.answered) {
+      report.orderings++
+      return
+    }
+    if (world.now > HORIZON) {
+      violation(world, "no answer")
+      report.orderings++
+      return
+    }
+    // what can happen next, with when
+    const next: Array<readonly [number, string, (w: World) => ReadonlyArray<World>]> = []
+    const pending = world.watchdog
+    switch (pending._tag) {
+      case "Ready":
+        next.push([world.now, "watchdog", (w) => run(w, pending.command)])
+        break
+      case "Sleeping":
+        next.push([
+          pending.at,
+          "wake",
+          (w) => [with_(w, "wake", { watchdog: { _tag: "Ready", command: { _tag: "Look" } } })]
+        ])
+        break
+      case "Awaiting":
+        next.push([Math.max(pending.at, world.now), "extended", (w) => {
+          const storeLease = pending.applied === undefined
+            ? w.storeLease
+            : Math.max(w.storeLease, pending.applied + times.leaseMs)
+          const [d, c] = dispatch({ ...w, storeLease }, pending.event)
+          return [ready(with_(d, pending.event._tag, {}), c)]
+        }])
+        break
+      case "Parked":
+        break
+    }
+    if (world.downstream === "running" && scenario.downstream.at !== Infinity) {
+      next.push([Math.max(scenario.downstream.at, world.now), "ends", (w) => {
+        if (w.interruptPending) return [stopped(w)]
+        const [ended, c] = dispatch(w, { _tag: "DownstreamEnded", now: w.now })
+        const d = c._tag === "Restart"
+          ? { ...ended, watchdog: { _tag: "Ready", command: { _tag: "Look" } } as const }
+          : ended
+        if (d.healthy && Execution.recordEnd(times, d.machine) - w.now < guard) {
+          violation(w, "a known outcome was left less than half the margin to be recorded on a healthy store")
+        }
+        const recordingAt = w.now + scenario.recording
+        return [
+          with_(d, "ends", { downstream: "ended", recordingAt: recordingAt === Infinity ? Infinity : recordingAt })
+        ]
+      }])
+    }
+    if (world.recordingAt !== undefined && world.recordingAt !== Infinity) {
+      next.push([
+        Math.max(world.recordingAt, world.now),
+        "recorded",
+        (w) => [answer({ ...w, recordingAt: undefined }, "recorded", w.machine.endedAt ?? 0)]
+      ])
+    }
+    // what was due while the process was frozen happens as it wakes
+    for (let i = 0; i < next.length; i++) next[i] = [Math.max(next[i]![0], world.now), next[i]![1], next[i]![2]]
+    const earliest = Math.min(...next.map(([at]) => at))
+    if (next.length === 0 || earliest === Infinity) {
+      violation(world, "nothing left to happen, and no answer")
+      report.orderings++
+      return
+    }
+    for (const [at, , happen] of next) {
+      if (at !== earliest) continue
+      for (const w of happen(advance(world, at, false))) explore(w)
+    }
+    // the caller may be interrupted now, once; a running downstream is stopped or its recording finishes
+    if (world.callerAt === undefined) {
+      const [w, c] = dispatch(with_(world, "callerInterrupted", { callerAt: world.now }), { _tag: "CallerInterrupted" })
+      explore(c._tag === "Restart" ? { ...w, watchdog: { _tag: "Ready", command: { _tag: "Look" } } } : w)
+    }
+    // the process may freeze now, once, and wake past the lease: nothing ran meanwhile (a fault: the
+    // lease may have run out with nobody to keep it)
+    if (!world.jumped && earliest > world.now) {
+      explore(with_(advance(world, world.now + JUMP, true), "clockJump", {
+        jumped: true,
+        jumpedTo: world.now + JUMP,
+        healthy: false
+      }))
+    }
+  }
+
+  explore(start)
+}
+
+describe("the execution's state machine", () => {
+  it("keeps every rule of the exit table over every ordering of its events up to the bounds", () => {
+    const report: Report = {
+      states: 0,
+      orderings: 0,
+      violations: [],
+      violated: 0,
+      rules: new Map(),
+      coverage: new Set(),
+      answers: new Map()
+    }
+    const all = scenarios()
+    for (const scenario of all) check(scenario, report)
+    console.log(
+      `execution machine: ${all.length} scenarios, ${report.states} states, ${report.orderings} orderings, ` +
+        `${report.coverage.size} (state, event) pairs, answers ${JSON.stringify(Object.fromEntries(report.answers))}`
+    )
+    // every event met each phase (the end of the downstream, only while it runs)
+    const events = [
+      "CallerInterrupted",
+      "DownstreamEnded",
+      "Extended",
+      "ExtensionFailed",
+      "Inspected",
+      "LeaseLost",
+      "Look"
+    ]
+    for (const phase of ["downstream", "record"]) {
+      const met = new Set(
+        [...report.coverage].filter((pair) => pair.startsWith(`${phase}/`)).map((pair) => pair.split(": ")[1])
+      )
+      assert.deepStrictEqual([...met].sort(), events.filter((e) => phase === "downstream" || e !== "DownstreamEnded"))
+    }
+    if (report.violated > 0) {
+      console.log(report.violated, Object.fromEntries(report.rules), report.violations.join("\n\n"))
+    }
+    assert.deepStrictEqual(report.violations, [])
+    // every kind of end was reached
+    for (
+      const how of [
+        "recorded",
+        "cut",
+        "unknown:timeout",
+        "unknown:leaseLost",
+        "unknown:leaseExpiring",
+        "unknown:callerInterrupted"
+      ]
+    ) {
+      assert.isAbove(report.answers.get(how) ?? 0, 0, how)
+    }
+  })
+})
