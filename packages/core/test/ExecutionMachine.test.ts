@@ -15,10 +15,10 @@
  * - with and without a heartbeat, an attempt's deadline, and the live clock's first timer.
  *
  * The bounds: up to two faulty store answers (slow, lost, failed, hanging) per run, one caller
- * interruption, one clock jump; events due at the same instant are taken in every order, and a
- * store call or an inspection of the worker answers after anything else due at that instant. A
- * state met again by another ordering is not explored twice; the counts of states and orderings are
- * printed.
+ * interruption, one clock jump. Events due at the same instant are taken in every order; a store
+ * call or an inspection of the worker answers in a step of its own, so anything due at that instant
+ * may come first. A state met again by another ordering is not explored twice; the counts of states
+ * and orderings are printed.
  *
  * At every step it checks the rules the README's exit table states for an execution:
  *
@@ -35,7 +35,15 @@
  * The schemas, policies and store writes applied after the machine's answer are checked on the real
  * engine by `ExitSpace.test.ts`, over every combination of the same events.
  */
+import { Idempotency, IdempotencyError, IdempotencyStore } from "@effect-idempotency/core"
 import { assert, describe, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as TestClock from "effect/TestClock"
 import * as Execution from "../src/internal/execution.js"
 
 type Downstream =
@@ -85,6 +93,10 @@ interface World {
   readonly jumpedTo?: number
   /** Commands run since the clock last moved. */
   readonly spin: number
+  /** The extensions sent. */
+  readonly extensions: number
+  /** What a driver shows: the extensions sent, the interruption of the downstream, the answer. */
+  readonly log: ReadonlyArray<string>
   readonly trace: ReadonlyArray<string>
 }
 
@@ -99,13 +111,15 @@ const MAX_FAULTS = 2
 
 const timesOf = (scenario: Scenario): Execution.Times => {
   const deadline = scenario.deadline ? 120 : Infinity
+  // the downstream must end a margin before the deadline
+  const timeoutMs = Math.min(TIMEOUT, deadline - MARGIN)
   return {
-    // without a heartbeat the lease covers the timeout and the margin; with one, it is shorter
-    leaseMs: scenario.heartbeat ? 100 : TIMEOUT + MARGIN,
+    // without a heartbeat the lease covers the downstream's time and the margin; with one, it is shorter
+    leaseMs: scenario.heartbeat ? 100 : timeoutMs + MARGIN,
     heartbeatMs: scenario.heartbeat ? HEARTBEAT : undefined,
     marginMs: MARGIN,
     startedAt: 0,
-    downstreamDeadline: Math.min(TIMEOUT, deadline - MARGIN),
+    downstreamDeadline: timeoutMs,
     attemptDeadline: deadline
   }
 }
@@ -137,6 +151,47 @@ const scenarios = (): ReadonlyArray<Scenario> => {
   return all
 }
 
+/** What identifies a state of the model (everything but its trace). */
+const keyOf = (w: World): string => {
+  const m = w.machine
+  const p = w.watchdog
+  const pending = p._tag === "Ready"
+    ? `R${JSON.stringify(p.command)}`
+    : p._tag === "Sleeping"
+    ? `S${p.at}`
+    : p._tag === "Awaiting"
+    ? `A${p.at},${JSON.stringify(p.event)},${p.applied}`
+    : "P"
+  return [
+    w.now,
+    m.phase,
+    m.reason,
+    m.interrupted,
+    m.leaseEnd,
+    m.endedAt,
+    m.nextBeat,
+    m.retryAt,
+    m.pollMs,
+    m.windingDown,
+    m.wakeAt,
+    pending,
+    w.downstream,
+    w.interruptPending,
+    w.recordingAt,
+    w.answered,
+    w.callerAt,
+    w.lostAt,
+    w.storeLease,
+    w.healthy,
+    w.faults,
+    w.jumped,
+    w.jumpedTo,
+    w.spin,
+    w.extensions,
+    w.log.join(" ")
+  ].join("|")
+}
+
 interface Report {
   states: number
   orderings: number
@@ -148,7 +203,16 @@ interface Report {
   answers: Map<string, number>
 }
 
-const check = (scenario: Scenario, report: Report): void => {
+/**
+ * One path's settings: the answer of each extension, by its index; no caller interruption, no clock
+ * jump. The logs of every ordering of the events due at the same instant are collected.
+ */
+interface Path {
+  readonly answer: (extension: number) => Answer
+  readonly logs: Set<string>
+}
+
+const check = (scenario: Scenario, report: Report, path?: Path): void => {
   const times = timesOf(scenario)
   const guard = Math.min(times.marginMs, times.leaseMs) / 2
   const stubborn = scenario.downstream._tag === "Stubborn"
@@ -170,6 +234,8 @@ const check = (scenario: Scenario, report: Report): void => {
     faults: 0,
     jumped: false,
     spin: 0,
+    extensions: 0,
+    log: [],
     trace: []
   }
 
@@ -194,7 +260,11 @@ const check = (scenario: Scenario, report: Report): void => {
     const bound = Math.max(times.attemptDeadline, endedAt + times.marginMs, world.jumpedTo ?? 0)
     if (world.now > bound) violation(world, `answered at ${world.now}, past ${bound}`)
     report.answers.set(how, (report.answers.get(how) ?? 0) + 1)
-    return with_(world, `answered(${how})`, { answered: true, watchdog: { _tag: "Parked" } })
+    return with_(world, `answered(${how})`, {
+      answered: true,
+      watchdog: { _tag: "Parked" },
+      log: [...world.log, `${how}@${world.now}`]
+    })
   }
 
   /** The worker ends interrupted: the outcome is unknown, its policy applied at once. */
@@ -226,7 +296,7 @@ const check = (scenario: Scenario, report: Report): void => {
   /** The worker is interrupted. */
   const interrupt = (w: World): World => {
     if (w.downstream === "running") {
-      if (!stubborn) return stopped(w)
+      if (!stubborn) return stopped({ ...w, log: [...w.log, `interrupt@${w.now}`] })
       if (w.machine.reason !== "leaseLost") {
         violation(w, "an interruption would throw away the value of a downstream that cannot be stopped")
       }
@@ -276,12 +346,19 @@ const check = (scenario: Scenario, report: Report): void => {
       case "Interrupt":
         return [ready(next, command)]
       case "Extend": {
-        const answers: ReadonlyArray<Answer> = world.faults < MAX_FAULTS
+        const answers: ReadonlyArray<Answer> = path !== undefined
+          ? [path.answer(world.extensions)]
+          : world.faults < MAX_FAULTS
           ? ["ok", "slow", "lost", "failed", "hangs"]
           : ["ok"]
         return answers.map((a) => {
           const fault = a === "ok" ? 0 : 1
-          const base = { ...next, faults: world.faults + fault }
+          const base = {
+            ...next,
+            faults: world.faults + fault,
+            extensions: world.extensions + 1,
+            log: [...world.log, `extend@${world.now}`]
+          }
           const label = `extend(${a})`
           switch (a) {
             case "ok":
@@ -355,8 +432,7 @@ const check = (scenario: Scenario, report: Report): void => {
   // a state met again (by another ordering) has been explored from already
   const seen = new Set<string>()
   const explore = (world: World): void => {
-    const { trace: _, ...rest } = world
-    const key = JSON.stringify(rest)
+    const key = keyOf(world)
     if (seen.has(key)) {
       report.orderings++
       return
@@ -365,6 +441,7 @@ const check = (scenario: Scenario, report: Report): void => {
     report.states++
     if (world.answered) {
       report.orderings++
+      path?.logs.add(world.log.join(" "))
       return
     }
     if (world.now > HORIZON) {
@@ -400,7 +477,8 @@ const check = (scenario: Scenario, report: Report): void => {
     }
     if (world.downstream === "running" && scenario.downstream.at !== Infinity) {
       next.push([Math.max(scenario.downstream.at, world.now), "ends", (w) => {
-        if (w.interruptPending) return [stopped(w)]
+        // the interruption sent meanwhile takes effect as the region ends: the value is lost
+        if (w.interruptPending) return [stopped({ ...w, log: [...w.log, `interrupt@${w.now}`] })]
         const [ended, c] = dispatch(w, { _tag: "DownstreamEnded", now: w.now })
         const d = c._tag === "Restart"
           ? { ...ended, watchdog: { _tag: "Ready", command: { _tag: "Look" } } as const }
@@ -434,13 +512,13 @@ const check = (scenario: Scenario, report: Report): void => {
       for (const w of happen(advance(world, at, false))) explore(w)
     }
     // the caller may be interrupted now, once; a running downstream is stopped or its recording finishes
-    if (world.callerAt === undefined) {
+    if (path === undefined && world.callerAt === undefined) {
       const [w, c] = dispatch(with_(world, "callerInterrupted", { callerAt: world.now }), { _tag: "CallerInterrupted" })
       explore(c._tag === "Restart" ? { ...w, watchdog: { _tag: "Ready", command: { _tag: "Look" } } } : w)
     }
     // the process may freeze now, once, and wake past the lease: nothing ran meanwhile (a fault: the
     // lease may have run out with nobody to keep it)
-    if (!world.jumped && earliest > world.now) {
+    if (path === undefined && !world.jumped && earliest > world.now) {
       explore(with_(advance(world, world.now + JUMP, true), "clockJump", {
         jumped: true,
         jumpedTo: world.now + JUMP,
@@ -453,7 +531,7 @@ const check = (scenario: Scenario, report: Report): void => {
 }
 
 describe("the execution's state machine", () => {
-  it("keeps every rule of the exit table over every ordering of its events up to the bounds", () => {
+  it("keeps every rule of the exit table over every ordering of its events up to the bounds", async () => {
     const report: Report = {
       states: 0,
       orderings: 0,
@@ -464,7 +542,11 @@ describe("the execution's state machine", () => {
       answers: new Map()
     }
     const all = scenarios()
-    for (const scenario of all) check(scenario, report)
+    for (const scenario of all) {
+      check(scenario, report)
+      // lets the test runner's messages through between scenarios
+      await new Promise((resolve) => setImmediate(resolve))
+    }
     console.log(
       `execution machine: ${all.length} scenarios, ${report.states} states, ${report.orderings} orderings, ` +
         `${report.coverage.size} (state, event) pairs, answers ${JSON.stringify(Object.fromEntries(report.answers))}`
@@ -502,5 +584,121 @@ describe("the execution's state machine", () => {
     ) {
       assert.isAbove(report.answers.get(how) ?? 0, 0, how)
     }
+  }, 600_000)
+})
+
+/**
+ * The driver cannot drift from the machine: on a path with no caller interruption and no clock jump,
+ * and each extension answered as planned, the real engine (memory store, `TestClock`, moved one
+ * millisecond at a time) sends the extensions, interrupts the downstream and answers exactly when
+ * one of the machine's orderings does.
+ */
+const plans: ReadonlyArray<{ readonly name: string; readonly answer: (extension: number) => Answer }> = [
+  { name: "every extension applied", answer: () => "ok" },
+  { name: "every extension failing", answer: () => "failed" },
+  { name: "the first extension finds the record taken over", answer: () => "lost" }
+]
+
+/** Plays `scenario` on the real engine; its log, as the model writes it. */
+const playReal = (scenario: Scenario, answer: (extension: number) => Answer) =>
+  Effect.gen(function*() {
+    const log: Array<string> = []
+    // the test clock goes on from case to case: the log counts from the case's start
+    const t0 = yield* TestClock.currentTimeMillis
+    const now = () => Effect.map(TestClock.currentTimeMillis, (t) => t - t0)
+    const base = yield* IdempotencyStore.makeMemory({ warn: false })
+    let extensions = 0
+    const store: IdempotencyStore.IdempotencyStore["Type"] = {
+      ...base,
+      extend: (request) =>
+        Effect.flatMap(now(), (at) => {
+          log.push(`extend@${at}`)
+          switch (answer(extensions++)) {
+            case "ok":
+              return base.extend(request)
+            case "lost":
+              return Effect.fail(new IdempotencyError.LeaseLost({ method: "extend", recordId: "r" }))
+            default:
+              return Effect.fail(new IdempotencyError.StoreUnavailable({ method: "extend", cause: "injected" }))
+          }
+        }),
+      complete: (request) =>
+        scenario.recording === Infinity
+          ? Effect.never
+          : Effect.zipRight(Effect.sleep(Duration.millis(scenario.recording)), base.complete(request))
+    }
+    const downstream = scenario.downstream
+    const body: Effect.Effect<string> = downstream._tag === "Stubborn"
+      ? Effect.uninterruptible(Effect.as(Effect.sleep(Duration.millis(downstream.at)), "written"))
+      : downstream.at === Infinity
+      ? Effect.never
+      : Effect.as(Effect.sleep(Duration.millis(downstream.at)), "written")
+    const operation = Idempotency.make({
+      name: "execution-replay",
+      payload: Schema.Null,
+      success: Schema.String,
+      timeout: Duration.millis(TIMEOUT),
+      leaseMargin: Duration.millis(MARGIN),
+      ...(scenario.heartbeat ? { heartbeat: Duration.millis(HEARTBEAT), lease: Duration.millis(100) } : {}),
+      execute: () => body.pipe(Effect.onInterrupt(() => Effect.map(now(), (at) => void log.push(`interrupt@${at}`))))
+    })
+    const request = { key: "k", payload: null, ...(scenario.deadline ? { deadline: t0 + 120 } : {}) }
+    let at = 0
+    const fiber = yield* Effect.fork(
+      Effect.provideService(operation.runDetailed(request), IdempotencyStore.IdempotencyStore, store).pipe(
+        Effect.ensuring(Effect.map(now(), (t) => void (at = t)))
+      )
+    )
+    // each sleep due within a step wakes at its own time
+    for (let step = 0; step < HORIZON && fiber.unsafePoll() === null; step += 10) yield* TestClock.adjust("10 millis")
+    const exit = fiber.unsafePoll()
+    if (exit === null) return [...log, "no answer"].join(" ")
+    const how = Exit.match(exit, {
+      onSuccess: (result) => result.recorded ? "recorded" : "cut",
+      onFailure: (cause) => {
+        const error = Cause.failureOption(cause)
+        if (Option.isNone(error)) return "defect"
+        const e = error.value as { readonly _tag?: string; readonly reason?: string }
+        if (e._tag === "DownstreamTimeout") return "unknown:timeout"
+        if (e._tag === "LeaseLost") return e.reason === "expiring" ? "unknown:leaseExpiring" : "unknown:leaseLost"
+        return `failed:${e._tag}`
+      }
+    })
+    return [...log, `${how}@${at}`].join(" ")
   })
+
+describe("the driver, against the machine", () => {
+  // the live clock's timer is not used on TestClock; a downstream ending as the heartbeat or the
+  // deadline falls due is left to the machine's checker (the order of a tie is the scheduler's)
+  const replayed = scenarios().filter((s) => !s.timer)
+  it.effect(`plays as the machine on ${replayed.length * plans.length} paths`, () =>
+    Effect.gen(function*() {
+      const mismatches: Array<string> = []
+      for (const scenario of replayed) {
+        for (const plan of plans) {
+          const logs = new Set<string>()
+          check(scenario, {
+            states: 0,
+            orderings: 0,
+            violations: [],
+            violated: 0,
+            rules: new Map(),
+            coverage: new Set(),
+            answers: new Map()
+          }, {
+            answer: plan.answer,
+            logs
+          })
+          const real = yield* playReal(scenario, plan.answer)
+          if (!logs.has(real)) {
+            mismatches.push(
+              `${JSON.stringify(scenario)}, ${plan.name}\n  real:    ${real}\n  machine: ${
+                [...logs].join("\n           ")
+              }`
+            )
+          }
+        }
+      }
+      assert.deepStrictEqual(mismatches.slice(0, 5), [], `${mismatches.length} paths differ`)
+    }), { timeout: 300_000 })
 })
