@@ -7,8 +7,9 @@ import { HttpIdempotencyError } from "@effect-idempotency/http"
 import * as Schema from "effect/Schema"
 
 /**
- * The event is not the function's event: it does not decode with the event schema. No store was
- * touched. `detail` says where it broke the schema, bounded, without any of its values.
+ * The event is not the function's event: it does not decode with the event schema, or its decoded
+ * value does not encode back with it (for its fingerprint). No store was touched. `detail` says
+ * where it broke the schema, bounded, without any of its values.
  *
  * @since 0.1.0
  * @category errors

@@ -41,6 +41,7 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
+import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as internal from "./internal/serve.js"
 import { InsufficientTime, InvalidEvent, MissingKey } from "./LambdaError.js"
@@ -115,7 +116,8 @@ export interface Options<Ev, EvI, A, IA, E, EF, IEF, ROut, LE> extends Idempoten
   readonly key: (event: Ev, context: LambdaInvocation.LambdaContext) => string | undefined
   /**
    * The part of the event the fingerprint covers: a retry with the same key and another value of it
-   * fails with `KeyReused`. Default: the whole event, as received.
+   * fails with `KeyReused`. Default: the decoded event, encoded again with `event` (the order of
+   * members and members the schema does not declare do not count).
    */
   readonly payload?: ((event: Ev) => unknown) | undefined
   /** A tenant or user id: keys of different scopes never share a record. */
@@ -204,20 +206,24 @@ export const idempotent = <Ev, EvI, A, IA, E, ROut, LE, EF = never, IEF = never>
   options: Options<Ev, EvI, A, IA, E, EF, IEF, ROut, LE>
 ): Handler<unknown, IA> => {
   const decodeEvent = Schema.decodeUnknown(options.event)
+  const encodeEvent = Schema.encode(options.event)
   const encodeSuccess = Schema.encode(options.success)
+  const invalid = (error: ParseResult.ParseError) =>
+    new InvalidEvent({ detail: IdempotencyErrors.describeParseError(error) })
   return internal.serve(options, (raw: unknown) =>
     Effect.gen(function*() {
-      const event = yield* decodeEvent(raw).pipe(
-        Effect.mapError((error) => new InvalidEvent({ detail: IdempotencyErrors.describeParseError(error) }))
-      )
+      const event = yield* Effect.mapError(decodeEvent(raw), invalid)
       const { context } = yield* LambdaInvocation.Invocation
       const key = options.key(event, context)
       if (key === undefined) return yield* new MissingKey()
+      const fingerprint = options.payload === undefined
+        ? yield* Effect.mapError(encodeEvent(event), invalid)
+        : options.payload(event)
       const value = yield* runIdempotent({
         ...options,
         effect: options.handler(event),
         key,
-        fingerprint: options.payload === undefined ? raw : options.payload(event),
+        fingerprint,
         scope: options.scope?.(event)
       })
       return yield* Effect.orDie(encodeSuccess(value))

@@ -68,7 +68,11 @@ export interface Options<B, BI, A, IA, E, ROut, LE, EF = never, IEF = never> ext
   readonly body: Schema.Schema<B, BI>
   /** A record's idempotency key. Default: its `messageId`. */
   readonly key?: ((body: B, record: SQSRecord) => string) | undefined
-  /** The part of a record the fingerprint covers. Default: its body, as sent. */
+  /**
+   * The part of a record the fingerprint covers. Default: its decoded body, encoded again with `body`
+   * (for `Schema.parseJson(...)`, JSON in the schema's order: the order of members, whitespace and
+   * members the schema does not declare do not count).
+   */
   readonly payload?: ((body: B, record: SQSRecord) => unknown) | undefined
   /** A tenant or user id: keys of different scopes never share a record. */
   readonly scope?: ((body: B, record: SQSRecord) => string | undefined) | undefined
@@ -115,6 +119,7 @@ export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown, EF = never,
   options: Options<B, BI, A, IA, E, ROut, LE, EF, IEF>
 ): Handler<SQSEvent, SQSBatchResponse> => {
   const decodeBody = Schema.decodeUnknown(options.body)
+  const encodeBody = Schema.encode(options.body)
   const success = (options.success ?? Schema.Unknown) as Schema.Schema<A, IA>
 
   /** How a record ended: `true` when it is done (fresh or replayed), `false` when it goes back to the queue. */
@@ -139,22 +144,27 @@ export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown, EF = never,
   }
 
   /**
-   * A record, decoded and keyed, made ready to run: the records of a batch are prepared in order, so
-   * that a record whose key an earlier record of the batch holds waits for that one to end (within
-   * the invocation's time, as every record does) and replays its outcome, instead of being sent back
-   * as a conflict.
+   * A record, decoded, fingerprinted and keyed, made ready to run: the records of a batch are
+   * prepared in order, so that a record whose key an earlier record of the batch holds waits for that
+   * one to end (within the invocation's time, as every record does) and replays its outcome, instead
+   * of being sent back as a conflict.
    */
   const prepare = (record: SQSRecord, inBatch: Map<string, Deferred.Deferred<void>>) =>
     decodeBody(record.body).pipe(
-      Effect.mapError((error) => new InvalidEvent({ detail: IdempotencyError.describeParseError(error) })),
-      Effect.map((body) => {
+      Effect.bindTo("body"),
+      Effect.bind("fingerprint", ({ body }) =>
+        options.payload === undefined ? encodeBody(body) : Effect.succeed(options.payload(body, record))),
+      Effect.mapError((error) =>
+        new InvalidEvent({ detail: IdempotencyError.describeParseError(error) })
+      ),
+      Effect.map(({ body, fingerprint }) => {
         const key = options.key === undefined ? record.messageId : options.key(body, record)
         const scope = options.scope?.(body, record)
         const run = runIdempotent({
           ...options,
           success,
           key,
-          fingerprint: options.payload === undefined ? record.body : options.payload(body, record),
+          fingerprint,
           scope,
           effect: options.handler(body, record)
         })

@@ -1,7 +1,8 @@
 /**
  * The adapter for any event, on the memory store, invoked by the Lambda-like runner: decoding, keys,
  * replays of successes and of stored failures, the deadline taken from the invocation's remaining
- * time, and an execution environment's runtime built once (and again after a failed build).
+ * time, an execution environment's runtime built once (and again after a failed build), and the
+ * fingerprint of the decoded event.
  */
 import { IdempotencyContext, IdempotencyStore } from "@effect-idempotency/core"
 import { LambdaEvent, LambdaInvocation } from "@effect-idempotency/lambda"
@@ -9,6 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { invoke, invokeAsync, makeDownstream } from "./utils/LambdaRunner.js"
 
@@ -198,6 +200,61 @@ describe("LambdaEvent.idempotent", () => {
         assert.deepStrictEqual(warm._tag === "Ok" && warm.value, "pong")
       }
       assert.strictEqual(builds, 2)
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("by default the fingerprint is the decoded event: the order of members and undeclared members do not count", () =>
+    Effect.gen(function*() {
+      let runs = 0
+      const handler = LambdaEvent.idempotent({
+        name: "ship-order",
+        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+        event: ShipEvent,
+        key: (event) => event.detail.orderId,
+        success: Schema.String,
+        handler: (event) => Effect.sync(() => (runs++, `track-${event.detail.orderId}`))
+      })
+      const first = yield* invoke(handler, event("o-6"), "3 seconds")
+      // the same event, its members in another order, with members the schema does not declare
+      const resent = {
+        detail: { items: 2, orderId: "o-6", note: "resent" },
+        "detail-type": "OrderPlaced",
+        id: "evt-o-6",
+        source: "orders",
+        traceId: "t-2"
+      }
+      const retry = yield* invoke(handler, resent, "3 seconds")
+      for (const invocation of [first, retry]) {
+        assert.deepStrictEqual(invocation._tag === "Ok" && invocation.value, "track-o-6")
+      }
+      assert.strictEqual(runs, 1)
+      const reused = yield* invoke(handler, { ...resent, detail: { orderId: "o-6", items: 3 } }, "3 seconds")
+      assert.isTrue(reused._tag === "Error" && (reused.error as { _tag?: string })._tag === "KeyReused")
+      assert.strictEqual(runs, 1)
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("an event that does not encode back for its fingerprint is InvalidEvent, without its contents", () =>
+    Effect.gen(function*() {
+      let runs = 0
+      // an event schema whose encoding refuses what its decoding accepted
+      const OneWay = Schema.transformOrFail(Schema.String, Schema.String, {
+        strict: true,
+        decode: ParseResult.succeed,
+        encode: (text, _, ast) => ParseResult.fail(new ParseResult.Type(ast, text, `cannot encode ${text}`))
+      })
+      const handler = LambdaEvent.idempotent({
+        name: "ping",
+        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+        event: Schema.Struct({ id: OneWay }),
+        key: (event) => event.id,
+        success: Schema.String,
+        handler: () => Effect.sync(() => (runs++, "pong"))
+      })
+      const result = yield* invoke(handler, { id: "sk_live_x" }, "3 seconds")
+      assert.isTrue(result._tag === "Error" && (result.error as { _tag?: string })._tag === "InvalidEvent")
+      assert.notInclude(String((result as { error: Error }).error.message), "sk_live")
+      assert.strictEqual(runs, 0)
       yield* Effect.promise(() => handler.dispose())
     }))
 })

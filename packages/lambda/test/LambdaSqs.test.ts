@@ -1,7 +1,8 @@
 /**
  * SQS batches on the memory store: a partial batch response with the failed records only, a record
  * whose body does not decode, a duplicate delivery in one batch, a record already processed counted
- * as done, and FIFO order (the first failure fails every record after it).
+ * as done, FIFO order (the first failure fails every record after it), and the fingerprint of the
+ * decoded body (a message re-sent laid out differently replays).
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
 import { LambdaSqs, LambdaTest } from "@effect-idempotency/lambda"
@@ -9,6 +10,9 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { invoke } from "./utils/LambdaRunner.js"
 
@@ -46,6 +50,21 @@ const consumer = (
         )
   })
   return { charged, handler }
+}
+
+/** A memory store, and the failures a consumer logs as it sends records back to the queue. */
+const logged = () => {
+  const failures: Array<{ readonly _tag: unknown; readonly message: unknown }> = []
+  const logger = Logger.make(({ message }) => {
+    for (const part of Array.isArray(message) ? message : [message]) {
+      if (typeof part === "object" && part !== null && "_tag" in part) failures.push(part)
+    }
+  })
+  const layer = Layer.merge(
+    IdempotencyStore.layerMemoryWith({ warn: false }),
+    Logger.replace(Logger.defaultLogger, logger)
+  )
+  return { failures, layer }
 }
 
 const record = (id: string, chargeId: string) =>
@@ -136,6 +155,60 @@ describe("LambdaSqs.batch", () => {
         })
       }
       assert.strictEqual(runs, 1)
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("a redelivery with its members in another order and other whitespace is replayed; another value is KeyReused", () =>
+    Effect.gen(function*() {
+      const { failures, layer } = logged()
+      const charged: Array<string> = []
+      const handler = LambdaSqs.batch({
+        name: "charge",
+        layer,
+        body: Charge,
+        key: (charge) => charge.chargeId,
+        handler: (charge) => Effect.sync(() => void charged.push(charge.chargeId))
+      })
+      const first = yield* invoke(handler, { Records: [record("m-1", "c-1")] }, "3 seconds")
+      const resent = LambdaTest.sqsRecord({
+        messageId: "m-2",
+        body: "{\n  \"cents\": 100,\n  \"chargeId\": \"c-1\"\n}"
+      })
+      const again = yield* invoke(handler, { Records: [resent] }, "3 seconds")
+      for (const invocation of [first, again]) {
+        assert.deepStrictEqual(invocation._tag === "Ok" && invocation.value, { batchItemFailures: [] })
+      }
+      const other = LambdaTest.sqsRecord({ messageId: "m-3", body: "{ \"cents\": 200, \"chargeId\": \"c-1\" }" })
+      const reused = yield* invoke(handler, { Records: [other] }, "3 seconds")
+      assert.deepStrictEqual(reused._tag === "Ok" && reused.value, { batchItemFailures: [{ itemIdentifier: "m-3" }] })
+      assert.deepStrictEqual(failures.map((failure) => failure._tag), ["KeyReused"])
+      assert.deepStrictEqual(charged, ["c-1"])
+      yield* Effect.promise(() => handler.dispose())
+    }))
+
+  it.live("a body that does not encode back for its fingerprint is InvalidEvent, without its contents", () =>
+    Effect.gen(function*() {
+      const { failures, layer } = logged()
+      let runs = 0
+      // a body schema whose encoding refuses what its decoding accepted
+      const OneWay = Schema.transformOrFail(Schema.String, Schema.String, {
+        strict: true,
+        decode: ParseResult.succeed,
+        encode: (text, _, ast) => ParseResult.fail(new ParseResult.Type(ast, text, `cannot encode ${text}`))
+      })
+      const handler = LambdaSqs.batch({
+        name: "charge",
+        layer,
+        body: OneWay,
+        handler: () => Effect.sync(() => void runs++)
+      })
+      const result = yield* invoke(handler, {
+        Records: [LambdaTest.sqsRecord({ messageId: "m-1", body: "sk_live_x" })]
+      }, "3 seconds")
+      assert.deepStrictEqual(result._tag === "Ok" && result.value, { batchItemFailures: [{ itemIdentifier: "m-1" }] })
+      assert.deepStrictEqual(failures.map((failure) => failure._tag), ["InvalidEvent"])
+      assert.notInclude(String(failures[0]?.message), "sk_live")
+      assert.strictEqual(runs, 0)
       yield* Effect.promise(() => handler.dispose())
     }))
 })
