@@ -100,6 +100,38 @@ export interface Handler<Event, Result> {
 }
 
 /**
+ * The operation behind a handler, one request at a time, with the handler's name, schemas, policies
+ * and settings: give it to `RetryProperty` (`operation: handler.operation`) to property-test the
+ * configuration you deploy rather than a copy of it. A request's `payload` is the decoded event (a
+ * record's decoded body for `LambdaSqs`) and its `key` the idempotency key; the handler runs as in an
+ * invocation that ends at the request's `deadline`, else its `timeout` from now, else 3 seconds from
+ * now (Lambda's default time limit).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Operation<P, A, E, R> {
+  readonly name: string
+  readonly runDetailed: (
+    request: Idempotency.Request<P>
+  ) => Effect.Effect<
+    Idempotency.Result<A>,
+    E | IdempotencyError.IdempotencyError,
+    R | IdempotencyStore.IdempotencyStore
+  >
+}
+
+/**
+ * A handler of events that exposes its operation.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface EventHandler<Ev, IA, A, E, R> extends Handler<unknown, IA> {
+  readonly operation: Operation<Ev, A, E, R>
+}
+
+/**
  * An idempotent function of an event.
  *
  * @since 0.1.0
@@ -204,28 +236,34 @@ export const runIdempotent = <A, IA, E, EF, IEF, R>(
  */
 export const idempotent = <Ev, EvI, A, IA, E, ROut, LE, EF = never, IEF = never>(
   options: Options<Ev, EvI, A, IA, E, EF, IEF, ROut, LE>
-): Handler<unknown, IA> => {
+): EventHandler<Ev, IA, A, E | EF | InsufficientTime | InvalidEvent, ROut> => {
   const decodeEvent = Schema.decodeUnknown(options.event)
   const encodeEvent = Schema.encode(options.event)
   const encodeSuccess = Schema.encode(options.success)
   const invalid = (error: ParseResult.ParseError) =>
     new InvalidEvent({ detail: IdempotencyErrors.describeParseError(error) })
-  return internal.serve(options, (raw: unknown) =>
+  /** The decoded event through the operation, under `key`. */
+  const run = (event: Ev, key: string, scope: string | undefined) =>
+    Effect.flatMap(
+      options.payload === undefined
+        ? Effect.mapError(encodeEvent(event), invalid)
+        : Effect.succeed(options.payload(event)),
+      (fingerprint) => runIdempotent({ ...options, effect: options.handler(event), key, fingerprint, scope })
+    )
+  const handler = internal.serve(options, (raw: unknown) =>
     Effect.gen(function*() {
       const event = yield* Effect.mapError(decodeEvent(raw), invalid)
       const { context } = yield* LambdaInvocation.Invocation
       const key = options.key(event, context)
       if (key === undefined) return yield* new MissingKey()
-      const fingerprint = options.payload === undefined
-        ? yield* Effect.mapError(encodeEvent(event), invalid)
-        : options.payload(event)
-      const value = yield* runIdempotent({
-        ...options,
-        effect: options.handler(event),
-        key,
-        fingerprint,
-        scope: options.scope?.(event)
-      })
+      const value = yield* run(event, key, options.scope?.(event))
       return yield* Effect.orDie(encodeSuccess(value))
     }))
+  return Object.assign(handler, {
+    operation: internal.operation(
+      options.name,
+      (request: Idempotency.Request<Ev>) =>
+        run(request.payload, request.key, request.scope ?? options.scope?.(request.payload))
+    )
+  })
 }

@@ -38,10 +38,12 @@ import * as Exit from "effect/Exit"
 import * as FiberId from "effect/FiberId"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as internal from "./internal/serve.js"
+import type { InsufficientTime } from "./LambdaError.js"
 import { InvalidEvent } from "./LambdaError.js"
-import type { Handler } from "./LambdaEvent.js"
+import type { Handler, Operation } from "./LambdaEvent.js"
 import { runIdempotent } from "./LambdaEvent.js"
 import type * as LambdaInvocation from "./LambdaInvocation.js"
 
@@ -110,6 +112,19 @@ export interface Options<B, BI, A, IA, E, ROut, LE, EF = never, IEF = never> ext
 }
 
 /**
+ * A consumer of SQS batches that exposes its operation (see `LambdaEvent.Operation`): one record at
+ * a time, the request's payload being the record's decoded body and its key the record's key. The
+ * record the handler gets is made from the request: its `messageId` is the key, its `body` the
+ * payload encoded with `body`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface BatchHandler<B, A, E, R> extends Handler<SQSEvent, SQSBatchResponse> {
+  readonly operation: Operation<B, A, E, R>
+}
+
+/**
  * An idempotent consumer of SQS batches (see the module's documentation).
  *
  * @since 0.1.0
@@ -117,10 +132,12 @@ export interface Options<B, BI, A, IA, E, ROut, LE, EF = never, IEF = never> ext
  */
 export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown, EF = never, IEF = never>(
   options: Options<B, BI, A, IA, E, ROut, LE, EF, IEF>
-): Handler<SQSEvent, SQSBatchResponse> => {
+): BatchHandler<B, A, E | EF | InsufficientTime | InvalidEvent, ROut> => {
   const decodeBody = Schema.decodeUnknown(options.body)
   const encodeBody = Schema.encode(options.body)
   const success = (options.success ?? Schema.Unknown) as Schema.Schema<A, IA>
+  const invalid = (error: ParseResult.ParseError) =>
+    new InvalidEvent({ detail: IdempotencyError.describeParseError(error) })
 
   /** How a record ended: `true` when it is done (fresh or replayed), `false` when it goes back to the queue. */
   const settled = (record: SQSRecord) => (exit: Exit.Exit<unknown, unknown>): Effect.Effect<boolean> => {
@@ -143,6 +160,16 @@ export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown, EF = never,
     return Effect.as(log.pipe(Effect.annotateLogs({ messageId: record.messageId })), false)
   }
 
+  /** A record's decoded body through the operation. */
+  const run = (body: B, record: SQSRecord, key: string, scope: string | undefined) =>
+    Effect.flatMap(
+      options.payload === undefined
+        ? Effect.mapError(encodeBody(body), invalid)
+        : Effect.succeed(options.payload(body, record)),
+      (fingerprint) =>
+        runIdempotent({ ...options, success, key, fingerprint, scope, effect: options.handler(body, record) })
+    )
+
   /**
    * A record, decoded, fingerprinted and keyed, made ready to run: the records of a batch are
    * prepared in order, so that a record whose key an earlier record of the batch holds waits for that
@@ -151,29 +178,16 @@ export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown, EF = never,
    */
   const prepare = (record: SQSRecord, inBatch: Map<string, Deferred.Deferred<void>>) =>
     decodeBody(record.body).pipe(
-      Effect.bindTo("body"),
-      Effect.bind("fingerprint", ({ body }) =>
-        options.payload === undefined ? encodeBody(body) : Effect.succeed(options.payload(body, record))),
-      Effect.mapError((error) =>
-        new InvalidEvent({ detail: IdempotencyError.describeParseError(error) })
-      ),
-      Effect.map(({ body, fingerprint }) => {
+      Effect.mapError(invalid),
+      Effect.map((body) => {
         const key = options.key === undefined ? record.messageId : options.key(body, record)
         const scope = options.scope?.(body, record)
-        const run = runIdempotent({
-          ...options,
-          success,
-          key,
-          fingerprint,
-          scope,
-          effect: options.handler(body, record)
-        })
         const id = `${scope ?? ""}\u0000${key}`
         const earlier = inBatch.get(id)
-        if (earlier !== undefined) return Effect.zipRight(Deferred.await(earlier), run)
+        if (earlier !== undefined) return Effect.zipRight(Deferred.await(earlier), run(body, record, key, scope))
         const done = Deferred.unsafeMake<void>(FiberId.none)
         inBatch.set(id, done)
-        return Effect.ensuring(run, Deferred.succeed(done, undefined))
+        return Effect.ensuring(run(body, record, key, scope), Deferred.succeed(done, undefined))
       }),
       Effect.exit,
       Effect.map((prepared) =>
@@ -183,7 +197,7 @@ export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown, EF = never,
       )
     )
 
-  return internal.serve(options, (event: SQSEvent) =>
+  const handler = internal.serve(options, (event: SQSEvent) =>
     Effect.gen(function*() {
       const records = event.Records
       const inBatch = new Map<string, Deferred.Deferred<void>>()
@@ -206,4 +220,32 @@ export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown, EF = never,
         batchItemFailures: records.filter((_, i) => !done[i]).map((record) => ({ itemIdentifier: record.messageId }))
       }
     }))
+  return Object.assign(handler, {
+    operation: internal.operation(
+      options.name,
+      (request: Idempotency.Request<B>) =>
+        Effect.flatMap(Effect.mapError(encodeBody(request.payload), invalid), (encoded) => {
+          const record = recordOf(request.key, String(encoded))
+          return run(request.payload, record, request.key, request.scope ?? options.scope?.(request.payload, record))
+        })
+    )
+  })
 }
+
+/** The record a request of the operation stands for. */
+const recordOf = (messageId: string, body: string): SQSRecord => ({
+  messageId,
+  receiptHandle: `operation-${messageId}`,
+  body,
+  attributes: {
+    ApproximateReceiveCount: "1",
+    SentTimestamp: "0",
+    SenderId: "operation",
+    ApproximateFirstReceiveTimestamp: "0"
+  },
+  messageAttributes: {},
+  md5OfBody: "",
+  eventSource: "aws:sqs",
+  eventSourceARN: "arn:aws:sqs:us-east-1:000000000000:operation",
+  awsRegion: "us-east-1"
+})

@@ -1,3 +1,4 @@
+import { Idempotency } from "@effect-idempotency/core"
 import { WarmRuntime } from "@effect-idempotency/http"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -83,3 +84,32 @@ export const serve = <R, LE, Event, Result>(
     dispose: () => Effect.runPromise(instance.dispose)
   })
 }
+
+/** Lambda's default time limit: an operation's request without a deadline or a timeout gets it. */
+const DEFAULT_TIME_LIMIT = Duration.seconds(3)
+
+/**
+ * The operation of a handler (see `LambdaEvent.Operation`): each request runs as an invocation that
+ * ends at its deadline, else its timeout from now, else Lambda's default time limit from now.
+ *
+ * @internal
+ */
+export const operation = <P, A, E, R>(
+  name: string,
+  run: (request: Idempotency.Request<P>) => Effect.Effect<A, E, R | Invocation>
+) => ({
+  name,
+  runDetailed: (request: Idempotency.Request<P>): Effect.Effect<Idempotency.Result<A>, E, Exclude<R, Invocation>> =>
+    Effect.flatMap(Clock.currentTimeMillis, (startedAt) => {
+      const deadline = request.deadline ??
+        startedAt + Duration.toMillis(Duration.decode(request.timeout ?? DEFAULT_TIME_LIMIT))
+      const context: LambdaContext = {
+        awsRequestId: `operation-${name}`,
+        functionName: name,
+        getRemainingTimeInMillis: () => Math.max(0, deadline - startedAt)
+      }
+      return Idempotency.result(run(request)).pipe(
+        Effect.provideService(Invocation, { context, startedAt, deadline })
+      )
+    })
+})
