@@ -202,6 +202,16 @@ export interface Options<C, P, E, ROut, LE> extends HttpIdempotency.Options, Run
 const internalError = (): Response => StoredResponse.toWeb(StoredResponse.problem(500, "The request failed"))
 
 /**
+ * The answer to a failure of the request. A 413 closes the connection (`Connection: close`): the
+ * body was left unread past the limit, and a server that kept the connection open would wait for
+ * it to be read, or parse what is left of it as the next request.
+ */
+const rejection = (response: StoredResponse.StoredResponse, error: RequestFailure): Response =>
+  StoredResponse.toWeb(
+    error instanceof RequestBodyTooLarge ? StoredResponse.setHeaders(response, { connection: "close" }) : response
+  )
+
+/**
  * Answers every failure of a handler: a failure of the HTTP layer or of the protocol with its
  * problem response, any other with `onError` (or a 500 that shows nothing of it), a defect with a
  * 500. Each is logged once.
@@ -223,7 +233,7 @@ export const catchFailures = <E>(options?: {
         const log = response.status >= 500 ? Effect.logWarning : Effect.logInfo
         return Effect.as(
           log(`${error._tag}: ${error.message}`).pipe(Effect.annotateLogs("status", response.status)),
-          StoredResponse.toWeb(response)
+          rejection(response, error)
         )
       }
       const response = onError === undefined ? internalError() : onError(error as E)
@@ -386,8 +396,9 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>
         case "Fresh":
           return answer.value
         case "Replayed":
-        case "Rejected":
           return StoredResponse.toWeb(answer.response)
+        case "Rejected":
+          return rejection(answer.response, answer.error)
       }
     }).pipe(catchFailures(options))
   const cutOff = options.cutOff

@@ -163,7 +163,8 @@ export const toResult = async (response: Response, event: HttpEvent): Promise<Ht
   const body = text ? new TextDecoder().decode(bytes) : Buffer.from(bytes).toString("base64")
   const headers: Record<string, string> = {}
   response.headers.forEach((value, name) => {
-    if (name !== "set-cookie") headers[name] = value
+    // `Connection` is hop-by-hop (the 413 of `IdempotentFetch` sets it): a result has no connection
+    if (name !== "set-cookie" && name !== "connection") headers[name] = value
   })
   const cookies = response.headers.getSetCookie()
   if (isV2(event)) {

@@ -194,3 +194,23 @@ describe("LambdaHttp's cut-off", () => {
       yield* Effect.promise(() => handler.dispose())
     }))
 })
+
+describe("LambdaHttp's results", () => {
+  it.live("a body past maxBodyBytes gets 413, without the Connection header of a Web server's answer", () =>
+    Effect.gen(function*() {
+      const handler = LambdaHttp.idempotent({
+        name: "large",
+        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+        maxBodyBytes: 1024,
+        handler: () => Effect.succeed(Response.json({ ok: true }, { status: 201 }))
+      })
+      const body = JSON.stringify({ note: "x".repeat(4096) })
+      const result = yield* invoke(handler, v2(body, { "idempotency-key": "large-1" }), "2 seconds")
+      if (result._tag !== "Ok") return assert.fail(result._tag)
+      const value = result.value as { statusCode: number; headers: Record<string, string> }
+      assert.strictEqual(value.statusCode, 413)
+      assert.strictEqual(value.headers["content-type"], "application/problem+json")
+      assert.isUndefined(value.headers.connection)
+      yield* Effect.promise(() => handler.dispose())
+    }))
+})

@@ -14,7 +14,9 @@ const concat = (chunks: ReadonlyArray<Uint8Array>, size: number): Uint8Array => 
 
 /**
  * Reads a request body, never more than `limit` bytes of it: a declared or actual size past the
- * limit stops the read.
+ * limit stops the read. The rest is left unread rather than cancelled: a Node adapter that destroys
+ * the request on cancel takes the connection with it, before the 413 is written (the 413 closes the
+ * connection instead, see `IdempotentFetch`).
  *
  * @internal
  */
@@ -30,7 +32,7 @@ export const readRequestBody = async (request: Request, limit: number): Promise<
     if (done) break
     size += value.byteLength
     if (size > limit) {
-      await reader.cancel()
+      reader.releaseLock()
       return new RequestBodyTooLarge({ limitBytes: limit })
     }
     chunks.push(value)
