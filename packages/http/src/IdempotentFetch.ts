@@ -212,6 +212,18 @@ const rejection = (response: StoredResponse.StoredResponse, error: RequestFailur
   )
 
 /**
+ * An answer given while the request's body was never read (a missing key, a handler that ignores
+ * the body) closes the connection, as a 413 does: a server that kept it open would wait for the
+ * body to be read, or parse it as the next request.
+ */
+const closingIfUnread = (request: Request, response: Response): Response => {
+  if (request.body === null || request.bodyUsed || response.headers.has("connection")) return response
+  const headers = new Headers(response.headers)
+  headers.set("connection", "close")
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers })
+}
+
+/**
  * Answers every failure of a handler: a failure of the HTTP layer or of the protocol with its
  * problem response, any other with `onError` (or a 500 that shows nothing of it), a defect with a
  * 500. Each is logged once.
@@ -400,7 +412,7 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>
         case "Rejected":
           return rejection(answer.response, answer.error)
       }
-    }).pipe(catchFailures(options))
+    }).pipe(catchFailures(options), Effect.map((response) => closingIfUnread(request, response)))
   const cutOff = options.cutOff
   const timeLimitMillis = engine.timeLimitMillis
   return toHandler(options.layer, handle, {

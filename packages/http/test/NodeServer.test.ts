@@ -75,7 +75,7 @@ interface Reply {
 const post = (
   agent: Http.Agent,
   port: number,
-  init: { readonly key: string; readonly body: string; readonly chunked?: boolean }
+  init: { readonly key: string | undefined; readonly body: string; readonly chunked?: boolean }
 ) =>
   Effect.async<Reply, Error>((resume) => {
     let settled = false
@@ -92,7 +92,7 @@ const post = (
       agent,
       headers: {
         "content-type": "application/json",
-        "idempotency-key": init.key,
+        ...(init.key === undefined ? {} : { "idempotency-key": init.key }),
         ...(init.chunked === true
           ? { "transfer-encoding": "chunked" }
           : { "content-length": String(Buffer.byteLength(init.body)) })
@@ -148,6 +148,30 @@ describe("IdempotentFetch behind a Node HTTP server, on a keep-alive connection"
           assert.strictEqual(executions, 1)
           // the rest of the refused body was never read: its connection was not kept
           assert.strictEqual(refused.connection, "close")
+        }))
+
+      it.scopedLive(`${name}: ${declared} refused before it is read (no key) gets 400 and closes; the next request is answered`, () =>
+        Effect.gen(function*() {
+          const handler = yield* Effect.acquireRelease(
+            Effect.sync(() =>
+              IdempotentFetch.wrap(async (request) => Response.json(await request.json(), { status: 201 }), {
+                layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+                required: true
+              })
+            ),
+            (handler) => Effect.promise(() => handler.dispose())
+          )
+          const port = yield* serve(handler, body)
+          const agent = yield* Effect.acquireRelease(
+            Effect.sync(() => new Http.Agent({ keepAlive: true, maxSockets: 1 })),
+            (agent) => Effect.sync(() => agent.destroy())
+          )
+          const large = JSON.stringify({ ...order, note: "x".repeat(256 * 1024) })
+          const refused = yield* post(agent, port, { key: undefined, body: large, chunked })
+          assert.strictEqual(refused.status, 400)
+          assert.strictEqual(refused.connection, "close")
+          const next = yield* post(agent, port, { key: "key-next", body: JSON.stringify(order) })
+          assert.strictEqual(next.status, 201)
         }))
     }
   }
