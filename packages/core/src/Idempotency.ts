@@ -17,10 +17,13 @@
  * `result(effect)` tells whether a run was replayed, whichever way it was made.
  *
  * Observability: when a tracer is installed (see `Tracing`), each run is one span named after the
- * operation, with the attributes `idempotency.operation` and `idempotency.outcome` (`executed`,
- * `replayed`, `unrecorded`, the tag of an `IdempotencyError`, `failed`, `defect` or `interrupted`);
- * without one, a run starts no span. The counter `effect_idempotency_attempts` counts runs by
- * operation and outcome (`executed`, `replayed`, `unrecorded`).
+ * operation, with the attributes `idempotency.operation`, `idempotency.outcome` and
+ * `idempotency.key_hash` (`IdempotencyKey.hash`: the key itself is never shown); without one, a run
+ * starts no span. The counter `idempotency.attempts` and the histogram
+ * `idempotency.attempt.duration` (seconds) count every run by operation and outcome (`executed`,
+ * `takeover`, `replayed`, `unrecorded`, `conflict`, `key_reused`, `timeout`, `lease_lost`,
+ * `store_unavailable`, `cleanup_failed`, `invalid_key`, `invalid_payload`, `not_replayable`,
+ * `stored_outcome_invalid`, `failed`, `defect`, `interrupted`).
  *
  * @example
  * ```ts

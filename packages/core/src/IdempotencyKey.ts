@@ -13,6 +13,7 @@ import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { InvalidIdempotencyKey } from "./IdempotencyError.js"
+import * as Sha256 from "./internal/sha256.js"
 
 /**
  * The default maximum length of a key, in characters.
@@ -78,6 +79,22 @@ export const preview = (input: string): string => {
   const head = Array.from(input.slice(0, PREVIEW_LENGTH), escapeChar).join("")
   return input.length > PREVIEW_LENGTH ? `"${head}…"` : `"${head}"`
 }
+
+/**
+ * The key as logs and spans show it: the first 16 hexadecimal digits of its SHA-256. A key of low
+ * entropy (an order number) is never shown; an operator who knows a key finds its lines by its hash.
+ *
+ * @example
+ * ```ts
+ * import { IdempotencyKey } from "@effect-idempotency/core"
+ *
+ * console.log(IdempotencyKey.hash("order-1001")) // 16 hexadecimal digits
+ * ```
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const hash = (key: string): string => Sha256.hex(Sha256.digestUtf8(key)).slice(0, 16)
 
 const resolveMaxLength = (options: Options | undefined): number => {
   const max = options?.maxLength ?? DEFAULT_MAX_LENGTH

@@ -8,8 +8,11 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Metric from "effect/Metric"
+import type * as MetricState from "effect/MetricState"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as TestClock from "effect/TestClock"
 import * as Tracer from "effect/Tracer"
 
 const Order = Schema.Struct({ sku: Schema.String })
@@ -69,10 +72,17 @@ describe("Tracing", () => {
       assert.isTrue(replay.replayed)
       assert.strictEqual(reused._tag, "KeyReused")
       assert.deepStrictEqual(seen, ["place-order"])
-      assert.deepStrictEqual(outcomes(spans), ["executed", "IdempotencyConflict", "replayed", "KeyReused"])
+      assert.deepStrictEqual(outcomes(spans), ["executed", "conflict", "replayed", "key_reused"])
+      // the key is not shown: the first 16 hexadecimal digits of its SHA-256 are
+      const digest = new Uint8Array(
+        yield* Effect.promise(() => globalThis.crypto.subtle.digest("SHA-256", new TextEncoder().encode("k-1")))
+      )
+      const hash = [...digest].map((byte) => byte.toString(16).padStart(2, "0")).join("").slice(0, 16)
       for (const span of spans) {
         assert.strictEqual(span.status._tag, "Ended")
         assert.strictEqual(span.attributes.get("idempotency.operation"), "place-order")
+        assert.strictEqual(span.attributes.get("idempotency.key_hash"), hash)
+        assert.notInclude(JSON.stringify([...span.attributes.values()]), "k-1")
       }
     }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
 
@@ -88,6 +98,46 @@ describe("Tracing", () => {
       yield* Effect.exit(op.run({ key: "k-2", payload: { sku: "A" } }).pipe(Effect.withTracer(tracer)))
       assert.deepStrictEqual(outcomes(spans), ["defect"])
       assert.strictEqual(spans[0]!.status._tag, "Ended")
+    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+
+  it.effect("every run counts once in idempotency.attempts and idempotency.attempt.duration, by operation and outcome", () =>
+    Effect.gen(function*() {
+      const name = `metered-${globalThis.crypto.randomUUID()}`
+      const op = Idempotency.make({
+        name,
+        payload: Order,
+        success: Placed,
+        timeout: "1 second",
+        execute: (order) => order.sku === "slow" ? Effect.never : Effect.succeed({ orderId: `order-${order.sku}` })
+      })
+      yield* op.run({ key: "k-1", payload: { sku: "A" } })
+      yield* op.run({ key: "k-1", payload: { sku: "A" } })
+      yield* Effect.flip(op.run({ key: "k-1", payload: { sku: "B" } }))
+      yield* Effect.flip(op.run({ key: "not a key because of spaces", payload: { sku: "A" } }))
+      const slow = yield* Effect.fork(Effect.flip(op.run({ key: "k-2", payload: { sku: "slow" } })))
+      yield* TestClock.adjust("2 seconds")
+      yield* Fiber.join(slow)
+      const counts = new Map<string, number>()
+      const durations = new Map<string, number>()
+      for (const pair of yield* Metric.snapshot) {
+        const labels = new Map(pair.metricKey.tags.map((tag) => [tag.key, tag.value]))
+        if (labels.get("idempotency.operation") !== name) continue
+        const outcome = labels.get("idempotency.outcome")!
+        if (pair.metricKey.name === "idempotency.attempts") {
+          counts.set(outcome, (pair.metricState as MetricState.MetricState.Counter<number>).count)
+        }
+        if (pair.metricKey.name === "idempotency.attempt.duration") {
+          durations.set(outcome, (pair.metricState as MetricState.MetricState.Histogram).sum)
+        }
+      }
+      assert.deepStrictEqual(
+        Object.fromEntries(counts),
+        { executed: 1, replayed: 1, key_reused: 1, invalid_key: 1, timeout: 1 }
+      )
+      // in seconds: the timed-out run took its timeout (less the lease margin's share, at most 1 s)
+      assert.strictEqual(durations.get("executed"), 0)
+      assert.isAbove(durations.get("timeout")!, 0.5)
+      assert.isAtMost(durations.get("timeout")!, 1)
     }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
 
   it.effect("without a tracer installed, or with tracing disabled, a run starts no span", () =>

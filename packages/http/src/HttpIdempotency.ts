@@ -625,8 +625,8 @@ export const make = (options: Options = {}): HttpIdempotency => {
           cause
         ).pipe(Effect.annotateLogs("operation", name))
       ),
-      // the preview is escaped and shortened: a client value is never logged whole or raw
-      Effect.annotateLogs("key", IdempotencyKey.preview(key).slice(1, -1))
+      // a client's key is never logged, only its hash
+      Effect.annotateLogs("idempotency.key_hash", IdempotencyKey.hash(key))
     )
 
   const handle = <X, E, R>(

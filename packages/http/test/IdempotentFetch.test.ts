@@ -1,4 +1,4 @@
-import { IdempotencyError, IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyError, IdempotencyKey, IdempotencyStore } from "@effect-idempotency/core"
 import { HttpIdempotency, IdempotentFetch } from "@effect-idempotency/http"
 import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
@@ -417,7 +417,7 @@ describe("a handler that dies", () => {
         handler(
           new Request("http://localhost/orders", {
             method: "POST",
-            headers: { "idempotency-key": "k-1" },
+            headers: { "idempotency-key": "order-key-1001" },
             body: "secret-body"
           })
         )
@@ -428,6 +428,9 @@ describe("a handler that dies", () => {
       assert.strictEqual(died!.level, "WARN")
       assert.include(died!.annotations, "\"operation\":\"orders\"")
       assert.notInclude(JSON.stringify(lines), "secret-body")
+      // the key is never logged, only its hash
+      assert.include(died!.annotations, `"idempotency.key_hash":"${IdempotencyKey.hash("order-key-1001")}"`)
+      assert.notInclude(JSON.stringify(lines), "order-key-1001")
       yield* Effect.promise(() => handler.dispose())
     }))
 })

@@ -28,9 +28,6 @@ import * as Fiber from "effect/Fiber"
 import type * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
 import * as LogLevel from "effect/LogLevel"
-import * as Metric from "effect/Metric"
-import * as MetricKey from "effect/MetricKey"
-import * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
 import * as Runtime from "effect/Runtime"
@@ -45,7 +42,6 @@ import {
   DownstreamTimeout,
   IdempotencyConflict,
   InvalidPayload,
-  isIdempotencyError,
   isLeaseLost,
   isStoreFailure,
   KeyReused,
@@ -62,6 +58,7 @@ import { IdempotencyStore } from "../IdempotencyStore.js"
 import * as Tracing from "../Tracing.js"
 import * as Execution from "./execution.js"
 import { inSpan } from "./span.js"
+import * as Telemetry from "./telemetry.js"
 
 /**
  * An operation, resolved: every option decoded once.
@@ -96,43 +93,6 @@ export interface Definition<P, A, E, R> {
 }
 
 /**
- * The counter of attempts of one operation with one outcome. Its tags are part of its key, so an
- * increment finds its hook without building a key (tagging a counter per call would build one).
- */
-const attemptCounter = (operation: string, outcome: string) =>
-  Metric.fromMetricKey(
-    MetricKey.taggedWithLabels(
-      MetricKey.counter("effect_idempotency_attempts", {
-        description: "Attempts of idempotent operations, by operation and outcome",
-        incremental: true
-      }),
-      [MetricLabel.make("operation", operation), MetricLabel.make("outcome", outcome)]
-    )
-  )
-
-interface Counters {
-  readonly replayed: Metric.Metric.Counter<number>
-  readonly executed: Metric.Metric.Counter<number>
-  readonly unrecorded: Metric.Metric.Counter<number>
-}
-
-/** The counters of each operation name, built once per name (an operation built per call finds them). */
-const countersByName = new Map<string, Counters>()
-
-const countersOf = (name: string): Counters => {
-  let counters = countersByName.get(name)
-  if (counters === undefined) {
-    counters = {
-      replayed: attemptCounter(name, "replayed"),
-      executed: attemptCounter(name, "executed"),
-      unrecorded: attemptCounter(name, "unrecorded")
-    }
-    countersByName.set(name, counters)
-  }
-  return counters
-}
-
-/**
  * Where a run reports its `Result`, when someone listens: `Idempotency.result` sets it for the
  * effect it wraps.
  *
@@ -158,17 +118,13 @@ type Reservation =
   | { readonly _tag: "Conflict"; readonly error: IdempotencyConflict }
   | { readonly _tag: "Refused"; readonly error: KeyReused | DownstreamTimeout; readonly outcome: string }
 
-/** The outcome attribute of a run's span. */
-const outcomeOf = <A>(exit: Exit.Exit<Ended<A>, unknown>): string => {
-  if (Exit.isSuccess(exit)) {
-    const ended = exit.value
-    if (ended._tag === "Refused") return ended.outcome
-    return ended.result.replayed ? "replayed" : ended.result.recorded ? "executed" : "unrecorded"
-  }
-  const failure = Cause.failureOption(exit.cause)
-  if (Option.isSome(failure)) return isIdempotencyError(failure.value) ? failure.value._tag : "failed"
-  return Cause.isInterruptedOnly(exit.cause) ? "interrupted" : "defect"
-}
+/** The outcome of a run that ended as `ended`. */
+const outcomeOf = <A>(ended: Ended<A>): Telemetry.Outcome =>
+  ended._tag === "Done"
+    ? Telemetry.ofResult(ended.result)
+    : ended.outcome === "replayed"
+    ? "replayed"
+    : Telemetry.ofError(ended.error)
 
 /** A store call bounded by a point in time; past it the call is interrupted and fails as unavailable. */
 type Guard = <X, Y>(method: string, effect: Effect.Effect<X, Y>) => Effect.Effect<X, Y | StoreUnavailable>
@@ -301,7 +257,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
 
   // built once per operation: a run only looks them up
   const spanOptions = { attributes: { "idempotency.operation": name }, captureStackTrace: false } as const
-  const counters = countersOf(name)
 
   const invalidPayload = (detail: string) => new InvalidPayload({ operation: name, detail })
 
@@ -471,33 +426,55 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     ended: Ended<A>,
     fiber: Fiber.RuntimeFiber<unknown, unknown>
   ): Effect.Effect<Result<A>, E | IdempotencyError> => {
-    // the counters are updated here, where the fiber is at hand: no effect per update
-    const labels = fiber.getFiberRef(FiberRef.currentMetricLabels)
-    if (ended._tag === "Refused") {
-      if (ended.outcome === "replayed") counters.replayed.unsafeUpdate(1, labels)
-      return Effect.fail(ended.error as E | IdempotencyError)
-    }
-    const result = ended.result
-    const counter = result.replayed ? counters.replayed : result.recorded ? counters.executed : counters.unrecorded
-    counter.unsafeUpdate(1, labels)
+    if (ended._tag === "Refused") return Effect.fail(ended.error as E | IdempotencyError)
     const sink = fiber.getFiberRef(currentResultSink)
-    return sink === undefined ? Effect.succeed(result) : Effect.as(sink(result), result)
+    return sink === undefined ? Effect.succeed(ended.result) : Effect.as(sink(ended.result), ended.result)
   }
 
   const runDetailed = (request: Request<P>): Effect.Effect<Result<A>, E | IdempotencyError, R | IdempotencyStore> =>
     Effect.withFiberRuntime<Result<A>, E | IdempotencyError, R>((fiber) => {
-      const ended = (result: Ended<A>) => end(result, fiber)
-      if (!Tracing.unsafeIsEnabled(fiber)) return Effect.flatMap(attemptOf(request, fiber), ended)
-      // one span per run, with its outcome: only when a tracer is installed to see it
-      return Effect.flatMap(
-        inSpan(
-          Effect.suspend(() => attemptOf(request, fiber)),
+      // every run is counted once, with its duration: where it ended with a result or a refusal,
+      // else (a failure before, an interruption, a defect) from its cause
+      const clock = Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock)
+      const startedAt = clock.unsafeCurrentTimeMillis()
+      let counted = false
+      const count = (outcome: Telemetry.Outcome) => {
+        counted = true
+        Telemetry.record(
           name,
-          spanOptions,
-          (span, exit) => span.attribute("idempotency.outcome", outcomeOf(exit))
-        ),
-        ended
-      )
+          outcome,
+          clock.unsafeCurrentTimeMillis() - startedAt,
+          fiber.getFiberRef(FiberRef.currentMetricLabels)
+        )
+      }
+      const ended = (result: Ended<A>) => {
+        count(outcomeOf(result))
+        return end(result, fiber)
+      }
+      const run = !Tracing.unsafeIsEnabled(fiber)
+        ? Effect.flatMap(attemptOf(request, fiber), ended)
+        // one span per run, with its outcome and the key's hash: only when a tracer is installed
+        : Effect.flatMap(
+          inSpan(
+            Effect.suspend(() => attemptOf(request, fiber)),
+            name,
+            spanOptions,
+            (span, exit) => {
+              span.attribute(
+                "idempotency.outcome",
+                Exit.isSuccess(exit) ? outcomeOf(exit.value) : Telemetry.ofCause(exit.cause)
+              )
+              if (typeof request.key === "string") {
+                span.attribute("idempotency.key_hash", Telemetry.keyHash(request.key))
+              }
+            }
+          ),
+          ended
+        )
+      return Effect.tapErrorCause(run, (cause) => {
+        if (!counted) count(Telemetry.ofCause(cause))
+        return Effect.void
+      })
     })
 
   /**

@@ -1,0 +1,120 @@
+/**
+ * What a run reports: one outcome, the same on its span and on its metrics, named after
+ * OpenTelemetry's guidance (lowercase, dot-separated names; the unit outside the name; attributes in
+ * the `idempotency.` namespace).
+ *
+ * @internal
+ */
+import * as Cause from "effect/Cause"
+import * as Metric from "effect/Metric"
+import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as MetricKey from "effect/MetricKey"
+import type * as MetricLabel from "effect/MetricLabel"
+import * as MetricLabels from "effect/MetricLabel"
+import * as Option from "effect/Option"
+import type { Result } from "../Idempotency.js"
+import { isIdempotencyError } from "../IdempotencyError.js"
+import * as IdempotencyKey from "../IdempotencyKey.js"
+
+/** How a run ended, as its span's `idempotency.outcome` and its metrics' `idempotency.outcome`. */
+export type Outcome =
+  | "executed"
+  | "takeover"
+  | "unrecorded"
+  | "replayed"
+  | "conflict"
+  | "key_reused"
+  | "timeout"
+  | "lease_lost"
+  | "store_unavailable"
+  | "cleanup_failed"
+  | "invalid_key"
+  | "invalid_payload"
+  | "not_replayable"
+  | "stored_outcome_invalid"
+  | "failed"
+  | "defect"
+  | "interrupted"
+
+const byTag: Readonly<Record<string, Outcome>> = {
+  IdempotencyConflict: "conflict",
+  KeyReused: "key_reused",
+  DownstreamTimeout: "timeout",
+  LeaseLost: "lease_lost",
+  StoreUnavailable: "store_unavailable",
+  StoreError: "store_unavailable",
+  CleanupFailed: "cleanup_failed",
+  InvalidIdempotencyKey: "invalid_key",
+  InvalidPayload: "invalid_payload",
+  OutcomeNotReplayable: "not_replayable",
+  StoredOutcomeInvalid: "stored_outcome_invalid"
+}
+
+/** A run that ended with a result: replayed, or executed (anew, or taking over an earlier attempt). */
+export const ofResult = (result: Result<unknown>): Outcome =>
+  result.replayed ? "replayed" : !result.recorded ? "unrecorded" : result.attempt > 1 ? "takeover" : "executed"
+
+/** A run that failed with `error`: a replayed outcome (a timeout or an omitted one) counts as replayed. */
+export const ofError = (error: unknown): Outcome => {
+  if (!isIdempotencyError(error)) return "failed"
+  if ((error as { readonly replayed?: unknown }).replayed === true) return "replayed"
+  return byTag[error._tag] ?? "failed"
+}
+
+export const ofCause = (cause: Cause.Cause<unknown>): Outcome => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) return ofError(failure.value)
+  return Cause.isInterruptedOnly(cause) ? "interrupted" : "defect"
+}
+
+/** The key as spans and logs show it (see `IdempotencyKey.hash`). */
+export const keyHash = (key: string): string => IdempotencyKey.hash(key)
+
+const attempts = MetricKey.counter("idempotency.attempts", {
+  description: "Runs of idempotent operations, by operation and outcome",
+  incremental: true
+})
+
+const duration = MetricKey.histogram(
+  "idempotency.attempt.duration",
+  // 1 ms to about 65 s
+  MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 17 }),
+  "Duration of runs of idempotent operations, in seconds, by operation and outcome"
+)
+
+interface Metrics {
+  readonly attempts: Metric.Metric.Counter<number>
+  readonly duration: Metric.Metric.Histogram<number>
+}
+
+/** The metrics of each operation and outcome, built once: an update finds its hook without a key. */
+const metrics = new Map<string, Metrics>()
+
+const metricsOf = (operation: string, outcome: Outcome): Metrics => {
+  const id = `${operation}\u0000${outcome}`
+  let found = metrics.get(id)
+  if (found === undefined) {
+    const labels = [
+      MetricLabels.make("idempotency.operation", operation),
+      MetricLabels.make("idempotency.outcome", outcome)
+    ]
+    found = {
+      attempts: Metric.fromMetricKey(MetricKey.taggedWithLabels(attempts, labels)),
+      duration: Metric.fromMetricKey(MetricKey.taggedWithLabels(duration, labels))
+    }
+    metrics.set(id, found)
+  }
+  return found
+}
+
+/** Counts a run and its duration, with the fiber's metric labels. */
+export const record = (
+  operation: string,
+  outcome: Outcome,
+  millis: number,
+  labels: ReadonlyArray<MetricLabel.MetricLabel>
+): void => {
+  const found = metricsOf(operation, outcome)
+  found.attempts.unsafeUpdate(1, labels)
+  found.duration.unsafeUpdate(millis / 1000, labels)
+}
