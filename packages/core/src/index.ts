@@ -11,6 +11,11 @@ export * as Idempotency from "./Idempotency.js"
 /**
  * @since 0.1.0
  */
+export * as IdempotencyAdmin from "./IdempotencyAdmin.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as IdempotencyContext from "./IdempotencyContext.js"
 
 /**

@@ -1,6 +1,11 @@
 /**
  * @since 0.1.0
  */
+export * as AdminConformance from "./AdminConformance.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as ExitPaths from "./ExitPaths.js"
 
 /**

@@ -2,10 +2,13 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import type { AdminStore, StoredRecord, UnblockResult } from "../IdempotencyAdmin.js"
 import { LeaseLost } from "../IdempotencyError.js"
 import type { IdempotencyRecord } from "../IdempotencyRecord.js"
 import { canTakeOver, isLive, ReserveResult } from "../IdempotencyRecord.js"
 import type { IdempotencyStore, MemoryOptions, TokenRequest } from "../IdempotencyStore.js"
+import type { State } from "./admin.js"
+import { AdminTypeId, parseRecordId, stateOf, unblockable } from "./admin.js"
 
 import { ExpiryQueue } from "./expiryQueue.js"
 import { flat, flatOutcome } from "./flat.js"
@@ -137,8 +140,60 @@ export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["T
           return purged
         })
     }
-    return store
+    const admin: AdminStore = {
+      list: (query) =>
+        atNow((now) => {
+          const matches = (id: string, record: IdempotencyRecord) =>
+            isLive(record, now) &&
+            (query.state === undefined || stateOf(record, now) === query.state) &&
+            (query.operation === undefined || parseRecordId(id).operation === query.operation) &&
+            (query.olderThanMillis === undefined || record.leaseUntil <= now - query.olderThanMillis)
+          const ids = [...records.keys()].filter((id) => query.cursor === undefined || id > query.cursor).sort()
+          const page: Array<StoredRecord> = []
+          let last: string | undefined
+          for (const id of ids) {
+            if (page.length === query.limit) break
+            last = id
+            const record = records.get(id)!
+            if (matches(id, record)) page.push({ recordId: id, record })
+          }
+          const more = last !== undefined && ids[ids.length - 1] !== last
+          return Effect.succeed({ records: page, now, cursor: more ? last : undefined })
+        }),
+      read: (recordId) => atNow((now) => Effect.succeed({ record: Option.fromNullable(live(recordId, now)), now })),
+      unblock: ({ attempt, recordId }) =>
+        atNow((now): Effect.Effect<UnblockResult> => {
+          const record = live(recordId, now)
+          if (record === undefined) return Effect.succeed({ _tag: "Refused", reason: "absent" })
+          if (record.attempt !== attempt) {
+            return Effect.succeed({ _tag: "Refused", reason: "changed", attempt: record.attempt })
+          }
+          const state = stateOf(record, now)
+          if (!unblockable.has(state)) {
+            return Effect.succeed({ _tag: "Refused", reason: refusalOf(state), attempt: record.attempt })
+          }
+          records.delete(recordId)
+          return Effect.succeed({ _tag: "Unblocked" })
+        }),
+      stats: atNow((now) => {
+        const counts = new Map<string, { operation: string; state: State; count: number }>()
+        for (const [id, record] of records) {
+          if (!isLive(record, now)) continue
+          const operation = parseRecordId(id).operation
+          const state = stateOf(record, now)
+          const entry = counts.get(`${operation}\u0000${state}`)
+          if (entry === undefined) counts.set(`${operation}\u0000${state}`, { operation, state, count: 1 })
+          else entry.count++
+        }
+        return Effect.succeed([...counts.values()])
+      })
+    }
+    return Object.assign(store, { [AdminTypeId]: admin })
   })
+
+/** Why a record in `state` is not unblocked. */
+const refusalOf = (state: State): "running" | "completed" | "omitted" =>
+  state === "running" ? "running" : state === "omitted" ? "omitted" : "completed"
 
 /** @internal */
 export const purgeLoop = (
