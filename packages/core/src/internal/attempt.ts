@@ -256,6 +256,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   }
 
   // built once per operation: a run only looks them up
+  const report = Telemetry.reporter(name)
   const spanOptions = { attributes: { "idempotency.operation": name }, captureStackTrace: false } as const
 
   const invalidPayload = (detail: string) => new InvalidPayload({ operation: name, detail })
@@ -440,8 +441,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       let counted = false
       const count = (outcome: Telemetry.Outcome) => {
         counted = true
-        Telemetry.record(
-          name,
+        report(
           outcome,
           clock.unsafeCurrentTimeMillis() - startedAt,
           fiber.getFiberRef(FiberRef.currentMetricLabels)

@@ -88,33 +88,33 @@ interface Metrics {
 }
 
 /** The metrics of each operation and outcome, built once: an update finds its hook without a key. */
-const metrics = new Map<string, Metrics>()
+const reporters = new Map<string, Reporter>()
 
-const metricsOf = (operation: string, outcome: Outcome): Metrics => {
-  const id = `${operation}\u0000${outcome}`
-  let found = metrics.get(id)
+/** Counts a run of an operation with its outcome and duration, with the fiber's metric labels. */
+export type Reporter = (outcome: Outcome, millis: number, labels: ReadonlyArray<MetricLabel.MetricLabel>) => void
+
+/** The reporter of `operation` (one per name: an operation built per call finds it). */
+export const reporter = (operation: string): Reporter => {
+  let found = reporters.get(operation)
   if (found === undefined) {
-    const labels = [
-      MetricLabels.make("idempotency.operation", operation),
-      MetricLabels.make("idempotency.outcome", outcome)
-    ]
-    found = {
-      attempts: Metric.fromMetricKey(MetricKey.taggedWithLabels(attempts, labels)),
-      duration: Metric.fromMetricKey(MetricKey.taggedWithLabels(duration, labels))
+    const byOutcome = new Map<Outcome, Metrics>()
+    found = (outcome, millis, labels) => {
+      let metrics = byOutcome.get(outcome)
+      if (metrics === undefined) {
+        const tags = [
+          MetricLabels.make("idempotency.operation", operation),
+          MetricLabels.make("idempotency.outcome", outcome)
+        ]
+        metrics = {
+          attempts: Metric.fromMetricKey(MetricKey.taggedWithLabels(attempts, tags)),
+          duration: Metric.fromMetricKey(MetricKey.taggedWithLabels(duration, tags))
+        }
+        byOutcome.set(outcome, metrics)
+      }
+      metrics.attempts.unsafeUpdate(1, labels)
+      metrics.duration.unsafeUpdate(millis / 1000, labels)
     }
-    metrics.set(id, found)
+    reporters.set(operation, found)
   }
   return found
-}
-
-/** Counts a run and its duration, with the fiber's metric labels. */
-export const record = (
-  operation: string,
-  outcome: Outcome,
-  millis: number,
-  labels: ReadonlyArray<MetricLabel.MetricLabel>
-): void => {
-  const found = metricsOf(operation, outcome)
-  found.attempts.unsafeUpdate(1, labels)
-  found.duration.unsafeUpdate(millis / 1000, labels)
 }
