@@ -23,6 +23,12 @@
  *   even when DynamoDB or the network stopped answering without closing the connection.
  *   Interrupting the calling fiber aborts the request in flight at once. A failed condition is never an
  *   error of its own: it is a reservation's `Existing` result, or `LeaseLost`.
+ * - The store keeps the admin primitives of `IdempotencyAdmin` (provide `IdempotencyAdmin.layer`
+ *   over a store layer). `unblock` is one conditional `DeleteItem` (fenced on the attempt seen).
+ *   `list` and `stats` `Scan` the table, strongly consistent, and filter what they read: they are
+ *   billed for every item scanned, the whole table for `stats` and over all of `list`'s pages
+ *   (`limit` items scanned per page, so a page may hold fewer records than `limit`). A sparse
+ *   global secondary index could serve `list` without a scan; the table has none.
  *
  * @example
  * ```ts

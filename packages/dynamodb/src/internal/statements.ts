@@ -1,6 +1,6 @@
 import type { AttributeValue } from "@aws-sdk/client-dynamodb"
-import type { IdempotencyRecord } from "@effect-idempotency/core"
-import type { Compiled } from "./expression.js"
+import type { IdempotencyAdmin, IdempotencyRecord } from "@effect-idempotency/core"
+import type { Compiled, Expr } from "./expression.js"
 import { and, compile, expr, name, num, or, param, projection, str, update } from "./expression.js"
 import type { Names } from "./item.js"
 import { Attribute as A } from "./item.js"
@@ -44,7 +44,26 @@ export interface Statements {
   readonly purgeScan: Compiled<"now">
   /** Deletes an item only if still expired: a record reserved again since the scan is kept. */
   readonly purgeDelete: Compiled<"now">
+  /**
+   * Admin `list`: the scan filter of live records in `state` (any, when `undefined`), of an
+   * operation (ids beginning with `:prefix`) and whose lease ended by `:leaseEndedBy`, when asked.
+   * The parameters a filter does not use are left out of its request.
+   */
+  readonly adminList: (filter: {
+    readonly state: IdempotencyAdmin.State | undefined
+    readonly operation: boolean
+    readonly olderThan: boolean
+  }) => Compiled<"now" | "prefix" | "leaseEndedBy">
+  /** Admin `stats`: live records, without their outcome's body. */
+  readonly adminStats: Compiled<"now">
+  /**
+   * Admin `unblock`: deletes a live record of attempt `:attempt` that is stuck (in progress past its
+   * lease), unknown (a `Timeout` outcome) or failed: `IdempotencyAdmin.unblockable`.
+   */
+  readonly adminUnblock: Compiled<"now" | "attempt">
 }
+
+const STATES: ReadonlyArray<IdempotencyAdmin.State> = ["running", "stuck", "completed", "unknown", "omitted", "failed"]
 
 /** @internal */
 export const make = (names: Names): Statements => {
@@ -52,6 +71,8 @@ export const make = (names: Names): Statements => {
   const live = expr`${name(A.expiresAt)} > ${param("now")}`
   const expired = expr`${name(A.expiresAt)} <= ${param("now")}`
   const status = (value: IdempotencyRecord.Status) => expr`${name(A.status)} = ${str(value)}`
+  const leaseEnded = expr`${name(A.leaseUntil)} <= ${param("now")}`
+  const outcomeKind = (kind: IdempotencyRecord.OutcomeKind) => expr`${name(A.outcomeKind)} = ${str(kind)}`
 
   /** The record is live, IN_PROGRESS and holds `:token`: the fencing condition of every write after reserve. */
   const owned = and(status("IN_PROGRESS"), expr`${name(A.token)} = ${param("token")}`, live)
@@ -59,7 +80,7 @@ export const make = (names: Names): Statements => {
   /** `IdempotencyRecord.canTakeOver` on a live record, or no record at all. */
   const reservable = (takeover: boolean) => {
     const failed = status("FAILED")
-    const lapsed = and(status("IN_PROGRESS"), expr`${name(A.leaseUntil)} <= ${param("now")}`)
+    const lapsed = and(status("IN_PROGRESS"), leaseEnded)
     return or(
       absent,
       and(live, expr`${name(A.fingerprint)} = ${param("fingerprint")}`, takeover ? or(failed, lapsed) : failed)
@@ -77,6 +98,36 @@ export const make = (names: Names): Statements => {
     ],
     remove: [A.outcomeKind, A.outcomeBody]
   })
+
+  /** `IdempotencyAdmin.stateOf`, as a condition on an item. */
+  const state = {
+    running: and(status("IN_PROGRESS"), expr`${name(A.leaseUntil)} > ${param("now")}`),
+    stuck: and(status("IN_PROGRESS"), leaseEnded),
+    completed: and(
+      status("COMPLETED"),
+      or(
+        expr`attribute_not_exists(${name(A.outcomeKind)})`,
+        and(expr`${name(A.outcomeKind)} <> ${str("Timeout")}`, expr`${name(A.outcomeKind)} <> ${str("Omitted")}`)
+      )
+    ),
+    unknown: and(status("COMPLETED"), outcomeKind("Timeout")),
+    omitted: and(status("COMPLETED"), outcomeKind("Omitted")),
+    failed: status("FAILED")
+  } satisfies Record<IdempotencyAdmin.State, unknown>
+  const adminList = new Map<string, Compiled<"now" | "prefix" | "leaseEndedBy">>()
+  const listKey = (filter: Parameters<Statements["adminList"]>[0]) =>
+    `${filter.state ?? ""}/${filter.operation}/${filter.olderThan}`
+  for (const s of [undefined, ...STATES]) {
+    for (const operation of [false, true]) {
+      for (const olderThan of [false, true]) {
+        const conditions: Array<Expr<string>> = [live]
+        if (s !== undefined) conditions.push(state[s])
+        if (operation) conditions.push(expr`begins_with(${name(names.key)}, ${param("prefix")})`)
+        if (olderThan) conditions.push(expr`${name(A.leaseUntil)} <= ${param("leaseEndedBy")}`)
+        adminList.set(listKey({ state: s, operation, olderThan }), compile({ filter: and(...conditions) }))
+      }
+    }
+  }
 
   return {
     claim: {
@@ -109,6 +160,27 @@ export const make = (names: Names): Statements => {
       update: update({ set: [[A.expiresAt, param("leaseUntil")], [names.ttl, param("ttl")]] })
     }),
     purgeScan: compile({ filter: expired, projection: projection([names.key, A.expiresAt]) }),
-    purgeDelete: compile({ condition: expired })
+    purgeDelete: compile({ condition: expired }),
+    adminList: (filter) => adminList.get(listKey(filter))!,
+    adminStats: compile({
+      filter: live,
+      projection: projection([
+        names.key,
+        A.status,
+        A.token,
+        A.fingerprint,
+        A.attempt,
+        A.leaseUntil,
+        A.expiresAt,
+        A.outcomeKind
+      ])
+    }),
+    adminUnblock: compile({
+      condition: and(
+        live,
+        expr`${name(A.attempt)} = ${param("attempt")}`,
+        or(state.stuck, state.unknown, state.failed)
+      )
+    })
   }
 }

@@ -7,7 +7,13 @@ import {
   UpdateItemCommand
 } from "@aws-sdk/client-dynamodb"
 import type { IdempotencyStore } from "@effect-idempotency/core"
-import { IdempotencyError, IdempotencyRecord, Tracing } from "@effect-idempotency/core"
+import {
+  IdempotencyAdmin,
+  IdempotencyError,
+  IdempotencyKey,
+  IdempotencyRecord,
+  Tracing
+} from "@effect-idempotency/core"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -22,6 +28,7 @@ import * as Statements from "./statements.js"
 import { N, S } from "./statements.js"
 
 type Store = IdempotencyStore.IdempotencyStore["Type"]
+type AdminStore = IdempotencyAdmin.AdminStore
 type Method = IdempotencyError.LeaseLost["method"]
 type StoreFailure = IdempotencyError.StoreFailure
 
@@ -44,7 +51,7 @@ const DEFAULT_PURGE_LIMIT = 1000
 const PURGE_CONCURRENCY = 8
 
 /** @internal */
-export const make = (config: Config): Store => {
+export const make = (config: Config): Store & { readonly [IdempotencyAdmin.AdminTypeId]: AdminStore } => {
   const { maxItemBytes, names, sender, tableName } = config
   const statements = Statements.make(names)
   const TableName = tableName
@@ -95,7 +102,11 @@ export const make = (config: Config): Store => {
     release: span("release"),
     extend: span("extend"),
     get: span("get"),
-    purgeExpired: span("purgeExpired")
+    purgeExpired: span("purgeExpired"),
+    adminList: span("admin.list"),
+    adminRead: span("admin.read"),
+    adminUnblock: span("admin.unblock"),
+    adminStats: span("admin.stats")
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -132,6 +143,31 @@ export const make = (config: Config): Store => {
     failure.item === undefined
       ? read(method, deadline, id)
       : Effect.map(decodeItem(method, failure.item), Option.some)
+
+  /**
+   * One page of a scan, from `startKey`. A scan reads page after page: each of its requests has the
+   * call's time limit.
+   */
+  const scanPage = (
+    method: string,
+    fields: Fields,
+    startKey: Item | undefined,
+    options?: { readonly Limit?: number; readonly ConsistentRead?: boolean }
+  ): Effect.Effect<ScanCommandOutput, StoreFailure> =>
+    Effect.flatMap(Clock.currentTimeMillis, (start) =>
+      unconditional(
+        method,
+        call(method, deadlineFrom(start), (client, abortSignal) =>
+          client.send(
+            new ScanCommand({
+              TableName,
+              ...fields,
+              ...options,
+              ...(startKey === undefined ? {} : { ExclusiveStartKey: startKey })
+            }),
+            { abortSignal }
+          ))
+      ))
 
   // ---------------------------------------------------------------------------------------------
   // reserve
@@ -483,20 +519,6 @@ export const make = (config: Config): Store => {
       // a purge reads and deletes page after page: each of its requests has the call's time limit
       const request = <A>(send: Parameters<typeof call<A>>[2]) =>
         Effect.flatMap(Clock.currentTimeMillis, (start) => call("purgeExpired", deadlineFrom(start), send))
-      const scan = (ExclusiveStartKey: Item | undefined) =>
-        unconditional(
-          "purgeExpired",
-          request((client, abortSignal) =>
-            client.send(
-              new ScanCommand({
-                TableName,
-                ...statements.purgeScan({ now: N(now) }),
-                ...(ExclusiveStartKey === undefined ? {} : { ExclusiveStartKey })
-              }),
-              { abortSignal }
-            )
-          )
-        )
       // deleted only if still expired: a record reserved again since the scan is kept
       const remove = (item: Item) => {
         const id = item[names.key]?.S
@@ -511,7 +533,11 @@ export const make = (config: Config): Store => {
       let deleted = 0
       let startKey: Item | undefined = undefined
       for (let page = 0; page < config.purgeMaxPages && deleted < limit; page++) {
-        const output: ScanCommandOutput = yield* scan(startKey)
+        const output: ScanCommandOutput = yield* scanPage(
+          "purgeExpired",
+          statements.purgeScan({ now: N(now) }),
+          startKey
+        )
         const candidates = (output.Items ?? []).slice(0, limit - deleted)
         const results = yield* Effect.forEach(candidates, remove, { concurrency: PURGE_CONCURRENCY })
         deleted += results.filter((removed) => removed).length
@@ -521,5 +547,133 @@ export const make = (config: Config): Store => {
       return deleted
     }).pipe(spans.purgeExpired)
 
-  return { reserve, complete, release, markFailed, extend, get, purgeExpired }
+  // ---------------------------------------------------------------------------------------------
+  // admin
+  // ---------------------------------------------------------------------------------------------
+
+  /** The id of a scan's `LastEvaluatedKey`: the cursor of the next page (the table has no sort key). */
+  const cursorOf = (method: string, output: ScanCommandOutput): Effect.Effect<string | undefined, StoreFailure> => {
+    if (output.LastEvaluatedKey === undefined) return Effect.succeed(undefined)
+    const id = output.LastEvaluatedKey[names.key]?.S
+    return id === undefined
+      ? Effect.fail(new IdempotencyError.StoreError({ method, cause: "the scan returned a key without an id" }))
+      : Effect.succeed(id)
+  }
+
+  const decodeAll = (method: string, items: ReadonlyArray<Item> | undefined) =>
+    Effect.forEach(items ?? [], (item) => {
+      const recordId = item[names.key]?.S
+      return recordId === undefined
+        ? Effect.fail(new IdempotencyError.StoreError({ method, cause: "an item without an id" }))
+        : Effect.map(decodeItem(method, item), (record) => ({ recordId, record }))
+    })
+
+  const adminList: AdminStore["list"] = (query) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const prefix = query.operation === undefined
+        ? ""
+        : Either.getOrUndefined(Either.try(() => encodeURIComponent(query.operation!) + IdempotencyKey.SEPARATOR))
+      // an operation that cannot be encoded (a lone surrogate) has no records
+      if (prefix === undefined) return { records: [], now, cursor: undefined }
+      const filter = statements.adminList({
+        state: query.state,
+        operation: query.operation !== undefined,
+        olderThan: query.olderThanMillis !== undefined
+      })
+      const output = yield* scanPage(
+        "admin.list",
+        filter({ now: N(now), prefix: S(prefix), leaseEndedBy: N(now - (query.olderThanMillis ?? 0)) }),
+        query.cursor === undefined ? undefined : Key(query.cursor),
+        { Limit: query.limit, ConsistentRead: true }
+      )
+      return {
+        records: yield* decodeAll("admin.list", output.Items),
+        now,
+        cursor: yield* cursorOf("admin.list", output)
+      }
+    }).pipe(spans.adminList)
+
+  const adminRead: AdminStore["read"] = (recordId) =>
+    Effect.flatMap(
+      Clock.currentTimeMillis,
+      (now) =>
+        Effect.map(read("admin.read", deadlineFrom(now), recordId), (record) => ({
+          record: Option.filter(record, (record) => IdempotencyRecord.isLive(record, now)),
+          now
+        }))
+    ).pipe(spans.adminRead)
+
+  /** How many conditional deletes one unblock makes at most, when the record changes between a delete and a read. */
+  const MAX_UNBLOCK_WRITES = 3
+
+  const adminUnblock: AdminStore["unblock"] = ({ attempt, recordId }) =>
+    Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      const deadline = deadlineFrom(now)
+      for (let writes = 1;; writes++) {
+        const result = yield* call("admin.unblock", deadline, (client, abortSignal) =>
+          client.send(
+            new DeleteItemCommand({
+              TableName,
+              Key: Key(recordId),
+              ...statements.adminUnblock({ now: N(now), attempt: N(attempt) }),
+              ReturnValuesOnConditionCheckFailure: "ALL_OLD"
+            }),
+            { abortSignal }
+          ))
+        if (!(result instanceof ConditionFailed)) return { _tag: "Unblocked" } as const
+        const current = Option.filter(
+          yield* observed("admin.unblock", deadline, recordId, result),
+          (record) => IdempotencyRecord.isLive(record, now)
+        )
+        // a retried delete whose first attempt went through finds no record
+        if (Option.isNone(current)) {
+          return result.afterUncertainAttempt ? { _tag: "Unblocked" } as const : refused("absent")
+        }
+        const record = current.value
+        if (record.attempt !== attempt) return refused("changed", record.attempt)
+        const state = IdempotencyAdmin.stateOf(record, now)
+        if (isRefusal(state)) return refused(state, record.attempt)
+        // unblockable now: the record changed between the delete and the read (an emulator's read)
+        if (writes === MAX_UNBLOCK_WRITES) {
+          return yield* new IdempotencyError.StoreError({
+            method: "admin.unblock",
+            cause: "the record kept changing during the unblock"
+          })
+        }
+      }
+    }).pipe(spans.adminUnblock)
+
+  const adminStats: AdminStore["stats"] = Effect.gen(function*() {
+    const now = yield* Clock.currentTimeMillis
+    const fields = statements.adminStats({ now: N(now) })
+    const counts = new Map<string, { operation: string; state: IdempotencyAdmin.State; count: number }>()
+    let startKey: Item | undefined = undefined
+    do {
+      const output: ScanCommandOutput = yield* scanPage("admin.stats", fields, startKey, { ConsistentRead: true })
+      for (const { record, recordId } of yield* decodeAll("admin.stats", output.Items)) {
+        const operation = IdempotencyAdmin.parseRecordId(recordId).operation
+        const state = IdempotencyAdmin.stateOf(record, now)
+        const key = `${operation}\u0000${state}`
+        const entry = counts.get(key)
+        if (entry === undefined) counts.set(key, { operation, state, count: 1 })
+        else entry.count++
+      }
+      startKey = output.LastEvaluatedKey
+    } while (startKey !== undefined)
+    return Array.from(counts.values())
+  }).pipe(spans.adminStats)
+
+  const admin: AdminStore = { list: adminList, read: adminRead, unblock: adminUnblock, stats: adminStats }
+  return { reserve, complete, release, markFailed, extend, get, purgeExpired, [IdempotencyAdmin.AdminTypeId]: admin }
 }
+
+type Refusal = Extract<IdempotencyAdmin.UnblockResult, { readonly _tag: "Refused" }>
+
+const refused = (reason: Refusal["reason"], attempt?: number): IdempotencyAdmin.UnblockResult =>
+  attempt === undefined ? { _tag: "Refused", reason } : { _tag: "Refused", reason, attempt }
+
+/** The states `unblock` refuses are reasons of their own. */
+const isRefusal = (state: IdempotencyAdmin.State): state is "running" | "completed" | "omitted" =>
+  !IdempotencyAdmin.unblockable.has(state)
