@@ -275,9 +275,89 @@ return 1
 )
 
 /**
+ * `ARGV`: now, whole (`'1'`: the whole record; `'0'`: its first line only, for counting). For the
+ * admin service (`IdempotencyAdmin`).
+ *
+ * Returns `{now}` when the record is absent or expired, else
+ * `{now, status, attempt, lease_until, expires_at, kind, token, fingerprint, outcome}` (the last
+ * three empty when not `whole`).
+ *
+ * @since 0.1.0
+ * @category scripts
+ */
+export const inspect = script(
+  "inspect",
+  prelude + `
+if ARGV[2] ~= '1' then
+  local head = redis.pcall('GETRANGE', KEYS[1], 0, 127)
+  if type(head) ~= 'string' or head == '' then
+    return {now}
+  end
+  local status, attempt, leaseUntil, expiresAt, kind = string.match(head, '^v1 (%S+) (%d+) (%d+) (%d+) (%S+) ')
+  if status == nil then
+    error('not an idempotency record: ' .. KEYS[1])
+  end
+  if tonumber(expiresAt) <= now then
+    return {now}
+  end
+  return {now, status, tonumber(attempt), tonumber(leaseUntil), tonumber(expiresAt), kind, '', '', ''}
+end
+local value = redis.call('GET', KEYS[1])
+if not value then
+  return {now}
+end
+local record = decode(value)
+if record.expiresAt <= now then
+  return {now}
+end
+return {now, record.status, record.attempt, record.leaseUntil, record.expiresAt, record.kind, record.token,
+  record.fingerprint, outcome(value, record)}
+`
+)
+
+/**
+ * `ARGV`: now, attempt. For the admin service's `unblock`: deletes the record only while it is the
+ * attempt the operator saw and nothing runs for it or would be lost with it: IN_PROGRESS with its
+ * lease ended (stuck), COMPLETED with a `Timeout` outcome (unknown), or FAILED.
+ *
+ * Returns `{'unblocked'}`, `{'absent'}` (absent or expired), or `{reason, attempt}` with the
+ * reason `changed` (another attempt), `running` (a live lease), `completed` or `omitted`.
+ *
+ * @since 0.1.0
+ * @category scripts
+ */
+export const unblock = script(
+  "unblock",
+  prelude + `
+local value = redis.call('GET', KEYS[1])
+if not value then
+  return {'absent'}
+end
+local record = decode(value)
+if record.expiresAt <= now then
+  return {'absent'}
+end
+if record.attempt ~= tonumber(ARGV[2]) then
+  return {'changed', record.attempt}
+end
+if record.status == 'IN_PROGRESS' and record.leaseUntil > now then
+  return {'running', record.attempt}
+end
+if record.status == 'COMPLETED' and record.kind ~= 'Timeout' then
+  if record.kind == 'Omitted' then
+    return {'omitted', record.attempt}
+  end
+  return {'completed', record.attempt}
+end
+redis.call('DEL', KEYS[1])
+return {'unblocked'}
+`
+)
+
+/**
  * Every script of the store.
  *
  * @since 0.1.0
  * @category scripts
  */
-export const all: ReadonlyArray<Script> = [reserve, complete, release, markFailed, extend, get, purge]
+export const all: ReadonlyArray<Script> = [reserve, complete, release, markFailed, extend, get, purge, inspect, unblock]

@@ -14,6 +14,10 @@
  * instance. Records also carry a native expiry (`PXAT`) at their `expires_at`, so Redis deletes
  * them by itself.
  *
+ * The store keeps the admin primitives of `IdempotencyAdmin` (`IdempotencyAdmin.layer` over it):
+ * `get` and `unblock` are one script each on the record's key; `list` and `stats` walk the keys
+ * with `SCAN` (see the README's "Admin" section for their costs).
+ *
  * @example
  * ```ts
  * import { RedisClient, RedisStore } from "@effect-idempotency/redis"

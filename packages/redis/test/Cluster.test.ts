@@ -1,11 +1,11 @@
 /**
  * On a Redis Cluster of three masters started here (16384 slots split between them), through an
- * ioredis `Cluster` client: the conformance suite, records spread over every node (each script
- * touches one key, so one slot), and a purge that scans every master.
+ * ioredis `Cluster` client: the conformance suite, the admin suite, records spread over every node
+ * (each script touches one key, so one slot), and a purge that scans every master.
  */
 import { IdempotencyRecord } from "@effect-idempotency/core"
 import { RedisClient, RedisStore } from "@effect-idempotency/redis"
-import { StoreConformance } from "@effect-idempotency/testing"
+import { AdminConformance, StoreConformance } from "@effect-idempotency/testing"
 import { assert, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -51,6 +51,13 @@ const store = (options: RedisStore.Options) =>
 const Live = Layer.provideMerge(store({ clock: "effect", prefix: uniquePrefix("cluster") }), ClusterLive)
 
 StoreConformance.suite("RedisStore conformance on a Redis Cluster", Live, { concurrency: 200, timeout: "2 minutes" })
+
+// list and stats scan every master, one after the other; the cursor names the master
+AdminConformance.suite(
+  "RedisStore admin on a Redis Cluster",
+  Layer.provideMerge(store({ prefix: uniquePrefix("cluster-admin") }), ClusterLive),
+  { timeout: "2 minutes" }
+)
 
 layer(Live, { timeout: "2 minutes" })("RedisStore on a Redis Cluster", (it) => {
   it.effect("records spread over every master; a purge scans them all", () =>

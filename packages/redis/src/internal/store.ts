@@ -1,13 +1,8 @@
+import { AdminTypeId } from "@effect-idempotency/core/IdempotencyAdmin"
 import { LeaseLost, StoreError } from "@effect-idempotency/core/IdempotencyError"
 import type { StoreFailure } from "@effect-idempotency/core/IdempotencyError"
-import type { IdempotencyRecord, RecordId } from "@effect-idempotency/core/IdempotencyRecord"
-import {
-  outcomeFromColumns,
-  outcomeToColumns,
-  ReserveResult,
-  Status,
-  StoredOutcome
-} from "@effect-idempotency/core/IdempotencyRecord"
+import type { IdempotencyRecord, Status } from "@effect-idempotency/core/IdempotencyRecord"
+import { outcomeToColumns, ReserveResult, StoredOutcome } from "@effect-idempotency/core/IdempotencyRecord"
 import type { ClockSource, IdempotencyStore, TokenRequest } from "@effect-idempotency/core/IdempotencyStore"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -17,8 +12,12 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { Redis } from "ioredis"
 import * as Scripts from "../RedisScripts.js"
+import * as Admin from "./admin.js"
 import type { Connection } from "./connection.js"
 import { toStoreFailure } from "./errors.js"
+import { keyOf, keyPattern } from "./keys.js"
+import type { Decoder, Kind } from "./replies.js"
+import { checked, outcomeOf } from "./replies.js"
 
 type Store = IdempotencyStore["Type"]
 
@@ -55,64 +54,15 @@ const millis = (duration: Duration.Duration): string =>
 const purgeLimit = (limit: number | undefined): number =>
   limit === undefined || Number.isNaN(limit) ? DEFAULT_PURGE_LIMIT : Math.max(0, Math.floor(limit))
 
-/** `prefix{id}`: the id is the key's hash tag, so a record's slot depends on its id alone. */
-const keyOf = (prefix: string, id: RecordId): string => `${prefix}{${id.value}}`
-
-/** A `SCAN MATCH` pattern of every record key under `prefix`. */
-const keyPattern = (prefix: string): string => `${prefix.replace(/[*?[\]\\]/g, "\\$&")}{*}`
-
 // -------------------------------------------------------------------------------------------------
 // replies
 // -------------------------------------------------------------------------------------------------
-
-/** A kind of `-` is no outcome; an unknown kind (written by a newer version) reads as no outcome too. */
-const outcomeOf = (kind: string, body: string) => kind === "-" ? undefined : outcomeFromColumns(kind, body)
-
-// Replies are checked by hand, element by element, against what the scripts return (a Schema of
-// tuples allocates several times more per reply): a reply of another shape (another script under
-// the same SHA, a proxy that rewrites replies) is a `StoreError` whose cause says which script and
-// which element, never what the reply held.
 
 type ReserveReply =
   | readonly [1, number, number, number]
   | readonly [0, Status, string, string, number, number, number, number, string, string]
 
 type GetReply = readonly [] | readonly [Status, string, string, number, number, number, string, string]
-
-/** A reply, or why it does not have the shape its script gives. */
-type Decoder<A> = (reply: unknown) => Either.Either<A, string>
-
-const STATUSES: ReadonlySet<unknown> = new Set(Status.literals)
-
-/** The kinds of the elements of a reply. */
-type Kind = "integer" | "string" | "status"
-
-const isKind = (value: unknown, kind: Kind): boolean =>
-  kind === "integer"
-    ? typeof value === "number" && Number.isSafeInteger(value)
-    : kind === "string"
-    ? typeof value === "string"
-    : STATUSES.has(value)
-
-/** `reply` as an `A` when its elements are of these kinds (those before `from` checked by the caller). */
-const checked = <A>(
-  script: string,
-  reply: ReadonlyArray<unknown>,
-  kinds: ReadonlyArray<Kind>,
-  from: number
-): Either.Either<A, string> => {
-  if (reply.length !== kinds.length) {
-    return Either.left(`the reply of the ${script} script has ${reply.length} elements, not ${kinds.length}`)
-  }
-  for (let i = from; i < kinds.length; i++) {
-    if (!isKind(reply[i], kinds[i]!)) {
-      return Either.left(
-        `element ${i} of the reply of the ${script} script is not ${kinds[i] === "integer" ? "an" : "a"} ${kinds[i]}`
-      )
-    }
-  }
-  return Either.right(reply as unknown as A)
-}
 
 const RESERVED: ReadonlyArray<Kind> = ["integer", "integer", "integer", "integer"]
 const EXISTING: ReadonlyArray<Kind> = [
@@ -209,7 +159,7 @@ export const make = (connection: Connection, config: Config): Store => {
       send(
         name,
         run,
-        keyOf(prefix, request.id),
+        keyOf(prefix, request.id.value),
         (now) => [now, request.token, ...args],
         (reply): Effect.Effect<void, LeaseLost | StoreError> => {
           const flag = decodeFlag(reply)
@@ -227,7 +177,7 @@ export const make = (connection: Connection, config: Config): Store => {
       send(
         "reserve",
         scripts.reserve,
-        keyOf(prefix, request.id),
+        keyOf(prefix, request.id.value),
         (now) => [
           now,
           request.token,
@@ -290,7 +240,7 @@ export const make = (connection: Connection, config: Config): Store => {
       send(
         "get",
         scripts.get,
-        keyOf(prefix, id),
+        keyOf(prefix, id.value),
         (now) => [now],
         decoded("get", decodeGet, (reply): Option.Option<IdempotencyRecord> =>
           reply.length === 0 ? Option.none() : Option.some({
@@ -310,15 +260,16 @@ export const make = (connection: Connection, config: Config): Store => {
   const clientPrefix = (connection.client.options as { readonly keyPrefix?: string } | undefined)?.keyPrefix ?? ""
   const pattern = keyPattern(clientPrefix + prefix)
 
-  const scan = (node: Redis, cursor: string) =>
+  /** One `SCAN` page of `node`: the next cursor and the keys (with the client's own prefix). */
+  const scan = (name: string, node: Redis, cursor: string, match: string, count: number) =>
     Effect.tryPromise({
-      try: () => node.scan(cursor, "MATCH", pattern, "COUNT", SCAN_COUNT),
+      try: () => node.scan(cursor, "MATCH", match, "COUNT", count),
       catch: (error) => error
     }).pipe(
-      Effect.mapError(toStoreFailure("purgeExpired")),
+      Effect.mapError(toStoreFailure(name)),
       Effect.flatMap((reply) =>
         Either.match(decodeScan(reply), {
-          onLeft: (cause) => Effect.fail(new StoreError({ method: "purgeExpired", cause })),
+          onLeft: (cause) => Effect.fail(new StoreError({ method: name, cause })),
           onRight: Effect.succeed
         })
       )
@@ -352,7 +303,7 @@ export const make = (connection: Connection, config: Config): Store => {
           let cursor = "0"
           let pages = 0
           do {
-            const [next, keys] = yield* scan(node, cursor)
+            const [next, keys] = yield* scan("purgeExpired", node, cursor, pattern, SCAN_COUNT)
             cursor = next
             pages++
             // each batch is at most what the limit still allows; the next starts right after it, so
@@ -371,5 +322,7 @@ export const make = (connection: Connection, config: Config): Store => {
     )
   }
 
-  return { reserve, complete, release, markFailed, extend, get, purgeExpired }
+  const store: Store = { reserve, complete, release, markFailed, extend, get, purgeExpired }
+  const admin = Admin.make({ connection, prefix, clientPrefix, send, decoded, method, scan })
+  return Object.assign(store, { [AdminTypeId]: admin })
 }
