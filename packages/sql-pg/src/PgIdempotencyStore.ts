@@ -20,6 +20,14 @@
  * The table and the function come from `PgIdempotencyMigration`: run it with your migrations, or
  * let the layer run it when it is built (`migrate: true`).
  *
+ * The store keeps admin primitives, so `IdempotencyAdmin.layer` works over it, on the same clock.
+ * `unblock` is one conditional DELETE (the attempt the operator saw, a state that may be deleted,
+ * live). `list` walks the primary key from its cursor in id order and filters as it goes; with an
+ * operation it reads only that operation's ids where the id's collation is C (elsewhere PostgreSQL
+ * cannot turn the prefix into a range, and the walk is as without one). There is no index on
+ * state or lease: a listing by state reads records until it has a page, the whole table (from the
+ * cursor on) when few match, and `stats` reads every live record.
+ *
  * @example
  * ```ts
  * import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"

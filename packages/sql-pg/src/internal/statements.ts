@@ -12,6 +12,18 @@ export const now = "COALESCE($1::bigint, floor(extract(epoch FROM statement_time
 /** @internal */
 export const recordColumns = "status, token, fingerprint, attempt, lease_until, expires_at, outcome_kind, outcome"
 
+/**
+ * The state of a record at `now`, as `IdempotencyAdmin.stateOf` decides it, over the record's
+ * columns: `running`, `stuck`, `failed`, `unknown` (a Timeout outcome), `omitted`, `completed`.
+ */
+const state = `CASE
+  WHEN status = 'IN_PROGRESS' THEN CASE WHEN lease_until <= ${now} THEN 'stuck' ELSE 'running' END
+  WHEN status = 'FAILED' THEN 'failed'
+  WHEN outcome_kind = 'Timeout' THEN 'unknown'
+  WHEN outcome_kind = 'Omitted' THEN 'omitted'
+  ELSE 'completed'
+END`
+
 /** Token-checked writes: `$2` id, `$3` token; the record must be live and IN_PROGRESS. */
 const owned = `id = $2::text AND token = $3::text AND status = 'IN_PROGRESS' AND expires_at > ${now}`
 
@@ -46,6 +58,22 @@ export interface Statements {
   readonly get: string
   /** `$1` now, `$2` limit. */
   readonly purgeExpired: string
+  /**
+   * A page of live records in the order of their ids. `$1` now, `$2` the cursor (the last id of
+   * the previous page) or NULL, `$3` the prefix of an operation's ids (`<encoded operation>#`) or
+   * NULL, `$4` a state or NULL, `$5` the least time since the lease ended, in ms, or NULL, `$6` the
+   * limit. One row per record, or one row of NULLs but `now` when there is none.
+   */
+  readonly list: string
+  /** `$1` now, `$2` id. One row: `now` and the live record's columns, NULL when there is none. */
+  readonly read: string
+  /**
+   * `$1` now, `$2` id, `$3` attempt. One row: `unblocked`, `now`, and the live record's columns as
+   * they were when the statement started (NULL when there was none).
+   */
+  readonly unblock: string
+  /** `$1` now. One row per operation and state of the live records: `operation`, `state`, `count`. */
+  readonly stats: string
 }
 
 /**
@@ -80,7 +108,50 @@ RETURNING 1 AS owned`,
   ) AND expires_at <= ${now}
   RETURNING 1
 )
-SELECT count(*)::integer AS purged FROM purged`
+SELECT count(*)::integer AS purged FROM purged`,
+    // `starts_with` becomes a range of the primary key when the id's collation is C; with another
+    // collation it filters the ids walked from the cursor on. The state is `state` spelled out one
+    // state at a time: the plan (custom, the parameters known) keeps only the state asked for, as
+    // plain conditions on status, lease_until and outcome_kind that an index of the user's can serve.
+    list: `SELECT clock.now, page.id, ${recordColumns}
+FROM (SELECT ${now} AS now) AS clock
+LEFT JOIN LATERAL (
+  SELECT id, ${recordColumns} FROM ${t}
+  WHERE ($2::text IS NULL OR id > $2::text)
+    AND ($3::text IS NULL OR starts_with(id, $3::text))
+    AND expires_at > clock.now
+    AND ($4::text IS NULL
+      OR ($4::text = 'running' AND status = 'IN_PROGRESS' AND lease_until > clock.now)
+      OR ($4::text = 'stuck' AND status = 'IN_PROGRESS' AND lease_until <= clock.now)
+      OR ($4::text = 'failed' AND status = 'FAILED')
+      OR ($4::text = 'unknown' AND status = 'COMPLETED' AND outcome_kind = 'Timeout')
+      OR ($4::text = 'omitted' AND status = 'COMPLETED' AND outcome_kind = 'Omitted')
+      OR ($4::text = 'completed' AND status = 'COMPLETED'
+        AND (outcome_kind IS NULL OR outcome_kind NOT IN ('Timeout', 'Omitted'))))
+    AND ($5::bigint IS NULL OR lease_until <= clock.now - $5::bigint)
+  ORDER BY id
+  LIMIT $6::integer
+) AS page ON true
+ORDER BY page.id`,
+    read: `SELECT clock.now, ${recordColumns}
+FROM (SELECT ${now} AS now) AS clock
+LEFT JOIN ${t} ON id = $2::text AND expires_at > clock.now`,
+    // One conditional DELETE: the states of `IdempotencyAdmin.unblockable`, at the attempt the
+    // operator saw. The SELECT reads the statement's snapshot, so it shows the record the DELETE
+    // left (or one a concurrent write changed while the DELETE waited for it: see `unblock`).
+    unblock: `WITH unblocked AS (
+  DELETE FROM ${t}
+  WHERE id = $2::text AND attempt = $3::integer AND expires_at > ${now}
+    AND ${state} IN ('stuck', 'unknown', 'failed')
+  RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM unblocked) AS unblocked, clock.now, ${recordColumns}
+FROM (SELECT ${now} AS now) AS clock
+LEFT JOIN ${t} ON id = $2::text AND expires_at > clock.now`,
+    stats: `SELECT operation, ${state} AS state, count(*) AS count
+FROM ${t}
+WHERE expires_at > ${now}
+GROUP BY 1, 2`
   }
 }
 

@@ -1,5 +1,8 @@
+import type { AdminStore, Count, State, StoredRecord, UnblockResult } from "@effect-idempotency/core/IdempotencyAdmin"
+import { AdminTypeId, stateOf, unblockable } from "@effect-idempotency/core/IdempotencyAdmin"
 import { LeaseLost, StoreError } from "@effect-idempotency/core/IdempotencyError"
 import type { StoreFailure } from "@effect-idempotency/core/IdempotencyError"
+import { SEPARATOR } from "@effect-idempotency/core/IdempotencyKey"
 import type { IdempotencyRecord, RecordId } from "@effect-idempotency/core/IdempotencyRecord"
 import type { Status } from "@effect-idempotency/core/IdempotencyRecord"
 import { outcomeFromColumns, outcomeToColumns, ReserveResult } from "@effect-idempotency/core/IdempotencyRecord"
@@ -148,11 +151,84 @@ const purgedRowsOf = (rows: ReadonlyArray<unknown>): Decoded<number> => {
   return isRow(row) ? int(row, "purged") : new RowInvalid("a row is not an object")
 }
 
+/** A row of the admin's statements: `now`, and the record's columns, NULL when there is no record. */
+const nowAndRecordOf = (
+  row: unknown
+): Decoded<{ readonly now: number; readonly record: Option.Option<IdempotencyRecord> }> => {
+  if (!isRow(row)) return new RowInvalid("the statement returned no row")
+  const now = int(row, "now")
+  if (now instanceof RowInvalid) return now
+  if (row.status === null) return { now, record: Option.none() }
+  const record = recordOf(row)
+  return record instanceof RowInvalid ? record : { now, record: Option.some(record) }
+}
+
+const listRowsOf = (
+  rows: ReadonlyArray<unknown>
+): Decoded<{ readonly now: number; readonly records: ReadonlyArray<StoredRecord> }> => {
+  const first = rows[0]
+  if (!isRow(first)) return new RowInvalid("the statement returned no row")
+  const now = int(first, "now")
+  if (now instanceof RowInvalid) return now
+  const records: Array<StoredRecord> = []
+  for (const row of rows) {
+    if (!isRow(row)) return new RowInvalid("a row is not an object")
+    if (row.id === null) continue
+    const recordId = string(row, "id")
+    if (recordId instanceof RowInvalid) return recordId
+    const record = recordOf(row)
+    if (record instanceof RowInvalid) return record
+    records.push({ recordId, record })
+  }
+  return { now, records }
+}
+
+const unblockRowOf = (
+  rows: ReadonlyArray<unknown>
+): Decoded<
+  { readonly unblocked: boolean; readonly now: number; readonly record: Option.Option<IdempotencyRecord> }
+> => {
+  const row = rows[0]
+  if (!isRow(row) || typeof row.unblocked !== "boolean") return new RowInvalid("column unblocked is not a boolean")
+  const read = nowAndRecordOf(row)
+  return read instanceof RowInvalid ? read : { unblocked: row.unblocked, ...read }
+}
+
+const STATES: ReadonlySet<unknown> = new Set<State>(["running", "stuck", "completed", "unknown", "omitted", "failed"])
+
+const statsRowsOf = (rows: ReadonlyArray<unknown>): Decoded<ReadonlyArray<Count>> => {
+  const counts: Array<Count> = []
+  for (const row of rows) {
+    if (!isRow(row)) return new RowInvalid("a row is not an object")
+    const operation = string(row, "operation")
+    if (operation instanceof RowInvalid) return operation
+    if (!STATES.has(row.state)) return new RowInvalid(`column state is not a state: ${String(row.state)}`)
+    const count = int(row, "count")
+    if (count instanceof RowInvalid) return count
+    counts.push({ operation, state: row.state as State, count })
+  }
+  return counts
+}
+
+/** Why `unblock` did not delete a record in `state`. */
+const refusalOf = (state: State): "running" | "completed" | "omitted" =>
+  state === "running" ? "running" : state === "omitted" ? "omitted" : "completed"
+
+/**
+ * How many times `unblock` runs its statement when the record it read does not explain why the
+ * DELETE left it: a concurrent write changed the record while the DELETE waited for it, so the
+ * statement's snapshot is behind; the next run reads that write.
+ */
+const UNBLOCK_ROUNDS = 3
+
 /** The longest duration kept (about 142,000 years): `now + d` stays a safe integer. */
 const MAX_MILLIS = 2 ** 52
 
 /** Durations as whole milliseconds, rounded up; an infinite duration is the far future. */
 const millis = (duration: Duration.Duration): number => Math.min(Math.ceil(Duration.toMillis(duration)), MAX_MILLIS)
+
+/** Milliseconds as a whole number for `now - ms`, rounded up, at most `MAX_MILLIS`. */
+const wholeMillis = (ms: number): number => Math.min(Math.ceil(ms), MAX_MILLIS)
 
 /** A batch size for `LIMIT`: a whole number from 0 to 2^31 - 1. */
 const purgeLimit = (limit: number | undefined): number =>
@@ -286,5 +362,58 @@ export const make = (
         )
       }
     }
-    return store
+
+    const unblockRound = (
+      request: { readonly recordId: string; readonly attempt: number },
+      round: number
+    ): Effect.Effect<UnblockResult, StoreFailure> =>
+      Effect.flatMap(
+        query("unblock", unblockRowOf, statements.unblock, (now) => [now, request.recordId, request.attempt]),
+        (row): Effect.Effect<UnblockResult, StoreFailure> => {
+          if (row.unblocked) return Effect.succeed({ _tag: "Unblocked" })
+          if (Option.isNone(row.record)) return Effect.succeed({ _tag: "Refused", reason: "absent" })
+          const record = row.record.value
+          if (record.attempt !== request.attempt) {
+            return Effect.succeed({ _tag: "Refused", reason: "changed", attempt: record.attempt })
+          }
+          const state = stateOf(record, row.now)
+          if (!unblockable.has(state)) {
+            return Effect.succeed({ _tag: "Refused", reason: refusalOf(state), attempt: record.attempt })
+          }
+          return round < UNBLOCK_ROUNDS
+            ? unblockRound(request, round + 1)
+            : Effect.fail(
+              new StoreError({ method: "unblock", cause: `the record changed during each of ${UNBLOCK_ROUNDS} rounds` })
+            )
+        }
+      )
+
+    const admin: AdminStore = {
+      list: (request) => {
+        const limit = Math.min(Math.max(1, Math.floor(request.limit)), 2 ** 31 - 2)
+        return method(
+          "list",
+          query("list", listRowsOf, statements.list, (now) => [
+            now,
+            request.cursor ?? null,
+            request.operation === undefined ? null : encodeURIComponent(request.operation) + SEPARATOR,
+            request.state ?? null,
+            request.olderThanMillis === undefined ? null : wholeMillis(request.olderThanMillis),
+            // one more than the page: whether the listing goes on
+            limit + 1
+          ]).pipe(
+            Effect.map(({ now, records }) =>
+              records.length > limit
+                ? { now, records: records.slice(0, limit), cursor: records[limit - 1]!.recordId }
+                : { now, records, cursor: undefined }
+            )
+          )
+        )
+      },
+      read: (recordId) =>
+        method("read", query("read", (rows) => nowAndRecordOf(rows[0]), statements.read, (now) => [now, recordId])),
+      unblock: (request) => method("unblock", unblockRound(request, 1)),
+      stats: method("stats", query("stats", statsRowsOf, statements.stats, (now) => [now]))
+    }
+    return Object.assign(store, { [AdminTypeId]: admin })
   })
