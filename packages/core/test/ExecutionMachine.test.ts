@@ -203,6 +203,16 @@ interface Report {
   answers: Map<string, number>
 }
 
+const emptyReport = (): Report => ({
+  states: 0,
+  orderings: 0,
+  violations: [],
+  violated: 0,
+  rules: new Map(),
+  coverage: new Set(),
+  answers: new Map()
+})
+
 /**
  * One path's settings: the answer of each extension, by its index; no caller interruption, no clock
  * jump. The logs of every ordering of the events due at the same instant are collected.
@@ -532,15 +542,7 @@ const check = (scenario: Scenario, report: Report, path?: Path): void => {
 
 describe("the execution's state machine", () => {
   it("keeps every rule of the exit table over every ordering of its events up to the bounds", async () => {
-    const report: Report = {
-      states: 0,
-      orderings: 0,
-      violations: [],
-      violated: 0,
-      rules: new Map(),
-      coverage: new Set(),
-      answers: new Map()
-    }
+    const report = emptyReport()
     const all = scenarios()
     for (const scenario of all) {
       check(scenario, report)
@@ -677,15 +679,7 @@ describe("the driver, against the machine", () => {
       for (const scenario of replayed) {
         for (const plan of plans) {
           const logs = new Set<string>()
-          check(scenario, {
-            states: 0,
-            orderings: 0,
-            violations: [],
-            violated: 0,
-            rules: new Map(),
-            coverage: new Set(),
-            answers: new Map()
-          }, {
+          check(scenario, emptyReport(), {
             answer: plan.answer,
             logs
           })

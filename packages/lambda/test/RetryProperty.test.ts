@@ -68,6 +68,17 @@ const sqsHandler = (onDefect: IdempotencyPolicy.TimeoutPolicy) =>
   })
 
 const charge = { chargeId: "c-1", cents: 500 }
+
+/** The property of a handler's operation: one charge, Lambda's asynchronous retries, no deduplication. */
+const propertyOf = (
+  handler: { readonly operation: LambdaEvent.Operation<typeof Charge.Type, unknown, unknown, Payments> }
+) => ({
+  operation: handler.operation,
+  payload: charge,
+  platform: PlatformModel.awsLambdaAsync,
+  deduplicate: false,
+  services: PaymentsSimulated
+})
 const TIMEOUT = { timeout: 600_000 }
 
 describe.each([
@@ -77,13 +88,7 @@ describe.each([
   it.effect("the deployed configuration holds at most once under Lambda's retries", () =>
     Effect.gen(function*() {
       const handler = make("markUnknown")
-      const report = yield* RetryProperty.assert({
-        operation: handler.operation,
-        payload: charge,
-        platform: PlatformModel.awsLambdaAsync,
-        deduplicate: false,
-        services: PaymentsSimulated
-      }, { numRuns: 60, seed: 7 })
+      const report = yield* RetryProperty.assert(propertyOf(handler), { numRuns: 60, seed: 7 })
       assert.isTrue(report.passed)
       yield* Effect.promise(() => handler.dispose())
     }), TIMEOUT)
@@ -94,11 +99,7 @@ describe.each([
       Effect.gen(function*() {
         const handler = make("release")
         const report = yield* RetryProperty.run({
-          operation: handler.operation,
-          payload: charge,
-          platform: PlatformModel.awsLambdaAsync,
-          deduplicate: false,
-          services: PaymentsSimulated,
+          ...propertyOf(handler),
           downstream: { kinds: ["Succeed", "ApplyThenDie"] },
           faults: false
         }, { numRuns: 300, seed: 1 })

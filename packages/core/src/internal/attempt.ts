@@ -465,7 +465,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
                 Exit.isSuccess(exit) ? outcomeOf(exit.value) : Telemetry.ofCause(exit.cause)
               )
               if (typeof request.key === "string") {
-                span.attribute("idempotency.key_hash", Telemetry.keyHash(request.key))
+                span.attribute("idempotency.key_hash", IdempotencyKey.hash(request.key))
               }
             }
           ),

@@ -14,7 +14,6 @@ import * as MetricLabels from "effect/MetricLabel"
 import * as Option from "effect/Option"
 import type { Result } from "../Idempotency.js"
 import { isIdempotencyError } from "../IdempotencyError.js"
-import * as IdempotencyKey from "../IdempotencyKey.js"
 
 /** How a run ended, as its span's `idempotency.outcome` and its metrics' `idempotency.outcome`. */
 export type Outcome =
@@ -66,9 +65,6 @@ export const ofCause = (cause: Cause.Cause<unknown>): Outcome => {
   if (Option.isSome(failure)) return ofError(failure.value)
   return Cause.isInterruptedOnly(cause) ? "interrupted" : "defect"
 }
-
-/** The key as spans and logs show it (see `IdempotencyKey.hash`). */
-export const keyHash = (key: string): string => IdempotencyKey.hash(key)
 
 const attempts = MetricKey.counter("idempotency.attempts", {
   description: "Runs of idempotent operations, by operation and outcome",
