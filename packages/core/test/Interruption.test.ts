@@ -9,7 +9,10 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
+import * as Scheduler from "effect/Scheduler"
 import * as Schema from "effect/Schema"
+import * as Supervisor from "effect/Supervisor"
 import * as TestClock from "effect/TestClock"
 
 /** The memory store, logging each call with the time it was made, its completions slowed down. */
@@ -79,5 +82,72 @@ describe("a caller interrupted at any point", () => {
           assert.isAtMost(runs, 2, `offset ${offset}`)
         }
       }
+    }))
+})
+
+describe("a caller interrupted as the worker ends", () => {
+  it.effect("leaves no watchdog behind, whichever step of the attempt's end the interruption falls on", () =>
+    Effect.gen(function*() {
+      // a scheduler that counts the caller's steps once the worker has ended, and interrupts the
+      // caller at step `at`: the sweep places the interruption on every step from the worker's end
+      // to the attempt's answer
+      let at = 0
+      let steps = -1
+      let caller: Fiber.RuntimeFiber<unknown, unknown> | undefined
+      const scheduler: Scheduler.Scheduler = {
+        scheduleTask: (task, priority) => Scheduler.defaultScheduler.scheduleTask(task, priority),
+        shouldYield: (fiber) => {
+          if (steps >= 0 && fiber === caller && ++steps === at) fiber.unsafeInterruptAsFork(FiberId.none)
+          return Scheduler.defaultScheduler.shouldYield(fiber)
+        }
+      }
+      let reached = true
+      for (at = 1; reached; at++) {
+        const store = yield* IdempotencyStore.makeMemory({ warn: false })
+        let runs = 0
+        steps = -1
+        const operation = Idempotency.make({
+          name: "interrupted-at-the-end",
+          payload: Schema.Null,
+          success: Schema.String,
+          timeout: "3 seconds",
+          lease: "1 second",
+          heartbeat: "300 millis",
+          execute: () =>
+            Effect.withFiberRuntime<string>((worker) => {
+              runs++
+              worker.addObserver(() => (steps = 0))
+              return Effect.as(Effect.sleep("1 second"), "written")
+            })
+        })
+        const run = (supervisor: Supervisor.Supervisor<unknown>) =>
+          operation.runDetailed({ key: "k", payload: null }).pipe(
+            Effect.provideService(IdempotencyStore.IdempotencyStore, store),
+            Effect.supervised(supervisor)
+          )
+        const supervisor = yield* Supervisor.track
+        caller = yield* Effect.fork(Effect.withScheduler(run(supervisor), scheduler))
+        yield* TestClock.adjust("500 millis")
+        // the supervisor sees the attempt's fibers: the worker and its watchdog
+        assert.isAtLeast((yield* supervisor.value).length, 2, `step ${at}`)
+        yield* TestClock.adjust("500 millis")
+        const exit = yield* Fiber.await(caller)
+        reached = steps >= at
+        yield* TestClock.adjust("30 seconds")
+        const running = (yield* supervisor.value).filter((fiber) => fiber.unsafePoll() === null)
+        assert.strictEqual(
+          running.length,
+          0,
+          `step ${at}: fibers of the attempt still running after its answer (${exit._tag})`
+        )
+        // whatever the interruption cut, the retry replays the outcome
+        caller = undefined
+        const retry = yield* Effect.fork(run(yield* Supervisor.track))
+        yield* TestClock.adjust("1 second")
+        const result = yield* Fiber.join(retry)
+        assert.deepStrictEqual([result.replayed, runs], [true, 1], `step ${at}`)
+      }
+      // the sweep went past the attempt's answer: every step of its end was tried
+      assert.isAbove(at, 10)
     }))
 })
