@@ -263,7 +263,8 @@ export interface Captured<X> {
  * - `Bypass`: the method is not covered, or the request has no key and none is required: run the
  *   handler as if there were no middleware.
  * - `Fresh`: the handler ran for this request: answer its own response (`recorded` tells whether a
- *   retry will get it back).
+ *   retry will get it back; `response` is that response as it is recorded: the kept headers, and no
+ *   body where it could not be read whole).
  * - `Replayed`: an earlier request's recorded response, with `Idempotent-Replayed: true`.
  * - `Rejected`: a problem response (the key, the body, a conflict, the store, the time).
  *
@@ -272,7 +273,14 @@ export interface Captured<X> {
  */
 export type Answer<X> =
   | { readonly _tag: "Bypass" }
-  | { readonly _tag: "Fresh"; readonly value: X; readonly recorded: boolean }
+  | {
+    readonly _tag: "Fresh"
+    readonly value: X
+    readonly recorded: boolean
+    readonly response: StoredResponse.StoredResponse
+    /** The execution attempt (1, or more after takeovers); 0 where the protocol did not say. */
+    readonly attempt: number
+  }
   | { readonly _tag: "Replayed"; readonly response: StoredResponse.StoredResponse; readonly attempt: number }
   | { readonly _tag: "Rejected"; readonly response: StoredResponse.StoredResponse; readonly error: RequestFailure }
 
@@ -546,18 +554,20 @@ export const make = (options: Options = {}): HttpIdempotency => {
       const scope = exchange.scope === undefined ? undefined : yield* exchange.scope
 
       let captured: Captured<X> | undefined
+      let kept: StoredResponse.StoredResponse | undefined
       const run = Effect.flatMap(downstream, (response): Effect.Effect<StoredResponse.StoredResponse, Unrecorded> => {
         captured = response
-        return recordable(response)
-          ? Effect.succeed({
-            status: response.status,
-            headers: select(response.headers),
-            body: response.body ?? NOT_KEPT
-          })
-          : Effect.fail(new Unrecorded())
+        kept = { status: response.status, headers: select(response.headers), body: response.body ?? NOT_KEPT }
+        return recordable(response) ? Effect.succeed(kept) : Effect.fail(new Unrecorded())
       })
-      const fresh = (recorded: boolean, message: string): Effect.Effect<Answer<X>> =>
-        Effect.as(log(message, captured!.status), { _tag: "Fresh", value: captured!.original, recorded })
+      const fresh = (recorded: boolean, message: string, attempt = 0): Effect.Effect<Answer<X>> =>
+        Effect.as(log(message, captured!.status), {
+          _tag: "Fresh",
+          value: captured!.original,
+          recorded,
+          response: kept!,
+          attempt
+        })
 
       return yield* operation.runDetailed({
         key,
@@ -582,7 +592,8 @@ export const make = (options: Options = {}): HttpIdempotency => {
                 result.recorded,
                 result.recorded
                   ? `executed; recorded the response ${status}`
-                  : `executed; could NOT record the response ${status}`
+                  : `executed; could NOT record the response ${status}`,
+                result.attempt
               )
             }
             const response = StoredResponse.markReplayed(result.value)
@@ -659,3 +670,139 @@ export const make = (options: Options = {}): HttpIdempotency => {
     handle
   }
 }
+
+/**
+ * A request of an HTTP route's operation (see `Operation`): what a client sends, but its key, which
+ * is the operation request's `key`, sent in the route's key header.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface OperationRequest {
+  /** Default: the route's own method where it has one (an `HttpApi` endpoint's), else `POST`. */
+  readonly method?: string | undefined
+  /** The path, with its query. Default: the route's own path where it has one, else `/`. */
+  readonly path?: string | undefined
+  /** The request's headers, the key's aside. */
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  /**
+   * The body: a `Uint8Array` or a string as it is, any other value as JSON (with `content-type:
+   * application/json` unless `headers` has one). Default: none.
+   */
+  readonly body?: unknown
+}
+
+/**
+ * The operation behind an idempotent HTTP route, one request at a time, with the route's engine (its
+ * name, methods, key header, fingerprint, policies, lease, timeouts) and its handler: give it to
+ * `RetryProperty` (`operation: route.operation`) to property-test the configuration you deploy rather
+ * than a copy of it. A request's `payload` is an `OperationRequest`, sent with its `key` in the key
+ * header; the route's scope is the request's `scope` where it has one. Its cut-off is the request's
+ * `deadline`, else its `timeout` from now, else the route's own (`timeLimit`). The value is the
+ * response as it is recorded (a replay's without `Idempotent-Replayed`); a problem response fails
+ * with its error.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Operation<E, R> {
+  readonly name: string
+  readonly runDetailed: (
+    request: Idempotency.Request<OperationRequest>
+  ) => Effect.Effect<
+    Idempotency.Result<StoredResponse.StoredResponse>,
+    E | RequestFailure,
+    R | IdempotencyStore.IdempotencyStore
+  >
+}
+
+const textEncoder = new TextEncoder()
+
+/**
+ * The Web request of an operation's request: its key in `header`, its method and path defaulting to
+ * the route's (else `POST` and `/`), on `http://localhost`.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const webRequest = (
+  request: Idempotency.Request<OperationRequest>,
+  route: {
+    readonly header?: string | undefined
+    readonly method?: string | undefined
+    readonly path?: string | undefined
+  }
+): Request => {
+  const { body, headers, method, path } = request.payload
+  const init = new Headers(headers)
+  init.set(route.header ?? HEADER, request.key)
+  let bytes: Uint8Array | undefined
+  if (body instanceof Uint8Array) {
+    bytes = body
+  } else if (typeof body === "string") {
+    bytes = textEncoder.encode(body)
+  } else if (body !== undefined) {
+    bytes = textEncoder.encode(JSON.stringify(body))
+    if (!init.has("content-type")) init.set("content-type", "application/json")
+  }
+  return new Request(new URL(path ?? route.path ?? "/", "http://localhost"), {
+    method: (method ?? route.method ?? "POST").toUpperCase(),
+    headers: init,
+    ...(bytes === undefined ? {} : { body: bytes as Uint8Array<ArrayBuffer> })
+  })
+}
+
+/**
+ * An `Operation` from the way a route answers one request (`handle`, given the request and its
+ * cut-off): the answer is mapped to the operation's result, a problem to its error, and a request the
+ * route lets through without idempotency (a method it does not cover) is a defect.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const operation = <X, E, R>(
+  name: string,
+  handle: (request: Idempotency.Request<OperationRequest>, cutOff: number | undefined) => Effect.Effect<Answer<X>, E, R>
+): Operation<E, Exclude<R, IdempotencyStore.IdempotencyStore>> => ({
+  name,
+  runDetailed: (request) =>
+    Effect.flatMap(
+      request.deadline !== undefined || request.timeout === undefined
+        ? Effect.succeed(request.deadline)
+        : Effect.map(Clock.currentTimeMillis, (now) => now + Duration.toMillis(Duration.decode(request.timeout!))),
+      (cutOff) =>
+        Effect.flatMap(
+          handle(request, cutOff),
+          (answer): Effect.Effect<Idempotency.Result<StoredResponse.StoredResponse>, RequestFailure> => {
+            switch (answer._tag) {
+              case "Bypass":
+                return Effect.dieMessage(
+                  `${name}: the route let the request through without idempotency (is its method covered?)`
+                )
+              case "Fresh":
+                return Effect.succeed({
+                  value: answer.response,
+                  replayed: false,
+                  attempt: answer.attempt,
+                  recorded: answer.recorded
+                })
+              case "Replayed": {
+                const { "idempotent-replayed": _, ...headers } = answer.response.headers
+                return Effect.succeed({
+                  value: { ...answer.response, headers },
+                  replayed: true,
+                  attempt: answer.attempt,
+                  recorded: true
+                })
+              }
+              case "Rejected":
+                return Effect.fail(answer.error)
+            }
+          }
+        )
+    ) as Effect.Effect<
+      Idempotency.Result<StoredResponse.StoredResponse>,
+      E | RequestFailure,
+      Exclude<R, IdempotencyStore.IdempotencyStore> | IdempotencyStore.IdempotencyStore
+    >
+})

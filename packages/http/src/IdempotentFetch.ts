@@ -56,6 +56,19 @@ export interface Handler<C = unknown> {
 }
 
 /**
+ * An idempotent fetch handler that exposes its operation (see `HttpIdempotency.Operation`): its
+ * engine and its handler, one request at a time, for `RetryProperty` (`operation: handler.operation`).
+ * The request is made from the operation's request (`HttpIdempotency.webRequest`), without the
+ * platform's context; its cut-off is the request's deadline or timeout, else the `timeLimit`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface IdempotentHandler<C, E, R> extends Handler<C> {
+  readonly operation: HttpIdempotency.Operation<E, R>
+}
+
+/**
  * One request, as a handler sees it.
  *
  * @since 0.1.0
@@ -348,13 +361,62 @@ export const toHandler = <C, ROut, LE>(
  */
 export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>(
   options: Options<C, P, E, ROut, LE>
-): Handler<C> => {
+): IdempotentHandler<C, E, ROut> => {
   const engine = HttpIdempotency.make(options)
   const logLevel = LogLevel.fromLiteral(options.logLevel ?? "Debug")
   const prepare = options.prepare ?? (() => Effect.void as Effect.Effect<P>)
   const key = options.key
   const scope = options.scope
   const payload = options.payload
+  /**
+   * The engine's answer to a covered request; the operation gives its own cut-off and scope (`override`).
+   */
+  const answerOf = (
+    incoming: Incoming<C>,
+    prepared: Effect.Effect<P, E, ROut>,
+    override?: { readonly cutOff: number | undefined; readonly scope: string | undefined }
+  ) => {
+    const request = incoming.request
+    const url = new URL(request.url)
+    return engine.handle(
+      {
+        method: request.method,
+        path: url.pathname,
+        query: url.search,
+        header: (name) => request.headers.get(name),
+        body: incoming.bytes,
+        startedAt: incoming.startedAt,
+        cutOff: override === undefined ? options.cutOff?.(incoming) : override.cutOff,
+        key: key === undefined
+          ? Effect.zipRight(
+            prepared,
+            Effect.succeed(request.headers.get(options.header ?? HttpIdempotency.HEADER) ?? undefined)
+          )
+          : Effect.map(prepared, (p) => key(p, incoming)),
+        scope: override?.scope !== undefined
+          ? Effect.succeed(override.scope)
+          : scope === undefined
+          ? undefined
+          : Effect.flatMap(prepared, (p) => {
+            const value = scope(p, incoming)
+            return Effect.isEffect(value) ? value : Effect.succeed(value)
+          }),
+        keySource: options.keySource,
+        payload: payload === undefined
+          ? undefined
+          : Effect.flatMap(prepared, (p) => Effect.asSome(payload(p, incoming)))
+      },
+      Effect.flatMap(prepared, (p) => options.handler(p, incoming)).pipe(
+        Effect.flatMap((response) => Effect.promise(() => webBody.captureResponse(response, engine.maxResponseBytes))),
+        Effect.map((captured): HttpIdempotency.Captured<Response> => ({
+          status: captured.response.status,
+          headers: captured.headers,
+          body: captured.body,
+          original: captured.response
+        }))
+      )
+    )
+  }
   const handle = (request: Request, context: C | undefined, startedAt: number) =>
     Effect.gen(function*() {
       const incoming = yield* makeIncoming(request, context, startedAt, engine.maxBodyBytes)
@@ -362,43 +424,7 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>
         return yield* options.handler(yield* prepare(incoming), incoming)
       }
       const prepared = yield* Effect.cached(prepare(incoming))
-      const url = new URL(request.url)
-      const answer = yield* engine.handle(
-        {
-          method: request.method,
-          path: url.pathname,
-          query: url.search,
-          header: (name) => request.headers.get(name),
-          body: incoming.bytes,
-          startedAt,
-          cutOff: options.cutOff?.(incoming),
-          key: key === undefined
-            ? Effect.zipRight(
-              prepared,
-              Effect.succeed(request.headers.get(options.header ?? HttpIdempotency.HEADER) ?? undefined)
-            )
-            : Effect.map(prepared, (p) => key(p, incoming)),
-          scope: scope === undefined ? undefined : Effect.flatMap(prepared, (p) => {
-            const value = scope(p, incoming)
-            return Effect.isEffect(value) ? value : Effect.succeed(value)
-          }),
-          keySource: options.keySource,
-          payload: payload === undefined
-            ? undefined
-            : Effect.flatMap(prepared, (p) => Effect.asSome(payload(p, incoming)))
-        },
-        Effect.flatMap(prepared, (p) => options.handler(p, incoming)).pipe(
-          Effect.flatMap((response) =>
-            Effect.promise(() => webBody.captureResponse(response, engine.maxResponseBytes))
-          ),
-          Effect.map((captured): HttpIdempotency.Captured<Response> => ({
-            status: captured.response.status,
-            headers: captured.headers,
-            body: captured.body,
-            original: captured.response
-          }))
-        )
-      )
+      const answer = yield* answerOf(incoming, prepared)
       switch (answer._tag) {
         case "Bypass": {
           const response = yield* Effect.flatMap(prepared, (p) => options.handler(p, incoming))
@@ -415,7 +441,19 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>
     }).pipe(catchFailures(options), Effect.map((response) => closingIfUnread(request, response)))
   const cutOff = options.cutOff
   const timeLimitMillis = engine.timeLimitMillis
-  return toHandler(options.layer, handle, {
+  const operation = HttpIdempotency.operation(engine.name, (request, requestCutOff) =>
+    Effect.gen(function*() {
+      const startedAt = yield* Clock.currentTimeMillis
+      const incoming = yield* makeIncoming<C>(
+        HttpIdempotency.webRequest(request, { header: options.header }),
+        undefined,
+        startedAt,
+        engine.maxBodyBytes
+      )
+      const prepared = yield* Effect.cached(prepare(incoming))
+      return yield* answerOf(incoming, prepared, { cutOff: requestCutOff, scope: request.scope })
+    }))
+  const handler = toHandler(options.layer, handle, {
     ...options,
     coldStart: cutOff === undefined && timeLimitMillis === undefined ? undefined : {
       until: (request, context, startedAt) =>
@@ -425,6 +463,7 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>
       marginMillis: engine.marginMillis
     }
   })
+  return Object.assign(handler, { operation })
 }
 
 /**
@@ -472,7 +511,7 @@ export interface WrapOptions<C, LE> extends HttpIdempotency.Options, RuntimeOpti
 export const wrap = <C = unknown, LE = never>(
   handler: (request: Request, context: C | undefined) => Promise<Response> | Response,
   options: WrapOptions<C, LE>
-): Handler<C> => {
+): IdempotentHandler<C, unknown, never> => {
   const scope = options.scope
   return make<C, void, unknown, never, LE>({
     ...options,

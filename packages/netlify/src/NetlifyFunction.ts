@@ -51,6 +51,19 @@ import * as TimeLimit from "./TimeLimit.js"
 export interface Handler extends IdempotentFetch.Handler<Invocation.NetlifyContext> {}
 
 /**
+ * An idempotent function that exposes its operation (see `HttpIdempotency.Operation`): its name,
+ * payload schema, key, policies and handler, one request at a time, for `RetryProperty`
+ * (`operation: handler.operation`). The request's body is the payload, encoded; it runs without
+ * Netlify's context, its cut-off the request's deadline or timeout, else `timeLimit` from its start.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface IdempotentHandler<E, R> extends Handler {
+  readonly operation: HttpIdempotency.Operation<E, R>
+}
+
+/**
  * Options shared by every function.
  *
  * @since 0.1.0
@@ -264,7 +277,9 @@ const parseJson = (text: string): Effect.Effect<unknown, InvalidRequestBody> =>
  * @since 0.1.0
  * @category constructors
  */
-export const idempotent = <P, IP, E, ROut, LE>(options: IdempotentOptions<P, IP, E, ROut, LE>): Handler => {
+export const idempotent = <P, IP, E, ROut, LE>(
+  options: IdempotentOptions<P, IP, E, ROut, LE>
+): IdempotentHandler<E | NetlifyError, ROut> => {
   const name = options.name
   const timeLimit = Duration.decode(options.timeLimit ?? TimeLimit.synchronous)
   const keySource: KeySource.KeySource<P> = options.key === undefined
