@@ -70,6 +70,7 @@ import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as FindMyWay from "find-my-way-ts"
+import * as internalOperation from "./internal/operation.js"
 import * as internal from "./internal/protect.js"
 
 const problem = <const Status extends number>(status: Status, description: string) =>
@@ -389,6 +390,13 @@ const payloadOf = (schema: Schema.Schema.Any) => {
   }
 }
 
+/** The name of an endpoint's engine (its records' namespace): its own, else `<group>.<endpoint>`. */
+const nameOf = (
+  group: { readonly identifier: string },
+  endpoint: { readonly name: string },
+  settings: EndpointOptions | undefined
+): string => settings?.name ?? `${group.identifier}.${endpoint.name}`
+
 /**
  * Runs the idempotent endpoints of an api: provides the `Idempotent` middleware and adds the app
  * middleware (`HttpApiBuilder.middleware`) that wraps each opted-in endpoint's requests in the
@@ -416,11 +424,7 @@ export const layer = <Id extends string, Groups extends HttpApiGroup.HttpApiGrou
           return
         }
         const settings = Option.getOrUndefined(Context.getOption(mergedAnnotations, Settings))
-        const engine = HttpIdempotency.make({
-          ...options,
-          name: `${group.identifier}.${endpoint.name}`,
-          ...settings
-        })
+        const engine = HttpIdempotency.make({ ...options, ...settings, name: nameOf(group, endpoint, settings) })
         for (const method of settings?.methods ?? options?.methods ?? HttpIdempotency.DEFAULT_METHODS) {
           methods.add(method.toUpperCase())
         }
@@ -462,4 +466,60 @@ export const layer = <Id extends string, Groups extends HttpApiGroup.HttpApiGrou
     Layer.succeed(Idempotent, gate),
     HttpApiBuilder.middleware(api, build, { withContext: true })
   ) as Layer.Layer<Idempotent, never, IdempotencyStore.IdempotencyStore | Exclude<R, HttpRouter.HttpRouter.Provided>>
+}
+
+/**
+ * The operation of an idempotent endpoint (see `HttpIdempotency.Operation`), for `RetryProperty`
+ * (`operation: IdempotencyHttpApi.operation(Api, "orders", "create")`): each request runs through the
+ * api's app as it is deployed (`HttpApiBuilder.httpApp`: its router, its handlers, the middleware of
+ * `layer` with its options, the endpoint's own options), so the property checks the configuration
+ * that is served. A request's method and path default to the endpoint's (a path with parameters
+ * must be given). The api's layers come from the property's `services`: `HttpApiBuilder.api(api)`
+ * with its groups and `layer(api)`, and `HttpApiBuilder.Router.Live`, `HttpApiBuilder.Middleware.layer`
+ * and `HttpServer.layerContext`; the store is the property's (the one `layer` is built with is not
+ * used). An endpoint that is not idempotent dies when it is run.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const operation = <
+  Id extends string,
+  Groups extends HttpApiGroup.HttpApiGroup.Any,
+  Error,
+  ErrorR,
+  const GroupName extends HttpApiGroup.HttpApiGroup.Name<Groups>,
+  const Name extends HttpApiEndpoint.HttpApiEndpoint.Name<
+    HttpApiGroup.HttpApiGroup.EndpointsWithName<Groups, GroupName>
+  >
+>(
+  api: HttpApi.HttpApi<Id, Groups, Error, ErrorR>,
+  group: GroupName,
+  endpoint: Name
+): HttpIdempotency.Operation<
+  never,
+  HttpApi.Api | HttpApiBuilder.Router | HttpApiBuilder.Middleware | HttpRouter.HttpRouter.DefaultServices
+> => {
+  let found: { readonly name: string; readonly route: Parameters<typeof internalOperation.make>[2] } | undefined
+  HttpApi.reflect(api, {
+    onGroup() {},
+    onEndpoint({ endpoint: candidate, group: candidateGroup, mergedAnnotations, middleware }) {
+      if (candidateGroup.identifier !== group || candidate.name !== endpoint) return
+      if (!(middleware as ReadonlySet<unknown>).has(Idempotent)) return
+      const settings = Option.getOrUndefined(Context.getOption(mergedAnnotations, Settings))
+      found = {
+        name: nameOf(candidateGroup, candidate, settings),
+        route: { header: settings?.header, method: candidate.method, path: candidate.path }
+      }
+    }
+  })
+  if (found === undefined) {
+    const message = `${group}.${endpoint} is not an idempotent endpoint of the api`
+    return { name: `${group}.${endpoint}`, runDetailed: () => Effect.dieMessage(message) }
+  }
+  const { name, route } = found
+  return {
+    name,
+    runDetailed: (request) =>
+      Effect.flatMap(HttpApiBuilder.httpApp, (app) => internalOperation.make(name, app, route).runDetailed(request))
+  }
 }

@@ -36,6 +36,8 @@ import { HttpIdempotency } from "@effect-idempotency/http"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+import * as operation from "./internal/operation.js"
 import * as internal from "./internal/protect.js"
 
 /**
@@ -57,6 +59,23 @@ export interface Options<E = never, R = never> extends HttpIdempotency.Options {
 }
 
 /**
+ * An app made idempotent by the middleware (a route's handler, or a whole app), that exposes its
+ * operation (see `HttpIdempotency.Operation`): the middleware's engine around this app, one request
+ * at a time, for `RetryProperty` (`operation: route.operation`). The request runs through the app as
+ * it is, in a scope of its own; a handler that reads route parameters needs a `RouteContext` from
+ * the property's `services`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface IdempotentApp<E, R> extends HttpApp.Default<E, R> {
+  readonly operation: HttpIdempotency.Operation<
+    E,
+    Exclude<R, HttpServerRequest.HttpServerRequest | Scope.Scope | IdempotencyStore.IdempotencyStore>
+  >
+}
+
+/**
  * An idempotency middleware: it keeps the app's errors and requirements and adds the
  * `IdempotencyStore` (and the scope's).
  *
@@ -64,7 +83,7 @@ export interface Options<E = never, R = never> extends HttpIdempotency.Options {
  * @category models
  */
 export interface IdempotencyMiddleware<E2, R2> {
-  <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E | E2, R | R2 | IdempotencyStore.IdempotencyStore>
+  <E, R>(app: HttpApp.Default<E, R>): IdempotentApp<E | E2, R | R2 | IdempotencyStore.IdempotencyStore>
 }
 
 /**
@@ -77,5 +96,10 @@ export interface IdempotencyMiddleware<E2, R2> {
 export const make = <E2 = never, R2 = never>(options?: Options<E2, R2>): IdempotencyMiddleware<E2, R2> => {
   const engine = HttpIdempotency.make(options)
   const scope = options?.scope
-  return (app) => internal.protect(engine, app, { scope })
+  return (app) => {
+    const idempotentApp = internal.protect(engine, app, { scope })
+    return Object.assign(idempotentApp, {
+      operation: operation.make(engine.name, idempotentApp, { header: options?.header })
+    })
+  }
 }

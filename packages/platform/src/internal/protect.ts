@@ -10,6 +10,9 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
+import { identity } from "effect/Function"
+import { globalValue } from "effect/GlobalValue"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -128,6 +131,28 @@ const detached = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, 
   Effect.flatMap(Effect.forkDaemon(Effect.interruptible(effect)), Fiber.join)
 
 /**
+ * A request run by a route's operation (see `internal/operation.ts`): its cut-off and scope take the
+ * place of the route's, and the engine's answer is reported to it.
+ *
+ * @internal
+ */
+export interface OperationRun {
+  readonly cutOff: number | undefined
+  readonly scope: string | undefined
+  readonly report: (answer: HttpIdempotency.Answer<unknown>) => void
+}
+
+/**
+ * The operation's run of the current request, if any.
+ *
+ * @internal
+ */
+export const currentOperation = globalValue(
+  Symbol.for("@effect-idempotency/platform/currentOperation"),
+  () => FiberRef.unsafeMake<OperationRun | undefined>(undefined)
+)
+
+/**
  * Makes an `HttpApp` idempotent with an engine: the methods it does not cover, and the requests
  * without a key where none is required, run the app untouched.
  *
@@ -179,33 +204,41 @@ export const protect = <E, R, E2, R2>(
         encoded,
         Effect.flatMap((response) => capture(response, maxResponseBytes))
       )
-    return Effect.flatMap(
-      detached(engine.handle<HttpServerResponse.HttpServerResponse, E | E2, R | R2>(
-        {
-          method: request.method,
-          path: query === -1 ? url : url.slice(0, query),
-          query: query === -1 ? "" : url.slice(query),
-          header: (name) => request.headers[name],
-          body: Effect.tap(readBody(request, engine.maxBodyBytes), (bytes) => {
-            bytesRead = bytes
-            buffered = new BufferedRequest(request, bytes)
-          }),
-          scope: scope === undefined ? undefined : scope(request),
-          payload: payloadOf === undefined ? undefined : Effect.suspend(() => payloadOf(request, bytesRead))
-        },
-        downstream
-      )),
-      (answer) => {
-        switch (answer._tag) {
-          case "Bypass":
-            return app
-          case "Fresh":
-            return Effect.succeed(answer.value)
-          case "Replayed":
-          case "Rejected":
-            return Effect.succeed(fromStored(answer.response))
+    return Effect.flatMap(FiberRef.get(currentOperation), (run) =>
+      Effect.flatMap(
+        // an operation's request is the attempt: a platform that stops it stops the handler too
+        (run === undefined ? detached : identity)(engine.handle<HttpServerResponse.HttpServerResponse, E | E2, R | R2>(
+          {
+            method: request.method,
+            path: query === -1 ? url : url.slice(0, query),
+            query: query === -1 ? "" : url.slice(query),
+            header: (name) => request.headers[name],
+            body: Effect.tap(readBody(request, engine.maxBodyBytes), (bytes) => {
+              bytesRead = bytes
+              buffered = new BufferedRequest(request, bytes)
+            }),
+            cutOff: run?.cutOff,
+            scope: run?.scope !== undefined
+              ? Effect.succeed(run.scope)
+              : scope === undefined
+              ? undefined
+              : scope(request),
+            payload: payloadOf === undefined ? undefined : Effect.suspend(() => payloadOf(request, bytesRead))
+          },
+          downstream
+        )),
+        (answer) => {
+          run?.report(answer)
+          switch (answer._tag) {
+            case "Bypass":
+              return app
+            case "Fresh":
+              return Effect.succeed(answer.value)
+            case "Replayed":
+            case "Rejected":
+              return Effect.succeed(fromStored(answer.response))
+          }
         }
-      }
-    )
+      ))
   })
 }
