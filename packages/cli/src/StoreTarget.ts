@@ -1,0 +1,246 @@
+/**
+ * The store a command acts on: named by a URL (`--store`), or by the environment variables the
+ * store layers are configured with in this repository's examples, and the layer that reaches it.
+ *
+ * | URL | store |
+ * | --- | --- |
+ * | `postgres://…`, `postgresql://…` | PostgreSQL (`@effect-idempotency/sql-pg`), table `--table` (`IDEMPOTENCY_TABLE`, default `idempotency_records`) in `--schema` |
+ * | `redis://…`, `rediss://…` | Redis / Valkey (`@effect-idempotency/redis`), keys under `--prefix` (`IDEMPOTENCY_PREFIX`, default `idempotency:`) |
+ * | `dynamodb://<table>?region=…&endpoint=…` | DynamoDB (`@effect-idempotency/dynamodb`); the table defaults to `IDEMPOTENCY_TABLE`, then `idempotency`; the region to `AWS_REGION`, the endpoint to `DYNAMODB_ENDPOINT` |
+ *
+ * Without `--store`: `DATABASE_URL` names a PostgreSQL store, `REDIS_URL` a Redis store (not both),
+ * and with neither, `AWS_REGION` or `DYNAMODB_ENDPOINT` a DynamoDB store. DynamoDB credentials come
+ * from the AWS SDK's default chain (`AWS_ACCESS_KEY_ID`, `AWS_PROFILE`, a role).
+ *
+ * @example
+ * ```ts
+ * import { StoreTarget } from "@effect-idempotency/cli"
+ * import { Effect, Option } from "effect"
+ *
+ * const target = StoreTarget.resolve({
+ *   store: Option.none(),
+ *   table: Option.none(),
+ *   schema: Option.none(),
+ *   prefix: Option.none(),
+ *   keyAttribute: Option.none(),
+ *   ttlAttribute: Option.none()
+ * })
+ * // with DATABASE_URL set: a PostgreSQL target on the table idempotency_records
+ * Effect.runPromise(Effect.either(target)).then(console.log)
+ * ```
+ *
+ * @since 0.1.0
+ */
+import type { IdempotencyAdmin, IdempotencyError, IdempotencyStore } from "@effect-idempotency/core"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import { InvalidStore } from "./CliError.js"
+
+/**
+ * A store, resolved: which kind, where, and the names its layer uses.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type StoreTarget = Data.TaggedEnum<{
+  /** `table` and `schema` `undefined`: the store's defaults (`idempotency_records`, the `search_path`). */
+  Postgres: { readonly url: Redacted.Redacted; readonly table: string | undefined; readonly schema: string | undefined }
+  /** `prefix` `undefined`: the store's default, `idempotency:`. */
+  Redis: { readonly url: Redacted.Redacted; readonly prefix: string | undefined }
+  /** `tableName` `undefined`: the store's default, `idempotency`. */
+  DynamoDb: {
+    readonly tableName: string | undefined
+    readonly region: string
+    readonly endpoint: string | undefined
+    readonly keyAttribute: string | undefined
+    readonly ttlAttribute: string | undefined
+  }
+}>
+
+/**
+ * The constructors and matchers of `StoreTarget`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const StoreTarget = Data.taggedEnum<StoreTarget>()
+
+/**
+ * What the command line says about the store; every field is optional.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StoreOptions {
+  readonly store: Option.Option<Redacted.Redacted>
+  readonly table: Option.Option<string>
+  readonly schema: Option.Option<string>
+  readonly prefix: Option.Option<string>
+  readonly keyAttribute: Option.Option<string>
+  readonly ttlAttribute: Option.Option<string>
+}
+
+const optionalString = (name: string) => Config.option(Config.nonEmptyString(name))
+
+const optionalRedacted = (name: string) =>
+  Config.option(Config.redacted(name)).pipe(
+    Config.map(Option.filter((value) => Redacted.value(value) !== ""))
+  )
+
+const first = <A>(...options: ReadonlyArray<Option.Option<A>>): Option.Option<A> =>
+  options.find(Option.isSome) ?? Option.none()
+
+const fromUrl = (
+  url: Redacted.Redacted,
+  options: StoreOptions
+): Effect.Effect<StoreTarget, InvalidStore | ConfigError.ConfigError> =>
+  Effect.gen(function*() {
+    const parsed = yield* Effect.try({
+      try: () => new URL(Redacted.value(url)),
+      catch: () => new InvalidStore({ reason: "--store is not a URL" })
+    })
+    switch (parsed.protocol) {
+      case "postgres:":
+      case "postgresql:":
+        return StoreTarget.Postgres({
+          url,
+          table: Option.getOrUndefined(first(options.table, yield* optionalString("IDEMPOTENCY_TABLE"))),
+          schema: Option.getOrUndefined(options.schema)
+        })
+      case "redis:":
+      case "rediss:":
+        return StoreTarget.Redis({
+          url,
+          prefix: Option.getOrUndefined(first(options.prefix, yield* optionalString("IDEMPOTENCY_PREFIX")))
+        })
+      case "dynamodb:": {
+        const named = (parsed.hostname || parsed.pathname.replace(/^\/+/, "")).trim()
+        return yield* dynamoDb(options, {
+          tableName: named === "" ? Option.none() : Option.some(decodeURIComponent(named)),
+          region: Option.fromNullable(parsed.searchParams.get("region") || undefined),
+          endpoint: Option.fromNullable(parsed.searchParams.get("endpoint") || undefined)
+        })
+      }
+      default:
+        return yield* new InvalidStore({
+          reason: "the URL of --store must start with postgres://, postgresql://, redis://, rediss:// or dynamodb://"
+        })
+    }
+  })
+
+const dynamoDb = (
+  options: StoreOptions,
+  fromUrl: {
+    readonly tableName: Option.Option<string>
+    readonly region: Option.Option<string>
+    readonly endpoint: Option.Option<string>
+  }
+): Effect.Effect<StoreTarget, InvalidStore | ConfigError.ConfigError> =>
+  Effect.gen(function*() {
+    const region = first(fromUrl.region, yield* optionalString("AWS_REGION"))
+    if (Option.isNone(region)) {
+      return yield* new InvalidStore({
+        reason: "a DynamoDB store needs a region: ?region= in the store URL, or AWS_REGION"
+      })
+    }
+    return StoreTarget.DynamoDb({
+      tableName: Option.getOrUndefined(
+        first(options.table, fromUrl.tableName, yield* optionalString("IDEMPOTENCY_TABLE"))
+      ),
+      region: region.value,
+      endpoint: Option.getOrUndefined(first(fromUrl.endpoint, yield* optionalString("DYNAMODB_ENDPOINT"))),
+      keyAttribute: Option.getOrUndefined(
+        first(options.keyAttribute, yield* optionalString("IDEMPOTENCY_KEY_ATTRIBUTE"))
+      ),
+      ttlAttribute: Option.getOrUndefined(
+        first(options.ttlAttribute, yield* optionalString("IDEMPOTENCY_TTL_ATTRIBUTE"))
+      )
+    })
+  })
+
+/**
+ * The store the options name: `--store` when given, else the environment (see the module's
+ * documentation), read through `Config`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const resolve = (options: StoreOptions): Effect.Effect<StoreTarget, InvalidStore | ConfigError.ConfigError> =>
+  Effect.gen(function*() {
+    if (Option.isSome(options.store)) return yield* fromUrl(options.store.value, options)
+    const database = yield* optionalRedacted("DATABASE_URL")
+    const redis = yield* optionalRedacted("REDIS_URL")
+    if (Option.isSome(database) && Option.isSome(redis)) {
+      return yield* new InvalidStore({ reason: "both DATABASE_URL and REDIS_URL are set: name the store with --store" })
+    }
+    const url = first(database, redis)
+    if (Option.isSome(url)) return yield* fromUrl(url.value, options)
+    if (
+      Option.isSome(yield* optionalString("AWS_REGION")) || Option.isSome(yield* optionalString("DYNAMODB_ENDPOINT"))
+    ) {
+      return yield* dynamoDb(options, { tableName: Option.none(), region: Option.none(), endpoint: Option.none() })
+    }
+    return yield* new InvalidStore({
+      reason: "no store named: pass --store <url>, or set DATABASE_URL, REDIS_URL, or AWS_REGION for DynamoDB"
+    })
+  })
+
+/**
+ * What `migrate` did.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MigrateResult {
+  readonly store: StoreTarget["_tag"]
+  /** Whether the store has a schema the CLI created or checked (`false` for Redis, which has none). */
+  readonly applied: boolean
+  /** Whether something was created now (`false` when it existed already, or for a store without schema). */
+  readonly created: boolean | undefined
+  readonly detail: string
+}
+
+/**
+ * Creates what the store needs before its first use: the table and its function in PostgreSQL, the
+ * table (with native TTL) in DynamoDB; nothing in Redis, which keeps records as plain keys.
+ *
+ * @since 0.1.0
+ * @category tags
+ */
+export class StoreSchema extends Context.Tag("@effect-idempotency/cli/StoreSchema")<
+  StoreSchema,
+  { readonly migrate: Effect.Effect<MigrateResult, IdempotencyError.StoreFailure> }
+>() {}
+
+/**
+ * The admin service, the store and its schema for a target, on clients of their own that live as
+ * long as the layer. A PostgreSQL server that cannot be reached fails the layer with
+ * `StoreUnavailable` (within 5 seconds); Redis and DynamoDB connect on the first call, whose time the
+ * store bounds. An invalid table name or key prefix fails it with `InvalidStore`.
+ *
+ * Only the target's store package is loaded (`import()`): the others' drivers are never read.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (
+  target: StoreTarget
+): Layer.Layer<
+  IdempotencyAdmin.IdempotencyAdmin | IdempotencyStore.IdempotencyStore | StoreSchema,
+  InvalidStore | IdempotencyError.StoreUnavailable | IdempotencyAdmin.AdminUnsupported
+> =>
+  Layer.unwrapEffect(
+    StoreTarget.$match(target, {
+      Postgres: (target) =>
+        Effect.map(Effect.promise(() => import("./internal/stores/postgres.js")), (m) => m.layer(target)),
+      Redis: (target) => Effect.map(Effect.promise(() => import("./internal/stores/redis.js")), (m) => m.layer(target)),
+      DynamoDb: (target) =>
+        Effect.map(Effect.promise(() => import("./internal/stores/dynamodb.js")), (m) => m.layer(target))
+    })
+  )

@@ -1,0 +1,81 @@
+/**
+ * The command line itself, as a process: help on every command, usage errors and their exit code,
+ * the store named by the environment, and a store that cannot be reached.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import { redisUrl } from "../../redis/test/utils/fixtures.js"
+import { freePort } from "../../redis/test/utils/servers.js"
+import { cli, Code, parsed } from "./utils/cli.js"
+
+const commands = ["inspect", "list", "unblock", "stats", "purge", "migrate"]
+
+describe("effect-idempotency", () => {
+  it.live("--help on the root and on every command exits 0 and describes it", () =>
+    Effect.gen(function*() {
+      const runs = yield* Effect.forEach(
+        [[], ...commands.map((command) => [command])],
+        (args) => Effect.map(cli([...args, "--help"]), (run) => ({ args, run })),
+        { concurrency: 4 }
+      )
+      for (const { args, run } of runs) {
+        assert.strictEqual(run.code, Code.Ok, `${args.join(" ")} --help: ${run.stderr}`)
+        assert.include(run.stdout, "USAGE")
+        if (args.length === 0) { for (const command of commands) assert.include(run.stdout, `- ${command} `) }
+        else assert.include(run.stdout, `--json`)
+      }
+    }))
+
+  it.live("usage errors exit 1: an unknown command, a missing option, an invalid duration", () =>
+    Effect.gen(function*() {
+      const runs = yield* Effect.all([
+        cli(["resurrect"]),
+        cli(["unblock", "create-order", "key-1", "--reason", "INC-1", "--store", redisUrl]),
+        cli(["list", "--older-than", "soon", "--store", redisUrl, "--json"]),
+        cli(["list", "--limit", "5000", "--store", redisUrl])
+      ], { concurrency: 4 })
+      for (const run of runs) assert.strictEqual(run.code, Code.Usage, run.stdout + run.stderr)
+      assert.strictEqual(parsed(runs[2]).error._tag, "Usage")
+    }))
+
+  it.live("a store that is not named, or named by a URL of no known scheme, exits 1 without echoing it", () =>
+    Effect.gen(function*() {
+      const [none, unknown, both] = yield* Effect.all([
+        cli(["stats", "--json"]),
+        cli(["stats", "--json", "--store", "mysql://admin:s3cret-password@db.internal/app"]),
+        cli(["stats", "--json"], { env: { DATABASE_URL: "postgres://127.0.0.1/x", REDIS_URL: redisUrl } })
+      ], { concurrency: 3 })
+      for (const run of [none, unknown, both]) {
+        assert.strictEqual(run.code, Code.Usage, run.stderr)
+        assert.strictEqual(parsed(run).error._tag, "InvalidStore")
+      }
+      assert.notInclude(unknown.stdout + unknown.stderr, "s3cret-password")
+    }))
+
+  it.live("without --store, REDIS_URL names the store", () =>
+    Effect.gen(function*() {
+      const run = yield* cli(["list", "--limit", "1", "--json", "--prefix", "effect-idempotency-cli-env:"], {
+        env: { REDIS_URL: redisUrl }
+      })
+      assert.strictEqual(run.code, Code.Ok, run.stderr)
+      assert.deepStrictEqual(parsed(run), { records: [], cursor: null })
+    }))
+
+  it.live("a store that refuses connections exits 3 within seconds, on each kind of store", () =>
+    Effect.gen(function*() {
+      const port = yield* freePort
+      const runs = yield* Effect.all([
+        cli(["stats", "--json", "--store", `postgres://postgres:pw@127.0.0.1:${port}/test`]),
+        cli(["stats", "--json", "--store", `redis://:pw@127.0.0.1:${port}`]),
+        cli(["stats", "--json", "--store", `dynamodb://t?region=us-east-1&endpoint=http://127.0.0.1:${port}`], {
+          env: { AWS_ACCESS_KEY_ID: "local", AWS_SECRET_ACCESS_KEY: "local" }
+        })
+      ], { concurrency: 3 })
+      for (const run of runs) {
+        assert.strictEqual(run.code, Code.Unavailable, run.stdout + run.stderr)
+        assert.strictEqual(parsed(run).error._tag, "StoreUnavailable")
+        assert.isBelow(run.millis, 15_000)
+        assert.notInclude(run.stdout + run.stderr, ":pw@")
+      }
+    }))
+})

@@ -1,0 +1,19 @@
+import { defineProject, mergeConfig } from "vitest/config"
+import shared from "../../vitest.shared.js"
+
+export default mergeConfig(
+  shared,
+  defineProject({
+    test: {
+      name: "cli",
+      globalSetup: [
+        // builds dist/bin.js, the executable the tests run
+        "./test/globalSetup.ts",
+        // the stores' own servers: a suffix for PostgreSQL tables, a Redis server, DynamoDB Local
+        "../sql-pg/test/globalSetup.ts",
+        "../redis/test/globalSetup.ts",
+        "../dynamodb/test/globalSetup.ts"
+      ]
+    }
+  })
+)
