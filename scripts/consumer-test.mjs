@@ -10,7 +10,8 @@
  * 2. In a new project there, runs the root README's install line as written (each
  *    `@effect-idempotency/*` name replaced by its tarball), then installs every tarball, a second
  *    copy of the core under another name, and each third-party peer at the lowest version its
- *    range admits.
+ *    range admits. Runs the CLI the tarball of `@effect-idempotency/cli` installs
+ *    (`npx effect-idempotency --help` on every command, and a usage error's exit code).
  * 3. Extracts every snippet marked `<!-- consumer-test: NAME [exports: a, b] -->` in the READMEs,
  *    type-checks them with the runners of `scripts/consumer-test/` (`strict`,
  *    `exactOptionalPropertyTypes`, `skipLibCheck: false`, no `source` condition), and runs the
@@ -28,7 +29,7 @@ import * as zlib from "node:zlib"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const runnersDir = path.join(root, "scripts", "consumer-test")
-const published = ["core", "sql-pg", "dynamodb", "redis", "http", "platform", "netlify", "lambda", "testing"]
+const published = ["core", "sql-pg", "dynamodb", "redis", "http", "platform", "netlify", "lambda", "testing", "cli"]
 const readmes = ["README.md", ...published.map((name) => path.join("packages", name, "README.md"))]
 
 /** Snippets that must be marked somewhere: a README that loses one fails the test. */
@@ -319,6 +320,45 @@ const specs = [
 ]
 console.log(`  peers: ${[...peers].map(([peer, version]) => `${peer}@${version}`).join(", ")}`)
 run(npm, ["install", ...specs, ...npmQuiet], { cwd: app, timeoutSeconds: 480 })
+
+step("the CLI from its tarball: npx effect-idempotency --help")
+for (
+  const args of [
+    ["--help"],
+    ["--version"],
+    ...["inspect", "list", "unblock", "stats", "purge", "migrate"].map((command) => [command, "--help"])
+  ]
+) {
+  const output = run(npm, ["exec", "--no", "--", "effect-idempotency", ...args], {
+    cwd: app,
+    timeoutSeconds: 60,
+    capture: true
+  })
+  if (!output.includes(args[0] === "--version" ? "0." : "USAGE")) {
+    fail(`effect-idempotency ${args.join(" ")} printed ${output}`)
+  }
+}
+// a usage error exits with the documented code (1), and prints the typed error of the library
+const invalid = spawnSync(npm, [
+  "exec",
+  "--no",
+  "--",
+  "effect-idempotency",
+  "inspect",
+  "create-order",
+  "bad key",
+  "--json"
+], {
+  cwd: app,
+  encoding: "utf8",
+  timeout: 60_000,
+  env: { ...process.env, REDIS_URL: "redis://127.0.0.1:1" }
+})
+if (invalid.status !== 1 || !invalid.stdout.includes("InvalidIdempotencyKey")) {
+  fail(
+    `effect-idempotency inspect with an invalid key exited with ${invalid.status ?? invalid.signal}: ${invalid.stdout}`
+  )
+}
 
 step("type-check the snippets and the runners (strict, exactOptionalPropertyTypes, skipLibCheck: false)")
 for (const [name, snippet] of snippets) {

@@ -137,7 +137,7 @@ const limitOption = (description: string) =>
 const validKey = (input: string) =>
   Either.match(IdempotencyKey.validate(input), { onLeft: Effect.fail, onRight: Effect.succeed })
 
-/** The layers of the store the options name, with logs on stderr (stdout is for the command's output). */
+/** The layers of the store the options name (after the arguments are checked: an invalid key never reaches a store). */
 const provideStore = <A, E, R>(
   options: StoreTarget.StoreOptions,
   effect: Effect.Effect<A, E, R>
@@ -196,22 +196,22 @@ const inspect = Command.make(
     )
   },
   (args) =>
-    Effect.gen(function*() {
-      const valid = yield* validKey(args.key)
-      const admin = yield* IdempotencyAdmin.IdempotencyAdmin
-      const found = yield* admin.get(
-        { operation: args.operation, key: valid, scope: Option.getOrUndefined(args.scope) },
-        { outcome: args.outcome }
-      )
-      if (Option.isNone(found)) {
-        return yield* new RecordNotFound({ operation: args.operation, keyHash: IdempotencyKey.hash(valid) })
-      }
-      const record = found.value
-      yield* print(args.json, {
-        json: { record },
-        text: `${render.fields(recordFields(record))}\n\n${nextStep(record)}`
-      })
-    }).pipe((effect) => provideStore(args, effect))
+    Effect.flatMap(validKey(args.key), (valid) =>
+      Effect.gen(function*() {
+        const admin = yield* IdempotencyAdmin.IdempotencyAdmin
+        const found = yield* admin.get(
+          { operation: args.operation, key: valid, scope: Option.getOrUndefined(args.scope) },
+          { outcome: args.outcome }
+        )
+        if (Option.isNone(found)) {
+          return yield* new RecordNotFound({ operation: args.operation, keyHash: IdempotencyKey.hash(valid) })
+        }
+        const record = found.value
+        yield* print(args.json, {
+          json: { record },
+          text: `${render.fields(recordFields(record))}\n\n${nextStep(record)}`
+        })
+      }).pipe((effect) => provideStore(args, effect)))
 ).pipe(Command.withDescription("What happened to a key: its record's state, attempt, lease, expiry and outcome."))
 
 const list = Command.make(
@@ -298,26 +298,26 @@ const unblock = Command.make(
     )
   },
   (args) =>
-    Effect.gen(function*() {
-      const valid = yield* validKey(args.key)
-      const admin = yield* IdempotencyAdmin.IdempotencyAdmin
-      yield* admin.unblock(
-        { operation: args.operation, key: valid, scope: Option.getOrUndefined(args.scope) },
-        { reason: args.reason, expect: { attempt: args.expectAttempt } }
-      )
-      yield* print(args.json, {
-        json: {
-          unblocked: true,
-          operation: args.operation,
-          scope: Option.getOrNull(args.scope),
-          keyHash: IdempotencyKey.hash(valid),
-          attempt: args.expectAttempt
-        },
-        text: `Unblocked attempt ${args.expectAttempt} of ${args.operation} (key hash ${
-          IdempotencyKey.hash(valid)
-        }): the next retry executes.`
-      })
-    }).pipe((effect) => provideStore(args, effect))
+    Effect.flatMap(validKey(args.key), (valid) =>
+      Effect.gen(function*() {
+        const admin = yield* IdempotencyAdmin.IdempotencyAdmin
+        yield* admin.unblock(
+          { operation: args.operation, key: valid, scope: Option.getOrUndefined(args.scope) },
+          { reason: args.reason, expect: { attempt: args.expectAttempt } }
+        )
+        yield* print(args.json, {
+          json: {
+            unblocked: true,
+            operation: args.operation,
+            scope: Option.getOrNull(args.scope),
+            keyHash: IdempotencyKey.hash(valid),
+            attempt: args.expectAttempt
+          },
+          text: `Unblocked attempt ${args.expectAttempt} of ${args.operation} (key hash ${
+            IdempotencyKey.hash(valid)
+          }): the next retry executes.`
+        })
+      }).pipe((effect) => provideStore(args, effect)))
 ).pipe(
   Command.withDescription(
     "Make a stuck, unknown or failed key run again: deletes its record in one conditional write, only while " +

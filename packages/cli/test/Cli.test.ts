@@ -26,13 +26,25 @@ describe("effect-idempotency", () => {
       }
     }))
 
-  it.live("usage errors exit 1: an unknown command, a missing option, an invalid duration", () =>
+  it.live("usage errors exit 1 before any store is asked: an unknown command, a missing option, an invalid duration or key", () =>
     Effect.gen(function*() {
       const runs = yield* Effect.all([
         cli(["resurrect"]),
         cli(["unblock", "create-order", "key-1", "--reason", "INC-1", "--store", redisUrl]),
         cli(["list", "--older-than", "soon", "--store", redisUrl, "--json"]),
-        cli(["list", "--limit", "5000", "--store", redisUrl])
+        cli(["list", "--limit", "5000", "--store", redisUrl]),
+        // nothing listens there: the key is refused first
+        cli([
+          "unblock",
+          "create-order",
+          "bad key",
+          "--reason",
+          "r",
+          "--expect-attempt",
+          "1",
+          "--store",
+          "postgres://x@127.0.0.1:1/x"
+        ])
       ], { concurrency: 4 })
       for (const run of runs) assert.strictEqual(run.code, Code.Usage, run.stdout + run.stderr)
       assert.strictEqual(parsed(runs[2]).error._tag, "Usage")
