@@ -169,6 +169,12 @@ export interface IdempotentOptions<P, IP, E, ROut, LE> extends CommonOptions<E> 
   readonly onFailure?: ((error: E) => IdempotencyPolicy.FailurePolicy) | undefined
   /** The timeout policy. Default `keepLease`. */
   readonly onTimeout?: IdempotencyPolicy.TimeoutPolicy | undefined
+  /**
+   * The policy for a handler that dies (a defect): it may have written before it did. Default: the
+   * timeout policy. `release` lets a retry run it again at once, for handlers that die only before
+   * they write.
+   */
+  readonly onDefect?: IdempotencyPolicy.TimeoutPolicy | undefined
   /** What to do while another attempt holds the key. Default: 409 with `Retry-After`. */
   readonly inProgress?: IdempotencyPolicy.InProgressPolicy | undefined
   /** Key validation options (the maximum length). */
@@ -306,6 +312,7 @@ export const idempotent = <P, IP, E, ROut, LE>(
     heartbeat: options.heartbeat,
     ttl: options.ttl,
     onTimeout: options.onTimeout,
+    onDefect: options.onDefect,
     inProgress: options.inProgress,
     keyOptions: options.keyOptions,
     completeRetry: options.completeRetry,

@@ -476,6 +476,23 @@ describe("NetlifyFunction.idempotent", () => {
       assert.deepStrictEqual(JSON.parse(reply.body), { error: "bad gateway" })
     }))
 
+  it.scopedLive("a handler that dies gets the defect policy: the timeout policy by default, onDefect when set", () =>
+    Effect.gen(function*() {
+      const { layer } = yield* controllableStore
+      const dying = (n: number) =>
+        n === 1 ? Effect.dieMessage("crashed") : Effect.succeed(FunctionResponse.json({ n }, { status: 201 }))
+      // by default (keepLease): it may have written, so a retry waits for the lease
+      const kept = yield* orderFunction(layer, { behaviour: dying })
+      assert.strictEqual((yield* invoke(kept.handler, { key: "key-died" })).status, 500)
+      assert.strictEqual((yield* invoke(kept.handler, { key: "key-died" })).status, 409)
+      assert.strictEqual(yield* Ref.get(kept.executions), 1)
+      // released: the retry runs it again at once
+      const released = yield* orderFunction(layer, { onDefect: "release", behaviour: dying })
+      assert.strictEqual((yield* invoke(released.handler, { key: "key-died-released" })).status, 500)
+      assert.strictEqual((yield* invoke(released.handler, { key: "key-died-released" })).status, 201)
+      assert.strictEqual(yield* Ref.get(released.executions), 2)
+    }))
+
   it.scopedLive("a key derived from the event replays without any header", () =>
     Effect.gen(function*() {
       const { calls, layer } = yield* controllableStore
