@@ -44,6 +44,7 @@ import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
 import * as ParseResult from "effect/ParseResult"
 import * as Schedule from "effect/Schedule"
@@ -650,6 +651,17 @@ export const result = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<Res
           : { value, replayed: last.replayed, attempt: last.attempt, recorded: last.recorded }
     )
   })
+
+/**
+ * Tells the `result` around the current effect, if any, how a run ended: for operations built
+ * outside this module (such as the PostgreSQL store's transactional mode), so that `result` reports
+ * their runs as it reports the ones of `make`, `once`, `handler` and `fn`.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const reportResult = <A>(run: Result<A>): Effect.Effect<void> =>
+  Effect.flatMap(FiberRef.get(internal.currentResultSink), (sink) => sink === undefined ? Effect.void : sink(run))
 
 /**
  * The fingerprint of a payload under an operation's payload schema (for inspection and tests).

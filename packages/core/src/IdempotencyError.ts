@@ -138,7 +138,10 @@ export class KeyReused extends Schema.TaggedError<KeyReused>("@effect-idempotenc
 /**
  * The downstream call did not finish within the operation's timeout, so its outcome is unknown.
  * The operation's timeout policy was applied (`policy`). `replayed` is `true` when a later attempt
- * finds a record that the `markUnknown` policy (or a crash under it) left behind.
+ * finds a record that the `markUnknown` policy (or a crash under it) left behind. `rolledBack` is
+ * `true` when the downstream ran inside a database transaction that was rolled back (a
+ * transactional store's mode): then the outcome is known, nothing was written, and a retry
+ * executes once.
  *
  * @since 0.1.0
  * @category errors
@@ -150,7 +153,8 @@ export class DownstreamTimeout extends Schema.TaggedError<DownstreamTimeout>(
   key: Schema.String,
   timeoutMillis: Schema.Number,
   policy: Schema.Literal("keepLease", "release", "markUnknown"),
-  replayed: Schema.Boolean
+  replayed: Schema.Boolean,
+  rolledBack: Schema.optional(Schema.Boolean)
 }) {
   /**
    * @since 0.1.0
@@ -162,6 +166,8 @@ export class DownstreamTimeout extends Schema.TaggedError<DownstreamTimeout>(
   override get message(): string {
     return this.replayed
       ? `Operation "${this.operation}": an earlier attempt's outcome is unknown; the key is blocked until it expires`
+      : this.rolledBack === true
+      ? `Operation "${this.operation}" timed out after ${this.timeoutMillis} ms; its transaction was rolled back: nothing was written`
       : `Operation "${this.operation}" timed out after ${this.timeoutMillis} ms; policy "${this.policy}" applied`
   }
 }

@@ -74,6 +74,12 @@ export interface Statements {
   readonly unblock: string
   /** `$1` now. One row per operation and state of the live records: `operation`, `state`, `count`. */
   readonly stats: string
+  /**
+   * For the transactional mode: how long any statement of the current transaction may wait for a
+   * lock (the reservation's wait for a concurrent attempt's row among them). `$1` milliseconds, at
+   * least 1 (0 would mean no limit).
+   */
+  readonly lockTimeout: string
 }
 
 /**
@@ -151,7 +157,8 @@ LEFT JOIN ${t} ON id = $2::text AND expires_at > clock.now`,
     stats: `SELECT operation, ${state} AS state, count(*) AS count
 FROM ${t}
 WHERE expires_at > ${now}
-GROUP BY 1, 2`
+GROUP BY 1, 2`,
+    lockTimeout: `SELECT set_config('lock_timeout', $1::text, true)`
   }
 }
 

@@ -37,10 +37,15 @@ export const DEFAULT_CALL_TIMEOUT: Duration.Duration = Duration.seconds(5)
  * server. A row that does not have the promised shape yields a message, which becomes a
  * `StoreError`.
  */
-type Decoded<A> = A | RowInvalid
+/** @internal */
+export type Decoded<A> = A | RowInvalid
 
-/** Why a row did not decode. */
-class RowInvalid {
+/**
+ * Why a row did not decode.
+ *
+ * @internal
+ */
+export class RowInvalid {
   constructor(readonly message: string) {}
 }
 
@@ -105,12 +110,17 @@ const recordOf = (row: Readonly<Record<string, unknown>>): Decoded<IdempotencyRe
   }
 }
 
-/** The answer of the reservation function: reserved, or the existing record and the instant of the decision. */
-type ReserveRow =
+/**
+ * The answer of the reservation function: reserved, or the existing record and the instant of the decision.
+ *
+ * @internal
+ */
+export type ReserveRow =
   | { readonly reserved: true; readonly attempt: number; readonly leaseUntil: number; readonly expiresAt: number }
   | { readonly reserved: false; readonly record: IdempotencyRecord; readonly now: number }
 
-const reserveRowOf = (row: unknown): Decoded<ReserveRow> => {
+/** @internal */
+export const reserveRowOf = (row: unknown): Decoded<ReserveRow> => {
   if (!isRow(row)) return new RowInvalid("the reservation returned no row")
   if (row.reserved === true) {
     const attempt = int(row, "attempt")
@@ -138,8 +148,12 @@ const recordRowsOf = (rows: ReadonlyArray<unknown>): Decoded<Option.Option<Idemp
   return record instanceof RowInvalid ? record : Option.some(record)
 }
 
-/** Whether a token-checked write matched its record: one row `owned = 1`, or none. */
-const ownedRowsOf = (rows: ReadonlyArray<unknown>): Decoded<boolean> => {
+/**
+ * Whether a token-checked write matched its record: one row `owned = 1`, or none.
+ *
+ * @internal
+ */
+export const ownedRowsOf = (rows: ReadonlyArray<unknown>): Decoded<boolean> => {
   const row = rows[0]
   if (row === undefined) return false
   return isRow(row) && row.owned === 1 ? true : new RowInvalid("column owned is not 1")
@@ -224,8 +238,13 @@ const UNBLOCK_ROUNDS = 3
 /** The longest duration kept (about 142,000 years): `now + d` stays a safe integer. */
 const MAX_MILLIS = 2 ** 52
 
-/** Durations as whole milliseconds, rounded up; an infinite duration is the far future. */
-const millis = (duration: Duration.Duration): number => Math.min(Math.ceil(Duration.toMillis(duration)), MAX_MILLIS)
+/**
+ * Durations as whole milliseconds, rounded up; an infinite duration is the far future.
+ *
+ * @internal
+ */
+export const millis = (duration: Duration.Duration): number =>
+  Math.min(Math.ceil(Duration.toMillis(duration)), MAX_MILLIS)
 
 /** Milliseconds as a whole number for `now - ms`, rounded up, at most `MAX_MILLIS`. */
 const wholeMillis = (ms: number): number => Math.min(Math.ceil(ms), MAX_MILLIS)

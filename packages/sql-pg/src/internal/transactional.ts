@@ -1,0 +1,441 @@
+/**
+ * The transactional mode's engine: one attempt is one transaction on the `SqlClient` of the
+ * context, holding the reservation, the downstream's statements and the recorded outcome.
+ *
+ * ```
+ * BEGIN
+ *   lock_timeout = the time left        -- a wait for a concurrent attempt's row is bounded
+ *   reserve (the table's function)      -- waits while another transaction holds the row
+ *   [SAVEPOINT]                         -- when a failure may be recorded without the writes
+ *   the downstream's statements         -- on the same SqlClient: routed into this transaction
+ *   complete / markFailed (the record)
+ * COMMIT                                -- or ROLLBACK: nothing of the attempt is left
+ * ```
+ *
+ * The record is never visible IN_PROGRESS: other attempts see it absent, or see it as committed.
+ * A failure the policy does not record, a defect, an interruption, a timeout or a crash rolls the
+ * whole transaction back, so the outcome of every exit is known.
+ */
+import type { Request, Result } from "@effect-idempotency/core/Idempotency"
+import { reportResult } from "@effect-idempotency/core/Idempotency"
+import * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
+import type { IdempotencyError } from "@effect-idempotency/core/IdempotencyError"
+import {
+  describeParseError,
+  DownstreamTimeout,
+  IdempotencyConflict,
+  InvalidPayload,
+  isIdempotencyError,
+  KeyReused,
+  LeaseLost,
+  OutcomeNotReplayable,
+  StoredOutcomeInvalid,
+  StoreError
+} from "@effect-idempotency/core/IdempotencyError"
+import type { StoreFailure } from "@effect-idempotency/core/IdempotencyError"
+import * as IdempotencyKey from "@effect-idempotency/core/IdempotencyKey"
+import type { FailurePolicy, InProgressPolicy } from "@effect-idempotency/core/IdempotencyPolicy"
+import type { IdempotencyRecord, RecordId } from "@effect-idempotency/core/IdempotencyRecord"
+import { makeRecordId, outcomeToColumns, StoredOutcome } from "@effect-idempotency/core/IdempotencyRecord"
+import * as Tracing from "@effect-idempotency/core/Tracing"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { SqlErrorTypeId } from "@effect/sql/SqlError"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import type * as ParseResult from "effect/ParseResult"
+import * as Predicate from "effect/Predicate"
+import * as Schedule from "effect/Schedule"
+import type { IdempotencyTable } from "../PgIdempotencyTable.js"
+import { toStoreFailure } from "./errors.js"
+import * as Statements from "./statements.js"
+import { millis, ownedRowsOf, reserveRowOf, RowInvalid } from "./store.js"
+
+/**
+ * An operation of the transactional mode, resolved: every option decoded once.
+ *
+ * @internal
+ */
+export interface Definition<P, A, E, R> {
+  readonly name: string
+  readonly table: IdempotencyTable
+  readonly fingerprint: (payload: P) => Effect.Effect<string, ParseResult.ParseError>
+  readonly encodeSuccess: (value: A) => Effect.Effect<unknown, ParseResult.ParseError>
+  readonly decodeSuccess: (input: unknown) => Effect.Effect<A, ParseResult.ParseError>
+  readonly encodeFailure: ((error: E) => Effect.Effect<unknown, ParseResult.ParseError>) | undefined
+  readonly decodeFailure: ((input: unknown) => Effect.Effect<unknown, ParseResult.ParseError>) | undefined
+  readonly failurePolicy: (error: E) => FailurePolicy
+  /**
+   * Whether a failure may be recorded (a failure schema or a failure policy was given): the
+   * downstream then runs inside a savepoint, so that its writes can be rolled back and the record
+   * committed without them.
+   */
+  readonly savepoint: boolean
+  readonly ttl: Duration.Duration
+  readonly timeout: Duration.Duration
+  readonly inProgress: InProgressPolicy | undefined
+  readonly key: IdempotencyKey.Options | undefined
+  readonly execute: (payload: P) => Effect.Effect<A, E, R>
+}
+
+/**
+ * The savepoint around the downstream, when a failure may be recorded without its writes. Its name
+ * is the library's: a transaction of the downstream's own (`sql.withTransaction`) nests as
+ * `effect_sql_<n>` savepoints beside it.
+ */
+const SAVEPOINT = "SAVEPOINT effect_idempotency_downstream"
+
+const ROLLBACK_TO_SAVEPOINT = "ROLLBACK TO SAVEPOINT effect_idempotency_downstream"
+
+const isSqlError = (u: unknown): u is SqlError => Predicate.hasProperty(u, SqlErrorTypeId)
+
+/** SQLSTATEs of a statement that waited past the transaction's `lock_timeout` (or was cancelled). */
+const LOCK_WAIT_ENDED: ReadonlySet<string> = new Set(["55P03", "57014"])
+
+/** Whether an `SqlError` is the end of a wait for a lock. */
+const isLockWaitEnded = (error: unknown): boolean => {
+  const cause = Predicate.hasProperty(error, "cause") ? error.cause : undefined
+  return Predicate.hasProperty(cause, "code") && typeof cause.code === "string" && LOCK_WAIT_ENDED.has(cause.code)
+}
+
+/**
+ * How the transaction ended, when it committed: the record it found (nothing written), or the
+ * answer of an execution whose record is committed.
+ */
+type Committed<A> =
+  | { readonly _tag: "Existing"; readonly record: IdempotencyRecord; readonly now: number }
+  | { readonly _tag: "Done"; readonly result: Result<A> }
+  | { readonly _tag: "Failed"; readonly cause: Cause.Cause<unknown> }
+
+/**
+ * The failure that rolls the transaction back and then ends the run with `cause`: the downstream's
+ * own failure, defect or interruption, carried as data through the rollback (so that a defect of
+ * the downstream is never taken for one of the connection).
+ */
+class RolledBack {
+  readonly _tag = "RolledBack"
+  constructor(readonly cause: Cause.Cause<unknown>) {}
+}
+
+const parseJson = (text: string): Effect.Effect<unknown, Cause.UnknownException> =>
+  Effect.try(() => JSON.parse(text) as unknown)
+
+const toJson = (value: unknown): Effect.Effect<string, Cause.UnknownException> =>
+  Effect.try(() => JSON.stringify(value) ?? "null")
+
+/** What went wrong when an outcome was encoded, bounded, without the value itself. */
+const encodeFailureReason = (error: ParseResult.ParseError | Cause.UnknownException): string =>
+  error._tag === "ParseError"
+    ? `it does not encode with the schema (${describeParseError(error)})`
+    : "its encoding is not JSON"
+
+/**
+ * Builds the runner of a transactional operation.
+ *
+ * @internal
+ */
+export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
+  const name = def.name
+  const statements = Statements.make(def.table)
+  const ttlMs = millis(def.ttl)
+  const defaultTimeoutMs = Duration.toMillis(def.timeout)
+  const spanOptions = { attributes: { "idempotency.operation": name }, captureStackTrace: false } as const
+
+  const fingerprintOf = (payload: P): Effect.Effect<string, InvalidPayload> =>
+    Effect.suspend(() => def.fingerprint(payload)).pipe(
+      Effect.mapError((error) => new InvalidPayload({ operation: name, detail: describeParseError(error) })),
+      Effect.catchAllDefect(() =>
+        Effect.fail(new InvalidPayload({ operation: name, detail: "the payload cannot be fingerprinted" }))
+      )
+    )
+
+  /** The recorded outcome of a COMPLETED record, as the run's end. */
+  const replay = (id: RecordId, record: IdempotencyRecord, timeoutMs: number): Effect.Effect<Result<A>, unknown> => {
+    const invalid = (cause: unknown) => new StoredOutcomeInvalid({ operation: name, key: id.key, cause })
+    const outcome = record.outcome
+    if (outcome === undefined) return Effect.fail(invalid("a COMPLETED record without an outcome"))
+    switch (outcome._tag) {
+      case "Success":
+        return parseJson(outcome.value).pipe(
+          Effect.flatMap(def.decodeSuccess),
+          // a schema that throws is the stored outcome's fault, as one that fails
+          Effect.catchAllDefect((defect) => Effect.fail(defect)),
+          Effect.mapError(invalid),
+          Effect.map((value): Result<A> => ({ value, replayed: true, attempt: record.attempt, recorded: true }))
+        )
+      case "Failure": {
+        const decode = def.decodeFailure
+        if (decode === undefined) return Effect.fail(invalid("a stored failure, but no failure schema"))
+        return parseJson(outcome.error).pipe(
+          Effect.flatMap(decode),
+          Effect.catchAllDefect((defect) => Effect.fail(defect)),
+          Effect.matchEffect({ onFailure: (cause) => Effect.fail(invalid(cause)), onSuccess: Effect.fail })
+        )
+      }
+      case "Timeout":
+        return Effect.fail(
+          new DownstreamTimeout({
+            operation: name,
+            key: id.key,
+            timeoutMillis: timeoutMs,
+            policy: "markUnknown",
+            replayed: true
+          })
+        )
+      case "Omitted":
+        return Effect.fail(
+          new OutcomeNotReplayable({ operation: name, key: id.key, reason: outcome.reason, replayed: true })
+        )
+    }
+  }
+
+  const runDetailed = (
+    request: Request<P>
+  ): Effect.Effect<Result<A>, E | IdempotencyError, R | SqlClient.SqlClient> =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const key = yield* IdempotencyKey.decode(request.key, def.key)
+      const fingerprint = yield* fingerprintOf(request.payload)
+      const id = makeRecordId({ operation: name, key, scope: request.scope })
+      const start = yield* Clock.currentTimeMillis
+      let timeoutMs = request.timeout === undefined
+        ? defaultTimeoutMs
+        : Math.min(defaultTimeoutMs, Duration.toMillis(Duration.decode(request.timeout)))
+      if (request.deadline !== undefined) timeoutMs = Math.min(timeoutMs, request.deadline - start)
+      if (timeoutMs <= 0) {
+        // nothing can run in the time left: no statement is sent
+        return yield* Effect.fail(
+          new DownstreamTimeout({ operation: name, key, timeoutMillis: 0, policy: "release", replayed: false })
+        )
+      }
+      // the reservation and the downstream end by `until`; the recording and the commit follow
+      const until = start + timeoutMs
+
+      const conflict = (retryAfterMillis: number) =>
+        new IdempotencyConflict({ operation: name, key, retryAfterMillis: Math.max(0, retryAfterMillis) })
+
+      /** A statement of the store's own, its failures typed. */
+      const statement = (method: string, text: string, params: ReadonlyArray<unknown>) =>
+        Effect.mapError(sql.unsafe(text, params).withoutTransform, toStoreFailure(method))
+
+      /** A token-checked write of the record, in the transaction. */
+      const owned = (
+        method: LeaseLost["method"],
+        text: string,
+        token: string,
+        params: ReadonlyArray<unknown>
+      ): Effect.Effect<void, LeaseLost | StoreFailure> =>
+        Effect.flatMap(statement(method, text, [null, id.value, token, ...params]), (rows): Effect.Effect<
+          void,
+          LeaseLost | StoreFailure
+        > => {
+          const matched = ownedRowsOf(rows)
+          return matched instanceof RowInvalid
+            ? Effect.fail(new StoreError({ method, cause: matched.message }))
+            : matched
+            ? Effect.void
+            : Effect.fail(new LeaseLost({ method, recordId: id.value }))
+        })
+
+      const complete = (token: string, outcome: StoredOutcome) => {
+        const { body, kind } = outcomeToColumns(outcome)
+        return owned("complete", statements.complete, token, [kind, body, ttlMs])
+      }
+
+      /** The outcome of the downstream, recorded in the transaction (or the transaction rolled back). */
+      const record = (
+        token: string,
+        attempt: number,
+        exit: Exit.Exit<A, E>
+      ): Effect.Effect<Committed<A>, RolledBack | OutcomeNotReplayable | LeaseLost | StoreFailure> => {
+        if (Exit.isSuccess(exit)) {
+          // the caller gets the value a replay would get: the recorded text, decoded
+          return Effect.suspend(() => def.encodeSuccess(exit.value)).pipe(
+            Effect.flatMap(toJson),
+            Effect.flatMap((json) =>
+              Effect.map(Effect.flatMap(parseJson(json), def.decodeSuccess), (value) => ({ json, value }))
+            ),
+            Effect.catchAllDefect((defect) => Effect.fail(new Cause.UnknownException(defect))),
+            Effect.matchEffect({
+              onFailure: (error) => {
+                // the downstream's writes commit: its outcome is kept as omitted, and never run again
+                const reason = encodeFailureReason(error)
+                return Effect.zipRight(
+                  complete(token, StoredOutcome.Omitted({ reason })),
+                  Effect.fail(new OutcomeNotReplayable({ operation: name, key: id.key, reason, replayed: false }))
+                )
+              },
+              onSuccess: ({ json, value }) =>
+                Effect.as(complete(token, StoredOutcome.Success({ value: json })), {
+                  _tag: "Done" as const,
+                  result: { value, replayed: false, attempt, recorded: true }
+                })
+            })
+          )
+        }
+        const failure = Cause.failureOption(exit.cause)
+        // a defect or an interruption: the transaction holds everything the downstream wrote
+        if (Option.isNone(failure) || !def.savepoint) return Effect.fail(new RolledBack(exit.cause))
+        const policy = Effect.try({ try: () => def.failurePolicy(failure.value), catch: Cause.die })
+        return Effect.flatMap(
+          Effect.catchAll(policy, (cause) => Effect.fail(new RolledBack(Cause.sequential(exit.cause, cause)))),
+          (policy): Effect.Effect<Committed<A>, RolledBack | LeaseLost | StoreFailure> => {
+            const failed = { _tag: "Failed" as const, cause: exit.cause }
+            // the record is kept, the downstream's writes are not
+            const rollBackWrites = statement("rollback", ROLLBACK_TO_SAVEPOINT, [])
+            switch (policy) {
+              case "release":
+                return Effect.fail(new RolledBack(exit.cause))
+              case "markFailed":
+                return rollBackWrites.pipe(
+                  Effect.zipRight(owned("markFailed", statements.markFailed, token, [ttlMs])),
+                  Effect.as(failed)
+                )
+              case "store": {
+                const encode = def.encodeFailure
+                const encoded = encode === undefined
+                  ? Effect.succeed(Option.none<string>())
+                  : Effect.suspend(() => encode(failure.value)).pipe(Effect.flatMap(toJson), Effect.option)
+                return encoded.pipe(
+                  Effect.catchAllDefect(() => Effect.succeed(Option.none<string>())),
+                  Effect.zipLeft(rollBackWrites),
+                  Effect.flatMap((json) =>
+                    complete(
+                      token,
+                      Option.isSome(json)
+                        ? StoredOutcome.Failure({ error: json.value })
+                        : StoredOutcome.Omitted({ reason: "a failure chosen for `store` does not encode" })
+                    )
+                  ),
+                  Effect.as(failed)
+                )
+              }
+            }
+          }
+        )
+      }
+
+      /** One transaction: reserve, then execute and record, or give back the record found. */
+      const transaction: Effect.Effect<
+        Committed<A>,
+        E | IdempotencyError | RolledBack,
+        R
+      > = Effect.suspend(() => {
+        const token = globalThis.crypto.randomUUID()
+        return sql.withTransaction(Effect.gen(function*() {
+          const left = until - (yield* Clock.currentTimeMillis)
+          if (left <= 0) return yield* Effect.fail(conflict(0))
+          yield* statement("reserve", statements.lockTimeout, [String(Math.ceil(left))])
+          const rows = yield* sql.unsafe(statements.reserve, [
+            null,
+            id.value,
+            id.operation,
+            id.scope ?? null,
+            id.key,
+            token,
+            fingerprint,
+            Math.ceil(left),
+            ttlMs,
+            true
+          ]).withoutTransform.pipe(
+            // waited for a concurrent attempt's transaction until the time was up
+            Effect.mapError((error) => isLockWaitEnded(error) ? conflict(0) : toStoreFailure("reserve")(error))
+          )
+          const row = reserveRowOf(rows[0])
+          if (row instanceof RowInvalid) {
+            return yield* Effect.fail(new StoreError({ method: "reserve", cause: row.message }))
+          }
+          if (!row.reserved) return { _tag: "Existing", record: row.record, now: row.now } as const
+
+          const context = IdempotencyContext.make({ id, token, attempt: row.attempt })
+          const downstream = Effect.suspend(() => def.execute(request.payload)).pipe(
+            Effect.provideService(IdempotencyContext.IdempotencyContext, context)
+          )
+          if (def.savepoint) yield* statement("savepoint", SAVEPOINT, [])
+          const remaining = until - (yield* Clock.currentTimeMillis)
+          const exit = yield* Effect.timeoutOption(Effect.exit(downstream), Duration.millis(Math.max(0, remaining)))
+          if (Option.isNone(exit)) {
+            return yield* Effect.fail(
+              new DownstreamTimeout({
+                operation: name,
+                key: id.key,
+                timeoutMillis: timeoutMs,
+                policy: "release",
+                replayed: false,
+                rolledBack: true
+              })
+            )
+          }
+          return yield* record(token, row.attempt, exit.value)
+        }))
+      }).pipe(
+        // the downstream's exits are carried as data: an `SqlError` here is BEGIN's, and a defect
+        // the connection's (COMMIT or ROLLBACK failed). A failed COMMIT leaves the outcome unknown
+        // to this attempt: the next one replays it or executes once.
+        Effect.catchIf(isSqlError, (error) => Effect.fail(toStoreFailure("transaction")(error))),
+        Effect.catchAllDefect((defect) => Effect.fail(toStoreFailure("transaction")(defect)))
+      )
+
+      /** One attempt: a transaction, and what its answer means. */
+      const attempt: Effect.Effect<Result<A>, E | IdempotencyError | RolledBack, R> = Effect.flatMap(
+        transaction,
+        (committed): Effect.Effect<Result<A>, E | IdempotencyError> => {
+          switch (committed._tag) {
+            case "Done":
+              return Effect.succeed(committed.result)
+            case "Failed":
+              return Effect.failCause(committed.cause) as Effect.Effect<never, E>
+            case "Existing": {
+              const { now, record } = committed
+              if (record.fingerprint !== fingerprint) return Effect.fail(new KeyReused({ operation: name, key }))
+              if (record.status === "COMPLETED") return replay(id, record, timeoutMs) as Effect.Effect<Result<A>, E>
+              return Effect.fail(conflict(record.leaseUntil - now))
+            }
+          }
+        }
+      )
+
+      const inProgress = def.inProgress
+      const attempts = inProgress === undefined || inProgress._tag === "Fail"
+        ? attempt
+        : waitOnConflict(attempt, inProgress.schedule, until)
+      const result = yield* Effect.catchIf(
+        attempts,
+        (error): error is RolledBack => error instanceof RolledBack,
+        (rolledBack) => Effect.failCause(rolledBack.cause) as Effect.Effect<never, E>
+      )
+      yield* reportResult(result)
+      return result
+    }).pipe(Tracing.withSpan(name, spanOptions))
+
+  return { runDetailed }
+}
+
+/**
+ * Runs `attempt` again on a conflict, as `schedule` allows, until `until`; the last conflict is
+ * returned. The schedule's wait is cut off at `until`.
+ */
+const waitOnConflict = <X, Y, Z>(
+  attempt: Effect.Effect<X, Y, Z>,
+  schedule: Schedule.Schedule<unknown, IdempotencyConflict>,
+  until: number
+): Effect.Effect<X, Y, Z> =>
+  Effect.flatMap(Schedule.driver(schedule), (driver) => {
+    const loop: Effect.Effect<X, Y, Z> = Effect.catchIf(
+      attempt,
+      (error): error is Y & IdempotencyConflict => isIdempotencyError(error) && error._tag === "IdempotencyConflict",
+      (conflict) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const last = Effect.fail(conflict)
+          return now >= until ? last : Effect.matchEffect(
+            Effect.timeoutOption(driver.next(conflict), Duration.millis(until - now)),
+            { onFailure: () => last, onSuccess: (waited) => Option.isSome(waited) ? loop : last }
+          )
+        })
+    )
+    return loop
+  })

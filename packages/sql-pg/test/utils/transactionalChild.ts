@@ -1,0 +1,75 @@
+/**
+ * A process that runs one transactional operation and stops at a point of its transaction, for
+ * the parent to kill it there (`TransactionalKill.test.ts`).
+ *
+ * Arguments: the database URL, the records table, the orders table, the key, and the point:
+ *
+ * - `before-reserve`: BEGIN and `lock_timeout` were sent; the reservation is not;
+ * - `after-first-statement`: the reservation and the user's first row are written, not the second;
+ * - `before-commit`: the outcome is recorded; COMMIT is not sent;
+ * - `after-commit`: COMMIT was applied; the answer has not reached the operation;
+ * - `none`: runs to the end.
+ *
+ * At the point it prints `PAUSED <point>` and waits forever. The points in the driver's traffic are
+ * found by wrapping `pg`'s `Client.query`: a test's own instrument, in the test's own process.
+ */
+import { PgIdempotencyTable, PgTransactional } from "@effect-idempotency/sql-pg"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import * as Pg from "pg"
+
+const [url, tableName, orders, key, point] = process.argv.slice(2) as [string, string, string, string, string]
+
+const pause = () => {
+  process.stdout.write(`PAUSED ${point}\n`)
+  // nothing ever resolves: the process waits here until it is killed
+  return new Promise<never>(() => {})
+}
+
+type Callback = (error: unknown, result: unknown) => void
+const query = Pg.Client.prototype.query as (this: Pg.Client, ...args: Array<unknown>) => unknown
+Object.assign(Pg.Client.prototype, {
+  query(this: Pg.Client, ...args: Array<unknown>) {
+    const text = typeof args[0] === "string" ? args[0] : undefined
+    if (point === "before-reserve" && text !== undefined && /_reserve"?\(/.test(text)) return void pause()
+    if (point === "before-commit" && text === "COMMIT") return void pause()
+    if (point === "after-commit" && text === "COMMIT" && typeof args[2] === "function") {
+      return query.call(this, args[0], args[1], () => void pause())
+    }
+    if (typeof args[2] === "function") {
+      const callback = args[2] as Callback
+      return query.call(this, args[0], args[1], (error: unknown, result: unknown) => callback(error, result))
+    }
+    return query.apply(this, args)
+  }
+})
+
+const table = Either.getOrThrow(PgIdempotencyTable.make({ table: tableName }))
+
+const order = PgTransactional.make({
+  name: "tx-kill",
+  table,
+  payload: Schema.Struct({ sku: Schema.String }),
+  success: Schema.Struct({ lines: Schema.Int }),
+  execute: ({ sku }) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(`INSERT INTO ${orders} (id, key, sku, quantity) VALUES ($1, $2, $3, 1)`, [`${key}-1`, key, sku])
+      if (point === "after-first-statement") yield* Effect.promise(pause)
+      yield* sql.unsafe(`INSERT INTO ${orders} (id, key, sku, quantity) VALUES ($1, $2, $3, 1)`, [`${key}-2`, key, sku])
+      return { lines: 2 }
+    })
+})
+
+Effect.runFork(
+  order.run({ key, payload: { sku: "A-1" } }).pipe(
+    Effect.tap(() => Effect.sync(() => process.stdout.write("DONE\n"))),
+    Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })),
+    Effect.tapErrorCause((cause) => Effect.sync(() => process.stderr.write(`${cause}\n`))),
+    Effect.ensuring(Effect.sync(() => process.exit(0)))
+  )
+)
