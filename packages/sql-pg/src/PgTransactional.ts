@@ -20,8 +20,15 @@
  * | failure, policy `markFailed` | FAILED, without its writes | the failure; a retry takes over |
  * | failure, policy `release` | nothing | the failure; a retry executes |
  * | defect, interruption | nothing | the defect, the interruption |
- * | timeout | nothing | `DownstreamTimeout` with `rolledBack: true` |
+ * | timeout (or its recording not done by the attempt's end) | nothing | `DownstreamTimeout` with `rolledBack: true` |
+ * | COMMIT unanswered at the attempt's end | all or nothing, unknown here | `StoreUnavailable` (method `commit`) |
  * | the process dies | nothing (or all, if COMMIT was applied) | a retry executes once, or replays |
+ *
+ * The attempt answers by its end: the request's `deadline` when it has one (the downstream then
+ * stops `LEASE_MARGIN` before it, to record and commit), or the timeout plus `LEASE_MARGIN`. Past
+ * it, the transaction is interrupted without waiting for its ROLLBACK, or for a COMMIT already sent,
+ * which finish on the connection; after an unknown answer a retry replays or executes once. Inside
+ * a transaction of the caller's, the caller commits, and the attempt is not cut.
  *
  * A failure is recorded without the downstream's writes through a savepoint around the downstream,
  * taken only when the operation has a `failure` schema or an `onFailure` policy (one more round
@@ -67,7 +74,7 @@
  */
 import * as Fingerprint from "@effect-idempotency/core/Fingerprint"
 import type * as Idempotency from "@effect-idempotency/core/Idempotency"
-import { DEFAULT_TIMEOUT, DEFAULT_TTL } from "@effect-idempotency/core/Idempotency"
+import { DEFAULT_TIMEOUT, DEFAULT_TTL, LEASE_MARGIN } from "@effect-idempotency/core/Idempotency"
 import type * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
 import type { IdempotencyError } from "@effect-idempotency/core/IdempotencyError"
 import type * as SqlClient from "@effect/sql/SqlClient"
@@ -141,6 +148,7 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
     savepoint: failureSchema !== undefined || onFailure !== undefined,
     ttl: Duration.decode(options.ttl ?? DEFAULT_TTL),
     timeout: Duration.decode(options.timeout ?? DEFAULT_TIMEOUT),
+    margin: LEASE_MARGIN,
     inProgress: options.inProgress,
     key: options.key,
     // the context is provided by the attempt

@@ -346,4 +346,22 @@ layer(Live, { excludeTestServices: true, timeout: "3 minutes" })("PgTransactiona
       const record = yield* store.get(id)
       assert.isTrue(Option.isSome(record) && record.value.status === "COMPLETED" && record.value.attempt === 1)
     }))
+
+  it.effect("inside a transaction of the caller's: the record commits, or rolls back, with the caller's", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const op = operation("tx-nested", insertOrder)
+      const committed = randomUUID()
+      yield* sql.withTransaction(op.run({ key: committed, payload, deadline: Date.now() + 10_000 }))
+      assert.deepStrictEqual(yield* counts(committed), { orders: 1, records: 1, status: "COMPLETED" })
+
+      const rolledBack = randomUUID()
+      const exit = yield* Effect.exit(sql.withTransaction(
+        Effect.zipRight(op.run({ key: rolledBack, payload }), Effect.fail("the caller's own failure" as const))
+      ))
+      assert.strictEqual(failureOf(exit), "the caller's own failure")
+      assert.deepStrictEqual(yield* counts(rolledBack), { orders: 0, records: 0, status: null })
+      const retry = yield* op.runDetailed({ key: rolledBack, payload })
+      assert.isFalse(retry.replayed)
+    }))
 })

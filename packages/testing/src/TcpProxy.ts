@@ -44,6 +44,13 @@ export interface StallOptions {
    * open now; later ones flow (a half-dead connection next to healthy ones).
    */
   readonly connections?: "all" | "open" | undefined
+  /**
+   * When given, the stall is armed rather than started: it starts once a client sends bytes for
+   * which `when` returns true. Those bytes are the first held (with `hold: "answers"`, they reach
+   * the server and their answer is the first held): a request lost on its way, or applied with its
+   * answer lost, such as a COMMIT (`(bytes) => Buffer.from(bytes).includes("COMMIT")`).
+   */
+  readonly when?: ((request: Uint8Array) => boolean) | undefined
 }
 
 /**
@@ -117,6 +124,20 @@ export const make = (
     let mode: "forward" | "refuse" | "stall" = "forward"
     let newHold: "both" | "answers" = "both"
     const held = { requests: 0, answers: 0 }
+    // a stall waiting for the request that starts it
+    let armed: StallOptions | undefined
+
+    const startStall = (stallOptions: StallOptions | undefined) => {
+      const hold = stallOptions?.hold ?? "both"
+      for (const connection of open) {
+        connection.answers.stalled = true
+        if (hold === "both") connection.requests.stalled = true
+      }
+      if ((stallOptions?.connections ?? "all") === "all") {
+        mode = "stall"
+        newHold = hold
+      }
+    }
 
     const destroy = (connection: Connection) => {
       open.delete(connection)
@@ -140,6 +161,11 @@ export const make = (
       open.add(connection)
       const close = () => destroy(connection)
       client.on("data", (data) => {
+        if (armed?.when?.(data) === true) {
+          const stallOptions = armed
+          armed = undefined
+          startStall(stallOptions)
+        }
         if (connection.requests.stalled) {
           held.requests += data.length
           connection.requests.queue.push(data)
@@ -176,6 +202,7 @@ export const make = (
 
     const resume = Effect.sync(() => {
       mode = "forward"
+      armed = undefined
       for (const connection of open) {
         flush(connection.requests)
         flush(connection.answers)
@@ -186,15 +213,8 @@ export const make = (
       port,
       stall: (stallOptions) =>
         Effect.sync(() => {
-          const hold = stallOptions?.hold ?? "both"
-          for (const connection of open) {
-            connection.answers.stalled = true
-            if (hold === "both") connection.requests.stalled = true
-          }
-          if ((stallOptions?.connections ?? "all") === "all") {
-            mode = "stall"
-            newHold = hold
-          }
+          if (stallOptions?.when === undefined) startStall(stallOptions)
+          else armed = stallOptions
         }),
       refuse: Effect.sync(() => {
         mode = "refuse"
@@ -206,6 +226,7 @@ export const make = (
       resume,
       cut: Effect.sync(() => {
         mode = "forward"
+        armed = undefined
         for (const connection of open) destroy(connection)
       }),
       held: Effect.sync(() => ({ ...held })),

@@ -116,6 +116,23 @@ describe("TcpProxy", () => {
       yield* eventually(() => client.received() === "echo:x", "the answer was not delivered")
     }))
 
+  it.scopedLive("an armed stall starts with the request it waits for: earlier bytes flow, that answer is held", () =>
+    Effect.gen(function*() {
+      const server = yield* echoServer
+      const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: server.port })
+      const client = yield* connect(proxy.port)
+      yield* proxy.stall({ hold: "answers", when: (bytes) => Buffer.from(bytes).includes("COMMIT") })
+      yield* client.write("a")
+      yield* eventually(() => client.received() === "echo:a", "a request before the trigger was held")
+      yield* client.write("COMMIT")
+      yield* eventually(() => server.received() === "aCOMMIT", "the trigger did not reach the server")
+      yield* quiet
+      assert.strictEqual(client.received(), "echo:a")
+      assert.deepStrictEqual(yield* proxy.held, { requests: 0, answers: "echo:COMMIT".length })
+      yield* proxy.resume
+      yield* eventually(() => client.received() === "echo:aecho:COMMIT", "the held answer was not delivered")
+    }))
+
   it.scopedLive("stall of open connections only: a new connection flows", () =>
     Effect.gen(function*() {
       const server = yield* echoServer

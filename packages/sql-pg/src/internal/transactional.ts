@@ -30,7 +30,8 @@ import {
   LeaseLost,
   OutcomeNotReplayable,
   StoredOutcomeInvalid,
-  StoreError
+  StoreError,
+  StoreUnavailable
 } from "@effect-idempotency/core/IdempotencyError"
 import type { StoreFailure } from "@effect-idempotency/core/IdempotencyError"
 import * as IdempotencyKey from "@effect-idempotency/core/IdempotencyKey"
@@ -77,6 +78,8 @@ export interface Definition<P, A, E, R> {
   readonly savepoint: boolean
   readonly ttl: Duration.Duration
   readonly timeout: Duration.Duration
+  /** The time kept before the attempt's deadline (or after its timeout) to record and commit. */
+  readonly margin: Duration.Duration
   readonly inProgress: InProgressPolicy | undefined
   readonly key: IdempotencyKey.Options | undefined
   readonly execute: (payload: P) => Effect.Effect<A, E, R>
@@ -90,6 +93,11 @@ export interface Definition<P, A, E, R> {
 const SAVEPOINT = "SAVEPOINT effect_idempotency_downstream"
 
 const ROLLBACK_TO_SAVEPOINT = "ROLLBACK TO SAVEPOINT effect_idempotency_downstream"
+
+/** The cause of a store call cut off at the attempt's end. */
+const DEADLINE_PASSED = "no answer before the attempt's deadline"
+
+const deadlinePassed = (method: string) => new StoreUnavailable({ method, cause: DEADLINE_PASSED })
 
 const isSqlError = (u: unknown): u is SqlError => Predicate.hasProperty(u, SqlErrorTypeId)
 
@@ -143,6 +151,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   const statements = Statements.make(def.table)
   const ttlMs = millis(def.ttl)
   const defaultTimeoutMs = Duration.toMillis(def.timeout)
+  const marginMs = Duration.toMillis(def.margin)
   const spanOptions = { attributes: { "idempotency.operation": name }, captureStackTrace: false } as const
 
   const fingerprintOf = (payload: P): Effect.Effect<string, InvalidPayload> =>
@@ -205,15 +214,26 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       let timeoutMs = request.timeout === undefined
         ? defaultTimeoutMs
         : Math.min(defaultTimeoutMs, Duration.toMillis(Duration.decode(request.timeout)))
-      if (request.deadline !== undefined) timeoutMs = Math.min(timeoutMs, request.deadline - start)
+      // the downstream must end a margin before the attempt's deadline, to record and commit
+      if (request.deadline !== undefined) timeoutMs = Math.min(timeoutMs, request.deadline - marginMs - start)
       if (timeoutMs <= 0) {
         // nothing can run in the time left: no statement is sent
         return yield* Effect.fail(
           new DownstreamTimeout({ operation: name, key, timeoutMillis: 0, policy: "release", replayed: false })
         )
       }
-      // the reservation and the downstream end by `until`; the recording and the commit follow
+      // the reservation and the downstream end by `until`; the recording and COMMIT by `end`
       const until = start + timeoutMs
+      const end = request.deadline ?? until + marginMs
+      const timedOut = () =>
+        new DownstreamTimeout({
+          operation: name,
+          key: id.key,
+          timeoutMillis: timeoutMs,
+          policy: "release",
+          replayed: false,
+          rolledBack: true
+        })
 
       const conflict = (retryAfterMillis: number) =>
         new IdempotencyConflict({ operation: name, key, retryAfterMillis: Math.max(0, retryAfterMillis) })
@@ -319,14 +339,25 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         )
       }
 
-      /** One transaction: reserve, then execute and record, or give back the record found. */
+      /**
+       * One transaction: reserve, then execute and record, or give back the record found. It answers
+       * by `end`. Past it, the transaction is interrupted without waiting for its end (its ROLLBACK, or
+       * a COMMIT already sent, finishes on its connection), and the answer says what is known: a
+       * transaction interrupted before its body returned never commits; once the body has returned,
+       * COMMIT follows whatever happens, and its outcome is unknown to this attempt. Inside a
+       * transaction of the caller's, the attempt is a savepoint that the caller commits: it is not cut.
+       */
       const transaction: Effect.Effect<
         Committed<A>,
         E | IdempotencyError | RolledBack,
         R
       > = Effect.suspend(() => {
         const token = globalThis.crypto.randomUUID()
-        return sql.withTransaction(Effect.gen(function*() {
+        // how far the body got: read when `end` passes
+        let phase: "reserve" | "downstream" | "committing" = "reserve"
+        // the body's failure, kept for when its ROLLBACK fails too
+        let bodyFailure: Cause.Cause<unknown> | undefined
+        const body = Effect.gen(function*() {
           const left = until - (yield* Clock.currentTimeMillis)
           if (left <= 0) return yield* Effect.fail(conflict(0))
           yield* statement("reserve", statements.lockTimeout, [String(Math.ceil(left))])
@@ -356,29 +387,50 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
             Effect.provideService(IdempotencyContext.IdempotencyContext, context)
           )
           if (def.savepoint) yield* statement("savepoint", SAVEPOINT, [])
+          phase = "downstream"
           const remaining = until - (yield* Clock.currentTimeMillis)
           const exit = yield* Effect.timeoutOption(Effect.exit(downstream), Duration.millis(Math.max(0, remaining)))
-          if (Option.isNone(exit)) {
-            return yield* Effect.fail(
-              new DownstreamTimeout({
-                operation: name,
-                key: id.key,
-                timeoutMillis: timeoutMs,
-                policy: "release",
-                replayed: false,
-                rolledBack: true
-              })
-            )
-          }
+          if (Option.isNone(exit)) return yield* Effect.fail(timedOut())
           return yield* record(token, row.attempt, exit.value)
-        }))
-      }).pipe(
-        // the downstream's exits are carried as data: an `SqlError` here is BEGIN's, and a defect
-        // the connection's (COMMIT or ROLLBACK failed). A failed COMMIT leaves the outcome unknown
-        // to this attempt: the next one replays it or executes once.
-        Effect.catchIf(isSqlError, (error) => Effect.fail(toStoreFailure("transaction")(error))),
-        Effect.catchAllDefect((defect) => Effect.fail(toStoreFailure("transaction")(defect)))
-      )
+        }).pipe(
+          Effect.tapErrorCause((cause) => Effect.sync(() => (bodyFailure = cause))),
+          // the body's last step: after it, COMMIT is sent even if the attempt is interrupted
+          Effect.tap(() => Effect.sync(() => (phase = "committing")))
+        )
+        const run = sql.withTransaction(body).pipe(
+          // the downstream's exits are carried as data: an `SqlError` here is BEGIN's, and a defect
+          // the connection's (COMMIT or ROLLBACK failed). A failed COMMIT leaves the outcome unknown
+          // to this attempt: the next one replays it or executes once. A failed ROLLBACK leaves the
+          // transaction uncommitted all the same: the run ends as its body did.
+          Effect.catchIf(isSqlError, (error) => Effect.fail(toStoreFailure("transaction")(error))),
+          Effect.catchAllDefect((defect) =>
+            bodyFailure === undefined
+              ? Effect.fail(toStoreFailure("transaction")(defect))
+              : Effect.zipRight(
+                Effect.logWarning("idempotency: the transaction's ROLLBACK failed", defect),
+                Effect.failCause(bodyFailure) as Effect.Effect<never, E | IdempotencyError | RolledBack>
+              )
+          )
+        )
+        return Effect.flatMap(
+          Effect.all([Clock.currentTimeMillis, Effect.serviceOption(SqlClient.TransactionConnection)]),
+          ([now, outer]) =>
+            Option.isSome(outer) ? run : Effect.flatMap(
+              Effect.timeoutOption(Effect.disconnect(run), Duration.millis(Math.max(0, end - now))),
+              (committed) =>
+                Option.isSome(committed)
+                  ? Effect.succeed(committed.value)
+                  : Effect.fail(
+                    // read after the interruption was sent: the body can no longer move on
+                    phase === "reserve"
+                      ? deadlinePassed("reserve")
+                      : phase === "downstream"
+                      ? timedOut()
+                      : deadlinePassed("commit")
+                  )
+            )
+        )
+      })
 
       /** One attempt: a transaction, and what its answer means. */
       const attempt: Effect.Effect<Result<A>, E | IdempotencyError | RolledBack, R> = Effect.flatMap(
