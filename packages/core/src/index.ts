@@ -46,6 +46,11 @@ export * as IdempotencyStore from "./IdempotencyStore.js"
 /**
  * @since 0.1.0
  */
+export * as OutcomeCodec from "./OutcomeCodec.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as StoreDeadlines from "./StoreDeadlines.js"
 
 /**

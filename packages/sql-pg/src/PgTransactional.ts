@@ -77,6 +77,7 @@ import type * as Idempotency from "@effect-idempotency/core/Idempotency"
 import { DEFAULT_TIMEOUT, DEFAULT_TTL, LEASE_MARGIN } from "@effect-idempotency/core/Idempotency"
 import type * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
 import type { IdempotencyError } from "@effect-idempotency/core/IdempotencyError"
+import * as OutcomeCodec from "@effect-idempotency/core/OutcomeCodec"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -139,10 +140,11 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
     name: options.name,
     table: options.table ?? PgIdempotencyTable.defaultTable,
     fingerprint: Fingerprint.make(options.payload),
-    encodeSuccess: Schema.encode(options.success),
-    decodeSuccess: Schema.decodeUnknown(options.success),
-    encodeFailure: failureSchema === undefined ? undefined : (error) => Schema.encodeUnknown(failureSchema)(error),
-    decodeFailure: failureSchema === undefined ? undefined : Schema.decodeUnknown(failureSchema),
+    codec: OutcomeCodec.make<A, IA, unknown, unknown>({
+      name: options.name,
+      success: options.success,
+      failure: failureSchema as Schema.Schema<unknown, unknown> | undefined
+    }),
     failurePolicy: (error) =>
       onFailure !== undefined ? onFailure(error) : isStorableFailure(error) ? "store" : "release",
     savepoint: failureSchema !== undefined || onFailure !== undefined,

@@ -47,7 +47,6 @@ import {
   KeyReused,
   LeaseLost,
   OutcomeNotReplayable,
-  StoredOutcomeInvalid,
   StoreUnavailable
 } from "../IdempotencyError.js"
 import * as IdempotencyKey from "../IdempotencyKey.js"
@@ -57,6 +56,9 @@ import { makeRecordId, StoredOutcome } from "../IdempotencyRecord.js"
 import { IdempotencyStore } from "../IdempotencyStore.js"
 import * as Tracing from "../Tracing.js"
 import * as Execution from "./execution.js"
+import type { Ended } from "./outcome.js"
+import * as Outcome from "./outcome.js"
+import { andThen } from "./outcome.js"
 import { inSpan } from "./span.js"
 import * as Telemetry from "./telemetry.js"
 
@@ -102,15 +104,6 @@ export const currentResultSink = FiberRef.unsafeMake<((result: Result<unknown>) 
   undefined
 )
 
-/**
- * How a run ends when it does not fail in the error channel: done, or refused with an error that is
- * data on the hot path (a conflict, a reused key, a replayed failure). A refusal fails only once the
- * run's span has ended, so the span never wraps it. `outcome` is the span's outcome attribute.
- */
-type Ended<A> =
-  | { readonly _tag: "Done"; readonly result: Result<A> }
-  | { readonly _tag: "Refused"; readonly error: unknown; readonly outcome: string }
-
 /** What a reservation leads to. */
 type Reservation =
   | { readonly _tag: "Execute"; readonly attempt: number; readonly sentAt: number }
@@ -155,80 +148,6 @@ const boundedBy = (until: number): Guard => (method, effect) =>
         onTimeout: () => deadlinePassed(method)
       }))
 
-const parseJson = (text: string): Either.Either<unknown, Cause.UnknownException> => {
-  try {
-    return Either.right(JSON.parse(text) as unknown)
-  } catch (error) {
-    return Either.left(new Cause.UnknownException(error))
-  }
-}
-
-const toJson = (value: unknown): Either.Either<string, Cause.UnknownException> => {
-  try {
-    return Either.right(JSON.stringify(value) ?? "null")
-  } catch (error) {
-    return Either.left(new Cause.UnknownException(error))
-  }
-}
-
-/**
- * `step` applied to the value of `self`: at once when `self` is a plain `Either` (what a
- * synchronous schema gives), and then the result is one too when `step` gives one; through the
- * runtime otherwise.
- */
-const andThen = <A, E, B, E2>(
-  self: Effect.Effect<A, E>,
-  step: (a: A) => Effect.Effect<B, E2>
-): Effect.Effect<B, E | E2> => {
-  if (!Either.isEither(self)) return Effect.flatMap(self, step)
-  const known = self as Either.Either<A, E>
-  return Either.isLeft(known) ? known as Either.Either<never, E> : step(known.right)
-}
-
-/** The end of a run made from how `self` ends: at once when `self` is a plain `Either`. */
-const endWith = <A, E, B>(
-  self: Effect.Effect<A, E>,
-  onFailure: (error: E) => B,
-  onSuccess: (value: A) => B
-): Effect.Effect<B> => {
-  if (!Either.isEither(self)) return Effect.match(self, { onFailure, onSuccess })
-  const known = self as Either.Either<A, E>
-  return Effect.succeed(Either.isLeft(known) ? onFailure(known.left) : onSuccess(known.right))
-}
-
-/** How an effect ends, as data: at once when it is a plain `Either`. */
-const settled = <A, E>(self: Effect.Effect<A, E>): Effect.Effect<Either.Either<A, E>> =>
-  Either.isEither(self) ? Either.right(self as Either.Either<A, E>) : Effect.either(self)
-
-/** The message of an `UnknownException` made of what a schema step threw. */
-const SCHEMA_THREW = "the schema threw"
-
-/**
- * A schema step that never throws and never dies: what it throws, synchronously or as a defect of its
- * effect, is a failure of the step (an encoder that throws has a known outcome to keep, not a crash).
- */
-const guarded = <X, Y>(
-  step: (input: X) => Effect.Effect<Y, ParseResult.ParseError>
-): (input: X) => Effect.Effect<Y, ParseResult.ParseError | Cause.UnknownException> =>
-(input) => {
-  let result: Effect.Effect<Y, ParseResult.ParseError>
-  try {
-    result = step(input)
-  } catch (error) {
-    return Either.left(new Cause.UnknownException(error, SCHEMA_THREW))
-  }
-  return Either.isEither(result)
-    ? result
-    : Effect.catchAllDefect(result, (defect) => Effect.fail(new Cause.UnknownException(defect, SCHEMA_THREW)))
-}
-
-/** What went wrong when an outcome was encoded, bounded, without the value itself. */
-const encodeFailureReason = (error: ParseResult.ParseError | Cause.UnknownException): string => {
-  if (error._tag === "ParseError") return `it does not encode with the schema (${describeParseError(error)})`
-  const name = String((error.error as { readonly name?: unknown } | undefined)?.name ?? "error")
-  return error.message === SCHEMA_THREW ? `its schema threw (${name})` : `its encoding is not JSON (${name})`
-}
-
 const millis = (duration: Duration.Duration): number => Duration.toMillis(duration)
 
 /**
@@ -244,10 +163,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   const heartbeatMs = def.heartbeat === undefined ? undefined : Math.max(1, millis(def.heartbeat))
   const configuredLeaseMs = def.lease === undefined ? undefined : millis(def.lease)
   const takeover = def.onTimeout !== "markUnknown"
-  const encodeSuccess = guarded(def.encodeSuccess)
-  const decodeSuccess = guarded(def.decodeSuccess)
-  const encodeFailure = def.encodeFailure === undefined ? undefined : guarded(def.encodeFailure)
-  const decodeFailure = def.decodeFailure === undefined ? undefined : guarded(def.decodeFailure)
+  const outcomes = Outcome.make<A, E>(name, def)
 
   const leaseFor = (timeoutMs: number): number => {
     const floor = timeoutMs + marginMs
@@ -409,9 +325,9 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
           return logsDebug
             ? Effect.zipRight(
               Effect.logDebug(`idempotency: ${name} replayed the outcome recorded by attempt ${record.attempt}`),
-              replay(id, record, timeoutMs)
+              outcomes.replay(record, id.key, timeoutMs)
             )
-            : replay(id, record, timeoutMs)
+            : outcomes.replay(record, id.key, timeoutMs)
         }
         case "Execute":
           return Effect.map(
@@ -498,53 +414,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       })
       return loop
     })
-
-  /**
-   * The recorded outcome of `record`, as the run's end: a success, or a replayed failure as data. An
-   * outcome that no longer decodes is `StoredOutcomeInvalid`.
-   */
-  const replay = (id: RecordId, record: IdempotencyRecord, timeoutMs: number): Effect.Effect<Ended<A>> => {
-    const refused = (error: unknown): Ended<A> => ({ _tag: "Refused", error, outcome: "replayed" })
-    const invalid = (cause: unknown): Ended<A> => ({
-      _tag: "Refused",
-      error: new StoredOutcomeInvalid({ operation: name, key: id.key, cause }),
-      outcome: "StoredOutcomeInvalid"
-    })
-    const outcome = record.outcome
-    if (outcome === undefined) return Effect.succeed(invalid("a COMPLETED record without an outcome"))
-    switch (outcome._tag) {
-      case "Success":
-        return endWith(
-          andThen(parseJson(outcome.value), decodeSuccess),
-          invalid,
-          (value): Ended<A> => ({
-            _tag: "Done",
-            result: { value, replayed: true, attempt: record.attempt, recorded: true }
-          })
-        )
-      case "Failure": {
-        if (decodeFailure === undefined) return Effect.succeed(invalid("a stored failure, but no failure schema"))
-        return endWith(andThen(parseJson(outcome.error), decodeFailure), invalid, refused)
-      }
-      case "Timeout":
-        return Effect.as(
-          Effect.logDebug(`idempotency: ${name} replayed an unknown outcome (an earlier attempt timed out or crashed)`),
-          refused(
-            new DownstreamTimeout({
-              operation: name,
-              key: id.key,
-              timeoutMillis: timeoutMs,
-              policy: "markUnknown",
-              replayed: true
-            })
-          )
-        )
-      case "Omitted":
-        return Effect.succeed(
-          refused(new OutcomeNotReplayable({ operation: name, key: id.key, reason: outcome.reason, replayed: true }))
-        )
-    }
-  }
 
   const execute = (
     request: Request<P>,
@@ -636,21 +505,12 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
 
     const recordSuccess = (value: A, guard: Guard): Effect.Effect<Result<A>, IdempotencyError> =>
       andThen(
-        // the caller gets the value a replay would get: the recorded text, decoded (with synchronous
-        // schemas all at once, without a step of the runtime)
-        settled(andThen(
-          encodeSuccess(value),
-          (encoded) =>
-            andThen(toJson(encoded), (json) =>
-              andThen(
-                andThen(parseJson(json), decodeSuccess),
-                (decoded) => Either.right({ json, decoded })
-              ))
-        )),
+        // with synchronous schemas all at once, without a step of the runtime
+        outcomes.success(value),
         (encoded): Effect.Effect<Result<A>, IdempotencyError> => {
           if (encoded._tag === "Left") {
             // the downstream ran: its outcome is kept as omitted, so no retry runs it again
-            const reason = encodeFailureReason(encoded.left)
+            const reason = encoded.left
             const notReplayable = new OutcomeNotReplayable({ operation: name, key: id.key, reason, replayed: false })
             // recorded: the caller and every retry get `OutcomeNotReplayable`; not recorded (the store
             // failed): the caller learns that a retry may run the downstream again
@@ -670,7 +530,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
             )
           }
           const result = (recorded: boolean): Result<A> => ({
-            value: encoded.right.decoded,
+            value: encoded.right.value,
             replayed: false,
             attempt,
             recorded
@@ -699,30 +559,13 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         )
       }
       return Effect.gen(function*() {
-        let policy = chosen
-        let outcome: StoredOutcome | undefined
-        if (policy === "store") {
-          const encoded = encodeFailure === undefined
-            ? Option.none<string>()
-            : yield* encodeFailure(error).pipe(Effect.flatMap(toJson), Effect.option)
-          if (Option.isSome(encoded)) {
-            outcome = StoredOutcome.Failure({ error: encoded.value })
-          } else {
-            // kept as omitted, never released: `store` did not choose to let a retry run again
-            outcome = StoredOutcome.Omitted({ reason: "a failure chosen for `store` does not encode" })
-            yield* Effect.logWarning(
-              "idempotency: a failure chosen for `store` does not encode; its record is kept without it"
-            )
-          }
-        }
+        const policy = chosen
+        const outcome = policy === "store" ? yield* outcomes.failure(error) : undefined
         const write: Effect.Effect<void, LeaseLost | StoreFailure> = outcome !== undefined
           ? complete(outcome)
           : policy === "markFailed"
           ? store.markFailed({ id, token, ttl })
           : store.release({ id, token })
-        if (outcome !== undefined) {
-          policy = "store"
-        }
         yield* apply(guard, policy, error, write)
         return yield* Effect.failCause(cause)
       })

@@ -29,15 +29,15 @@ import {
   KeyReused,
   LeaseLost,
   OutcomeNotReplayable,
-  StoredOutcomeInvalid,
   StoreError,
   StoreUnavailable
 } from "@effect-idempotency/core/IdempotencyError"
 import type { StoreFailure } from "@effect-idempotency/core/IdempotencyError"
 import * as IdempotencyKey from "@effect-idempotency/core/IdempotencyKey"
 import type { FailurePolicy, InProgressPolicy } from "@effect-idempotency/core/IdempotencyPolicy"
-import type { IdempotencyRecord, RecordId } from "@effect-idempotency/core/IdempotencyRecord"
-import { makeRecordId, outcomeToColumns, StoredOutcome } from "@effect-idempotency/core/IdempotencyRecord"
+import type { IdempotencyRecord, StoredOutcome } from "@effect-idempotency/core/IdempotencyRecord"
+import { makeRecordId, outcomeToColumns } from "@effect-idempotency/core/IdempotencyRecord"
+import type { OutcomeCodec } from "@effect-idempotency/core/OutcomeCodec"
 import * as Tracing from "@effect-idempotency/core/Tracing"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -65,10 +65,8 @@ export interface Definition<P, A, E, R> {
   readonly name: string
   readonly table: IdempotencyTable
   readonly fingerprint: (payload: P) => Effect.Effect<string, ParseResult.ParseError>
-  readonly encodeSuccess: (value: A) => Effect.Effect<unknown, ParseResult.ParseError>
-  readonly decodeSuccess: (input: unknown) => Effect.Effect<A, ParseResult.ParseError>
-  readonly encodeFailure: ((error: E) => Effect.Effect<unknown, ParseResult.ParseError>) | undefined
-  readonly decodeFailure: ((input: unknown) => Effect.Effect<unknown, ParseResult.ParseError>) | undefined
+  /** How outcomes are recorded and replayed: as the engine of `Idempotency.make` does. */
+  readonly codec: OutcomeCodec<A, unknown>
   readonly failurePolicy: (error: E) => FailurePolicy
   /**
    * Whether a failure may be recorded (a failure schema or a failure policy was given): the
@@ -129,18 +127,6 @@ class RolledBack {
   constructor(readonly cause: Cause.Cause<unknown>) {}
 }
 
-const parseJson = (text: string): Effect.Effect<unknown, Cause.UnknownException> =>
-  Effect.try(() => JSON.parse(text) as unknown)
-
-const toJson = (value: unknown): Effect.Effect<string, Cause.UnknownException> =>
-  Effect.try(() => JSON.stringify(value) ?? "null")
-
-/** What went wrong when an outcome was encoded, bounded, without the value itself. */
-const encodeFailureReason = (error: ParseResult.ParseError | Cause.UnknownException): string =>
-  error._tag === "ParseError"
-    ? `it does not encode with the schema (${describeParseError(error)})`
-    : "its encoding is not JSON"
-
 /**
  * Builds the runner of a transactional operation.
  *
@@ -161,46 +147,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         Effect.fail(new InvalidPayload({ operation: name, detail: "the payload cannot be fingerprinted" }))
       )
     )
-
-  /** The recorded outcome of a COMPLETED record, as the run's end. */
-  const replay = (id: RecordId, record: IdempotencyRecord, timeoutMs: number): Effect.Effect<Result<A>, unknown> => {
-    const invalid = (cause: unknown) => new StoredOutcomeInvalid({ operation: name, key: id.key, cause })
-    const outcome = record.outcome
-    if (outcome === undefined) return Effect.fail(invalid("a COMPLETED record without an outcome"))
-    switch (outcome._tag) {
-      case "Success":
-        return parseJson(outcome.value).pipe(
-          Effect.flatMap(def.decodeSuccess),
-          // a schema that throws is the stored outcome's fault, as one that fails
-          Effect.catchAllDefect((defect) => Effect.fail(defect)),
-          Effect.mapError(invalid),
-          Effect.map((value): Result<A> => ({ value, replayed: true, attempt: record.attempt, recorded: true }))
-        )
-      case "Failure": {
-        const decode = def.decodeFailure
-        if (decode === undefined) return Effect.fail(invalid("a stored failure, but no failure schema"))
-        return parseJson(outcome.error).pipe(
-          Effect.flatMap(decode),
-          Effect.catchAllDefect((defect) => Effect.fail(defect)),
-          Effect.matchEffect({ onFailure: (cause) => Effect.fail(invalid(cause)), onSuccess: Effect.fail })
-        )
-      }
-      case "Timeout":
-        return Effect.fail(
-          new DownstreamTimeout({
-            operation: name,
-            key: id.key,
-            timeoutMillis: timeoutMs,
-            policy: "markUnknown",
-            replayed: true
-          })
-        )
-      case "Omitted":
-        return Effect.fail(
-          new OutcomeNotReplayable({ operation: name, key: id.key, reason: outcome.reason, replayed: true })
-        )
-    }
-  }
 
   const runDetailed = (
     request: Request<P>
@@ -273,29 +219,20 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         exit: Exit.Exit<A, E>
       ): Effect.Effect<Committed<A>, RolledBack | OutcomeNotReplayable | LeaseLost | StoreFailure> => {
         if (Exit.isSuccess(exit)) {
-          // the caller gets the value a replay would get: the recorded text, decoded
-          return Effect.suspend(() => def.encodeSuccess(exit.value)).pipe(
-            Effect.flatMap(toJson),
-            Effect.flatMap((json) =>
-              Effect.map(Effect.flatMap(parseJson(json), def.decodeSuccess), (value) => ({ json, value }))
-            ),
-            Effect.catchAllDefect((defect) => Effect.fail(new Cause.UnknownException(defect))),
-            Effect.matchEffect({
-              onFailure: (error) => {
-                // the downstream's writes commit: its outcome is kept as omitted, and never run again
-                const reason = encodeFailureReason(error)
-                return Effect.zipRight(
-                  complete(token, StoredOutcome.Omitted({ reason })),
-                  Effect.fail(new OutcomeNotReplayable({ operation: name, key: id.key, reason, replayed: false }))
+          // the caller gets the value a replay would get; a success that does not encode is kept as
+          // omitted with the downstream's writes, and never run again
+          return Effect.flatMap(def.codec.encodeSuccess(exit.value), (encoded) =>
+            encoded._tag === "Encoded"
+              ? Effect.as(complete(token, encoded.outcome), {
+                _tag: "Done" as const,
+                result: { value: encoded.value, replayed: false, attempt, recorded: true }
+              })
+              : Effect.zipRight(
+                complete(token, encoded.outcome),
+                Effect.fail(
+                  new OutcomeNotReplayable({ operation: name, key: id.key, reason: encoded.reason, replayed: false })
                 )
-              },
-              onSuccess: ({ json, value }) =>
-                Effect.as(complete(token, StoredOutcome.Success({ value: json })), {
-                  _tag: "Done" as const,
-                  result: { value, replayed: false, attempt, recorded: true }
-                })
-            })
-          )
+              ))
         }
         const failure = Cause.failureOption(exit.cause)
         // a defect or an interruption: the transaction holds everything the downstream wrote
@@ -316,21 +253,9 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
                   Effect.as(failed)
                 )
               case "store": {
-                const encode = def.encodeFailure
-                const encoded = encode === undefined
-                  ? Effect.succeed(Option.none<string>())
-                  : Effect.suspend(() => encode(failure.value)).pipe(Effect.flatMap(toJson), Effect.option)
-                return encoded.pipe(
-                  Effect.catchAllDefect(() => Effect.succeed(Option.none<string>())),
+                return def.codec.encodeFailure(failure.value).pipe(
                   Effect.zipLeft(rollBackWrites),
-                  Effect.flatMap((json) =>
-                    complete(
-                      token,
-                      Option.isSome(json)
-                        ? StoredOutcome.Failure({ error: json.value })
-                        : StoredOutcome.Omitted({ reason: "a failure chosen for `store` does not encode" })
-                    )
-                  ),
+                  Effect.flatMap((outcome) => complete(token, outcome)),
                   Effect.as(failed)
                 )
               }
@@ -444,7 +369,12 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
             case "Existing": {
               const { now, record } = committed
               if (record.fingerprint !== fingerprint) return Effect.fail(new KeyReused({ operation: name, key }))
-              if (record.status === "COMPLETED") return replay(id, record, timeoutMs) as Effect.Effect<Result<A>, E>
+              if (record.status === "COMPLETED") {
+                return def.codec.replay(record, { key: id.key, timeoutMillis: timeoutMs }) as Effect.Effect<
+                  Result<A>,
+                  E
+                >
+              }
               return Effect.fail(conflict(record.leaseUntil - now))
             }
           }

@@ -1,0 +1,219 @@
+/**
+ * An operation's outcomes as its records hold them: a success or a stored failure encoded to JSON
+ * text, and a COMPLETED record's outcome decoded back into the end of a run. The engine and the
+ * transactional modes share it, so that a record written by one replays in the other.
+ *
+ * Every schema step is guarded (what it throws is its failure, never a crash) and, when the schema
+ * is synchronous, read at once as a plain `Either`, without a step of the runtime.
+ */
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import type * as ParseResult from "effect/ParseResult"
+import type { Result } from "../Idempotency.js"
+import {
+  describeParseError,
+  DownstreamTimeout,
+  OutcomeNotReplayable,
+  StoredOutcomeInvalid
+} from "../IdempotencyError.js"
+import type { IdempotencyRecord } from "../IdempotencyRecord.js"
+import { StoredOutcome } from "../IdempotencyRecord.js"
+
+/**
+ * How a run ends when it does not fail in the error channel: done, or refused with an error that is
+ * data on the hot path (a conflict, a reused key, a replayed failure). `outcome` is the span's
+ * outcome attribute.
+ */
+export type Ended<A> =
+  | { readonly _tag: "Done"; readonly result: Result<A> }
+  | { readonly _tag: "Refused"; readonly error: unknown; readonly outcome: string }
+
+export const parseJson = (text: string): Either.Either<unknown, Cause.UnknownException> => {
+  try {
+    return Either.right(JSON.parse(text) as unknown)
+  } catch (error) {
+    return Either.left(new Cause.UnknownException(error))
+  }
+}
+
+const toJson = (value: unknown): Either.Either<string, Cause.UnknownException> => {
+  try {
+    return Either.right(JSON.stringify(value) ?? "null")
+  } catch (error) {
+    return Either.left(new Cause.UnknownException(error))
+  }
+}
+
+/**
+ * `step` applied to the value of `self`: at once when `self` is a plain `Either` (what a
+ * synchronous schema gives), and then the result is one too when `step` gives one; through the
+ * runtime otherwise.
+ */
+export const andThen = <A, E, B, E2>(
+  self: Effect.Effect<A, E>,
+  step: (a: A) => Effect.Effect<B, E2>
+): Effect.Effect<B, E | E2> => {
+  if (!Either.isEither(self)) return Effect.flatMap(self, step)
+  const known = self as Either.Either<A, E>
+  return Either.isLeft(known) ? known as Either.Either<never, E> : step(known.right)
+}
+
+/** The end of a run made from how `self` ends: at once when `self` is a plain `Either`. */
+export const endWith = <A, E, B>(
+  self: Effect.Effect<A, E>,
+  onFailure: (error: E) => B,
+  onSuccess: (value: A) => B
+): Effect.Effect<B> => {
+  if (!Either.isEither(self)) return Effect.match(self, { onFailure, onSuccess })
+  const known = self as Either.Either<A, E>
+  return Effect.succeed(Either.isLeft(known) ? onFailure(known.left) : onSuccess(known.right))
+}
+
+/** The message of an `UnknownException` made of what a schema step threw. */
+const SCHEMA_THREW = "the schema threw"
+
+/**
+ * A schema step that never throws and never dies: what it throws, synchronously or as a defect of its
+ * effect, is a failure of the step (an encoder that throws has a known outcome to keep, not a crash).
+ */
+export const guarded = <X, Y>(
+  step: (input: X) => Effect.Effect<Y, ParseResult.ParseError>
+): (input: X) => Effect.Effect<Y, ParseResult.ParseError | Cause.UnknownException> =>
+(input) => {
+  let result: Effect.Effect<Y, ParseResult.ParseError>
+  try {
+    result = step(input)
+  } catch (error) {
+    return Either.left(new Cause.UnknownException(error, SCHEMA_THREW))
+  }
+  return Either.isEither(result)
+    ? result
+    : Effect.catchAllDefect(result, (defect) => Effect.fail(new Cause.UnknownException(defect, SCHEMA_THREW)))
+}
+
+/** What went wrong when an outcome was encoded, bounded, without the value itself. */
+const encodeFailureReason = (error: ParseResult.ParseError | Cause.UnknownException): string => {
+  if (error._tag === "ParseError") return `it does not encode with the schema (${describeParseError(error)})`
+  const name = String((error.error as { readonly name?: unknown } | undefined)?.name ?? "error")
+  return error.message === SCHEMA_THREW ? `its schema threw (${name})` : `its encoding is not JSON (${name})`
+}
+
+/** The schema steps of an operation's outcomes. */
+export interface Steps<A, E> {
+  readonly encodeSuccess: (value: A) => Effect.Effect<unknown, ParseResult.ParseError>
+  readonly decodeSuccess: (input: unknown) => Effect.Effect<A, ParseResult.ParseError>
+  readonly encodeFailure: ((error: E) => Effect.Effect<unknown, ParseResult.ParseError>) | undefined
+  readonly decodeFailure: ((input: unknown) => Effect.Effect<unknown, ParseResult.ParseError>) | undefined
+}
+
+/**
+ * A success as it is recorded: its JSON text and the value a replay gets (decoded from that text),
+ * or the reason it cannot be replayed.
+ */
+export type EncodedSuccess<A> = Either.Either<{ readonly json: string; readonly value: A }, string>
+
+/** The outcomes of one operation, encoded and replayed. */
+export interface Codec<A, E> {
+  /** A success as recorded; a plain `Either` inside when the schema is synchronous. */
+  readonly success: (value: A) => Effect.Effect<EncodedSuccess<A>>
+  /**
+   * A failure chosen for `store`, as recorded: `Failure`, or `Omitted` when it does not encode
+   * (kept, never released: `store` did not choose to let a retry run again).
+   */
+  readonly failure: (error: E) => Effect.Effect<StoredOutcome>
+  /**
+   * The recorded outcome of a COMPLETED record, as a run's end: a success, or a replayed failure as
+   * data. An outcome that no longer decodes is `StoredOutcomeInvalid`.
+   */
+  readonly replay: (record: IdempotencyRecord, key: string, timeoutMs: number) => Effect.Effect<Ended<A>>
+}
+
+export const make = <A, E>(name: string, steps: Steps<A, E>): Codec<A, E> => {
+  const encodeSuccess = guarded(steps.encodeSuccess)
+  const decodeSuccess = guarded(steps.decodeSuccess)
+  const encodeFailure = steps.encodeFailure === undefined ? undefined : guarded(steps.encodeFailure)
+  const decodeFailure = steps.decodeFailure === undefined ? undefined : guarded(steps.decodeFailure)
+
+  const success = (value: A): Effect.Effect<EncodedSuccess<A>> => {
+    // the caller gets the value a replay would get: the recorded text, decoded
+    const encoded = andThen(
+      encodeSuccess(value),
+      (encoded) =>
+        andThen(
+          toJson(encoded),
+          (json) => andThen(andThen(parseJson(json), decodeSuccess), (value) => Either.right({ json, value }))
+        )
+    )
+    const onFailure = (error: ParseResult.ParseError | Cause.UnknownException): EncodedSuccess<A> =>
+      Either.left(encodeFailureReason(error))
+    if (!Either.isEither(encoded)) return Effect.match(encoded, { onFailure, onSuccess: Either.right })
+    // a plain `Either` of the `Either`: the engine reads it at once
+    const known = encoded as Either.Either<
+      { readonly json: string; readonly value: A },
+      ParseResult.ParseError | Cause.UnknownException
+    >
+    return Either.right(Either.isLeft(known) ? onFailure(known.left) : Either.right(known.right))
+  }
+
+  const notEncoded = StoredOutcome.Omitted({ reason: "a failure chosen for `store` does not encode" })
+  const failure = (error: E): Effect.Effect<StoredOutcome> =>
+    encodeFailure === undefined
+      ? Effect.as(warnNotEncoded, notEncoded)
+      : endWith(
+        andThen(encodeFailure(error), toJson),
+        () => undefined,
+        (json): StoredOutcome | undefined => StoredOutcome.Failure({ error: json })
+      ).pipe(Effect.flatMap((outcome) =>
+        outcome === undefined ? Effect.as(warnNotEncoded, notEncoded) : Effect.succeed(outcome)
+      ))
+
+  const replay = (record: IdempotencyRecord, key: string, timeoutMs: number): Effect.Effect<Ended<A>> => {
+    const refused = (error: unknown): Ended<A> => ({ _tag: "Refused", error, outcome: "replayed" })
+    const invalid = (cause: unknown): Ended<A> => ({
+      _tag: "Refused",
+      error: new StoredOutcomeInvalid({ operation: name, key, cause }),
+      outcome: "StoredOutcomeInvalid"
+    })
+    const outcome = record.outcome
+    if (outcome === undefined) return Effect.succeed(invalid("a COMPLETED record without an outcome"))
+    switch (outcome._tag) {
+      case "Success":
+        return endWith(
+          andThen(parseJson(outcome.value), decodeSuccess),
+          invalid,
+          (value): Ended<A> => ({
+            _tag: "Done",
+            result: { value, replayed: true, attempt: record.attempt, recorded: true }
+          })
+        )
+      case "Failure": {
+        if (decodeFailure === undefined) return Effect.succeed(invalid("a stored failure, but no failure schema"))
+        return endWith(andThen(parseJson(outcome.error), decodeFailure), invalid, refused)
+      }
+      case "Timeout":
+        return Effect.as(
+          Effect.logDebug(`idempotency: ${name} replayed an unknown outcome (an earlier attempt timed out or crashed)`),
+          refused(
+            new DownstreamTimeout({
+              operation: name,
+              key,
+              timeoutMillis: timeoutMs,
+              policy: "markUnknown",
+              replayed: true
+            })
+          )
+        )
+      case "Omitted":
+        return Effect.succeed(
+          refused(new OutcomeNotReplayable({ operation: name, key, reason: outcome.reason, replayed: true }))
+        )
+    }
+  }
+
+  return { success, failure, replay }
+}
+
+const warnNotEncoded = Effect.logWarning(
+  "idempotency: a failure chosen for `store` does not encode; its record is kept without it"
+)
