@@ -40,10 +40,14 @@
  *
  * @since 0.1.0
  */
+import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
+import * as Context from "effect/Context"
+import * as DefaultServices from "effect/DefaultServices"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
 import * as ParseResult from "effect/ParseResult"
@@ -53,10 +57,13 @@ import type { YieldWrap } from "effect/Utils"
 import * as Fingerprint from "./Fingerprint.js"
 import type * as IdempotencyContext from "./IdempotencyContext.js"
 import type { IdempotencyError } from "./IdempotencyError.js"
-import type * as IdempotencyKey from "./IdempotencyKey.js"
+import * as IdempotencyKey from "./IdempotencyKey.js"
 import type { FailurePolicy, InProgressPolicy, TimeoutPolicy } from "./IdempotencyPolicy.js"
 import type { IdempotencyStore } from "./IdempotencyStore.js"
 import * as internal from "./internal/attempt.js"
+import { inSpan } from "./internal/span.js"
+import * as Telemetry from "./internal/telemetry.js"
+import * as Tracing from "./Tracing.js"
 
 /**
  * The default downstream timeout.
@@ -662,6 +669,57 @@ export const result = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<Res
  */
 export const reportResult = <A>(run: Result<A>): Effect.Effect<void> =>
   Effect.flatMap(FiberRef.get(internal.currentResultSink), (sink) => sink === undefined ? Effect.void : sink(run))
+
+/**
+ * A run of `operation` seen as the runs of `make` are: counted in `idempotency.attempts` and timed
+ * in `idempotency.attempt.duration` with the outcome its exit gives, in a span named after the
+ * operation (when a tracer is installed) with `idempotency.outcome` and, for a string key,
+ * `idempotency.key_hash`, and reported to the `result` around it. For operations built outside this
+ * module (such as the PostgreSQL store's transactional mode).
+ *
+ * @example
+ * ```ts
+ * import { Idempotency } from "@effect-idempotency/core"
+ * import { Effect } from "effect"
+ *
+ * const run = (key: string) =>
+ *   Effect.succeed({ value: 42, replayed: false, attempt: 1, recorded: true }).pipe(
+ *     Idempotency.instrumented("my-operation", key)
+ *   )
+ * ```
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const instrumented = (operation: string, key: unknown) => {
+  const report = Telemetry.reporter(operation)
+  const spanOptions = { attributes: { "idempotency.operation": operation }, captureStackTrace: false } as const
+  const outcomeOf = <A, E>(exit: Exit.Exit<Result<A>, E>): Telemetry.Outcome =>
+    Exit.isSuccess(exit) ? Telemetry.ofResult(exit.value) : Telemetry.ofCause(exit.cause)
+  return <A, E, R>(run: Effect.Effect<Result<A>, E, R>): Effect.Effect<Result<A>, E, R> =>
+    Effect.withFiberRuntime((fiber) => {
+      const clock = Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock)
+      const startedAt = clock.unsafeCurrentTimeMillis()
+      const reported = Effect.tap(run, reportResult)
+      const traced = !Tracing.unsafeIsEnabled(fiber) ? reported : inSpan(
+        reported,
+        operation,
+        spanOptions,
+        (span, exit) => {
+          span.attribute("idempotency.outcome", outcomeOf(exit))
+          if (typeof key === "string") span.attribute("idempotency.key_hash", IdempotencyKey.hash(key))
+        }
+      )
+      return Effect.onExit(traced, (exit) =>
+        Effect.sync(() =>
+          report(
+            outcomeOf(exit),
+            clock.unsafeCurrentTimeMillis() - startedAt,
+            fiber.getFiberRef(FiberRef.currentMetricLabels)
+          )
+        ))
+    })
+}
 
 /**
  * The fingerprint of a payload under an operation's payload schema (for inspection and tests).

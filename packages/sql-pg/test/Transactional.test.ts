@@ -26,6 +26,8 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import type * as MetricState from "effect/MetricState"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
@@ -345,6 +347,26 @@ layer(Live, { excludeTestServices: true, timeout: "3 minutes" })("PgTransactiona
       const id = IdempotencyRecord.makeRecordId({ operation: "tx-store-view", key: IdempotencyKey.unsafeMake(key) })
       const record = yield* store.get(id)
       assert.isTrue(Option.isSome(record) && record.value.status === "COMPLETED" && record.value.attempt === 1)
+    }))
+
+  it.effect("its runs count in idempotency.attempts by operation and outcome, as the normal mode's do", () =>
+    Effect.gen(function*() {
+      const name = `tx-metered-${randomUUID()}`
+      const op = operation(name, insertOrder)
+      const key = randomUUID()
+      yield* op.run({ key, payload })
+      yield* op.run({ key, payload })
+      yield* Effect.flip(op.run({ key, payload: { sku: "B-2", quantity: 1 } }))
+      const counts = new Map<string, number>()
+      for (const pair of yield* Metric.snapshot) {
+        const labels = new Map(pair.metricKey.tags.map((tag) => [tag.key, tag.value]))
+        if (pair.metricKey.name !== "idempotency.attempts" || labels.get("idempotency.operation") !== name) continue
+        counts.set(
+          labels.get("idempotency.outcome")!,
+          (pair.metricState as MetricState.MetricState.Counter<number>).count
+        )
+      }
+      assert.deepStrictEqual(Object.fromEntries(counts), { executed: 1, replayed: 1, key_reused: 1 })
     }))
 
   it.effect("inside a transaction of the caller's: the record commits, or rolls back, with the caller's", () =>

@@ -17,7 +17,7 @@
  * whole transaction back, so the outcome of every exit is known.
  */
 import type { Request, Result } from "@effect-idempotency/core/Idempotency"
-import { reportResult } from "@effect-idempotency/core/Idempotency"
+import { instrumented } from "@effect-idempotency/core/Idempotency"
 import * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
 import type { IdempotencyError } from "@effect-idempotency/core/IdempotencyError"
 import {
@@ -38,7 +38,6 @@ import type { FailurePolicy, InProgressPolicy } from "@effect-idempotency/core/I
 import type { IdempotencyRecord, StoredOutcome } from "@effect-idempotency/core/IdempotencyRecord"
 import { makeRecordId, outcomeToColumns } from "@effect-idempotency/core/IdempotencyRecord"
 import type { OutcomeCodec } from "@effect-idempotency/core/OutcomeCodec"
-import * as Tracing from "@effect-idempotency/core/Tracing"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { SqlErrorTypeId } from "@effect/sql/SqlError"
@@ -138,7 +137,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   const ttlMs = millis(def.ttl)
   const defaultTimeoutMs = Duration.toMillis(def.timeout)
   const marginMs = Duration.toMillis(def.margin)
-  const spanOptions = { attributes: { "idempotency.operation": name }, captureStackTrace: false } as const
 
   const fingerprintOf = (payload: P): Effect.Effect<string, InvalidPayload> =>
     Effect.suspend(() => def.fingerprint(payload)).pipe(
@@ -385,14 +383,12 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       const attempts = inProgress === undefined || inProgress._tag === "Fail"
         ? attempt
         : waitOnConflict(attempt, inProgress.schedule, until)
-      const result = yield* Effect.catchIf(
+      return yield* Effect.catchIf(
         attempts,
         (error): error is RolledBack => error instanceof RolledBack,
         (rolledBack) => Effect.failCause(rolledBack.cause) as Effect.Effect<never, E>
       )
-      yield* reportResult(result)
-      return result
-    }).pipe(Tracing.withSpan(name, spanOptions))
+    }).pipe(instrumented(name, request.key))
 
   return { runDetailed }
 }
