@@ -5,7 +5,7 @@
  *   npm run bench -- --quick            a small run for CI (well under a minute); writes nothing
  *   npm run bench -- --pg-url <url>     PostgreSQL server (default: TEST_PG_URL, else embedded PGlite)
  *   npm run bench -- --redis-url <url>  Redis server (default: TEST_REDIS_URL, else a redis-server it starts)
- *   npm run bench -- --only dynamodb,postgres,redis,memory,costs,heap
+ *   npm run bench -- --only dynamodb,postgres,transactional,redis,memory,costs,heap
  *   npm run bench -- --rounds <n>       rounds per suite
  *   npm run bench -- --write / --no-write
  *
@@ -34,8 +34,9 @@ import * as PostgresBench from "./PostgresBench.js"
 import * as RedisBench from "./RedisBench.js"
 import * as Report from "./Report.js"
 import type { Plan } from "./Suite.js"
+import * as TransactionalBench from "./TransactionalBench.js"
 
-const SECTIONS = ["dynamodb", "postgres", "redis", "memory", "costs", "heap"] as const
+const SECTIONS = ["dynamodb", "postgres", "transactional", "redis", "memory", "costs", "heap"] as const
 type Section = typeof SECTIONS[number]
 
 interface Args {
@@ -109,6 +110,7 @@ const sizes = (quick: boolean, rounds: number | undefined) => {
     // fewer calls: dynalite evaluates condition expressions slowly (see bench/README.md)
     dynalite: pick(plan(2, 10, 32, 8), plan(5, 40, 160, 20)),
     postgres: pick(plan(2, 10, 32, 8), plan(7, 200, 800, 50)),
+    transactional: { rounds: rounds ?? pick(2, 5), calls: pick(16, 200) },
     redis: pick(plan(2, 10, 32, 8), plan(7, 300, 1200, 100)),
     memory: { calls: pick(2_000, 10_000), rounds: rounds ?? pick(3, 9) },
     costs: { calls: pick(1_000, 10_000), rounds: rounds ?? pick(2, 7) },
@@ -134,6 +136,7 @@ const program = (args: Args) =>
     const dynamodb: Array<Report.DynamoDbRun> = []
     const skipped: Array<string> = []
     let postgres: Report.PostgresRun | undefined
+    let transactional: TransactionalBench.Result | undefined
     let redis: Report.RedisRun | undefined
     let memory: MemoryBench.OverheadResult | undefined
     let costs: ReadonlyArray<Costs.Cost> | undefined
@@ -162,6 +165,14 @@ const program = (args: Args) =>
       const poolSize = 16
       const { database, result } = yield* PostgresBench.run(args.pgUrl, size.postgres, poolSize)
       postgres = { database, poolSize, plan: size.postgres, result }
+    }
+    if (args.only.has("transactional")) {
+      yield* section(`PostgreSQL transactional mode (${args.pgUrl === undefined ? "PGlite" : "server"})`)
+      transactional = yield* TransactionalBench.run(args.pgUrl, {
+        runId: size.postgres.runId,
+        poolSize: 16,
+        ...size.transactional
+      })
     }
     if (args.only.has("redis")) {
       yield* section(`Redis (${args.redisUrl === undefined ? "redis-server started by the run" : "server"})`)
@@ -199,12 +210,16 @@ const program = (args: Args) =>
       costs,
       skipped
     }
-    const markdown = Report.markdown(results, FOOTER)
+    const markdown = Report.markdown(
+      results,
+      transactional === undefined ? FOOTER : `${TransactionalBench.markdown(transactional)}\n${FOOTER}`
+    )
     process.stdout.write(`\n${markdown}\n${Report.summary(results)}\n`)
     if (args.write ?? !args.quick) {
       const json = {
         ...results,
         goals: Report.goals(results),
+        transactional,
         ratios: {
           dynamodb: dynamodb.map((run) => ({
             endpoint: run.endpoint,

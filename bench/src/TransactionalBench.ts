@@ -1,0 +1,212 @@
+/**
+ * PostgreSQL: the transactional mode (`PgTransactional`) against the normal mode whose downstream
+ * writes the same row in a transaction of its own. Both run one user INSERT per first execution:
+ *
+ * - `pg-transactional`: BEGIN, `lock_timeout`, the reservation, the INSERT, the completion, COMMIT;
+ * - `pg-store+own-transaction`: the reservation, then BEGIN, the INSERT, COMMIT, then the completion.
+ *
+ * A replay is BEGIN, `lock_timeout`, the reservation and COMMIT for the first, the reservation alone
+ * for the second. Rounds interleave the two (rotated), on one pool; round trips are the statements
+ * the pool's clients send.
+ */
+import { Idempotency } from "@effect-idempotency/core"
+import {
+  PgIdempotencyMigration,
+  PgIdempotencyStore,
+  PgIdempotencyTable,
+  PgTransactional
+} from "@effect-idempotency/sql-pg"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import type * as Scope from "effect/Scope"
+import * as Pg from "pg"
+import { layerPglite, TestDatabase } from "../../packages/sql-pg/test/utils/Embedded.js"
+import type { Summary } from "./Measure.js"
+import { BenchError, rotation, runBatch, summarize } from "./Measure.js"
+import { Payload, payloadFor, Receipt } from "./Workload.js"
+
+export const TRANSACTIONAL = "pg-transactional"
+export const OWN_TRANSACTION = "pg-store+own-transaction"
+
+export interface Result {
+  readonly database: "server" | "pglite"
+  readonly rounds: number
+  readonly scenarios: ReadonlyArray<{
+    readonly path: "first" | "replay"
+    readonly concurrency: number
+    readonly calls: number
+    readonly contenders: Readonly<Record<string, Summary & { readonly roundTrips: number }>>
+  }>
+}
+
+const database = (
+  url: string | undefined
+): Effect.Effect<{ readonly kind: "server" | "pglite"; readonly url: string }, never, Scope.Scope> =>
+  url !== undefined
+    ? Effect.succeed({ kind: "server", url })
+    : Effect.map(
+      Layer.build(layerPglite),
+      (context) => ({ kind: "pglite", url: Context.get(context, TestDatabase).url })
+    )
+
+/** Runs the comparison on the server at `url`, or on PGlite; everything lives in a schema dropped at the end. */
+export const run = (
+  url: string | undefined,
+  options: { readonly runId: string; readonly rounds: number; readonly calls: number; readonly poolSize: number }
+): Effect.Effect<Result, BenchError> =>
+  Effect.scoped(Effect.gen(function*() {
+    const db = yield* database(url)
+    let statements = 0
+    const pool = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const pool = new Pg.Pool({
+          connectionString: db.url,
+          max: options.poolSize,
+          Client: class extends Pg.Client {
+            override query(...args: Array<any>): any {
+              statements++
+              return (Pg.Client.prototype.query as (...args: Array<any>) => any).apply(this, args)
+            }
+          }
+        })
+        pool.on("error", () => {})
+        return pool
+      }),
+      (pool) => Effect.promise(() => pool.end())
+    )
+    const runtime = yield* Effect.acquireRelease(
+      Effect.sync(() => ManagedRuntime.make(PgClient.layerFromPool({ acquire: Effect.succeed(pool) }))),
+      (runtime) => Effect.promise(() => runtime.dispose())
+    )
+    const schema = `bench_tx_${options.runId.replaceAll("-", "_")}`
+    const quoted = PgIdempotencyTable.quote(schema)
+    const table = Either.getOrThrow(PgIdempotencyTable.make({ schema, table: "records" }))
+    const query = (text: string) =>
+      Effect.tryPromise({
+        try: () => pool.query(text),
+        catch: (cause) => new BenchError({ message: `PostgreSQL refused: ${text.slice(0, 60)}`, cause })
+      })
+    yield* Effect.acquireRelease(
+      query(`CREATE SCHEMA ${quoted}`),
+      () => Effect.ignore(query(`DROP SCHEMA IF EXISTS ${quoted} CASCADE`))
+    )
+    yield* query(PgIdempotencyMigration.toSql(table))
+    yield* query(`CREATE TABLE ${quoted}.charges (id text PRIMARY KEY, amount_cents int NOT NULL)`)
+
+    const insert = (payload: Payload) =>
+      Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        Effect.as(
+          sql.unsafe(`INSERT INTO ${quoted}.charges (id, amount_cents) VALUES ($1, $2)`, [
+            payload.customerId,
+            payload.amountCents
+          ]).withoutTransform,
+          { chargeId: `ch_${payload.customerId}`, amountCents: payload.amountCents }
+        ))
+
+    const transactional = PgTransactional.make({
+      name: "charge",
+      table,
+      payload: Payload,
+      success: Receipt,
+      execute: insert
+    })
+    const normal = Idempotency.make({
+      name: "charge",
+      payload: Payload,
+      success: Receipt,
+      execute: (payload: Payload) => Effect.flatMap(SqlClient.SqlClient, (sql) => sql.withTransaction(insert(payload)))
+    })
+    const storeRuntime = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        ManagedRuntime.make(
+          PgIdempotencyStore.layerWith({ schema, table: "records" }).pipe(
+            Layer.provideMerge(PgClient.layerFromPool({ acquire: Effect.succeed(pool) }))
+          )
+        )
+      ),
+      (runtime) => Effect.promise(() => runtime.dispose())
+    )
+    const contenders = [
+      {
+        name: TRANSACTIONAL,
+        call: (key: string) => runtime.runPromise(transactional.run({ key, payload: payloadFor(key) }))
+      },
+      {
+        name: OWN_TRANSACTION,
+        call: (key: string) => storeRuntime.runPromise(normal.run({ key, payload: payloadFor(key) }))
+      }
+    ]
+
+    const scenarios: Array<Result["scenarios"][number]> = []
+    for (const concurrency of [1, 16]) {
+      const batches: Record<string, Record<"first" | "replay", Array<{ batch: any; trips: number }>>> = {}
+      for (let round = 0; round < options.rounds + 1; round++) {
+        for (const contender of rotation(contenders, round)) {
+          const keys = Array.from(
+            { length: options.calls },
+            (_, i) => `${options.runId}-${contender.name}-${concurrency}-${round}-${i}`
+          )
+          for (const path of ["first", "replay"] as const) {
+            const before = statements
+            const batch = yield* runBatch(options.calls, concurrency, (i) => contender.call(keys[i]!))
+            // round 0 warms up
+            if (round === 0) continue
+            const slot = (batches[contender.name] ??= { first: [], replay: [] })
+            slot[path].push({ batch, trips: (statements - before) / options.calls })
+          }
+        }
+      }
+      for (const path of ["first", "replay"] as const) {
+        scenarios.push({
+          path,
+          concurrency,
+          calls: options.calls,
+          contenders: Object.fromEntries(
+            contenders.map((contender) => {
+              const runs = batches[contender.name]![path]
+              return [contender.name, { ...summarize(runs.map((run) => run.batch)), roundTrips: runs[0]!.trips }]
+            })
+          )
+        })
+      }
+    }
+    return { database: db.kind, rounds: options.rounds, scenarios }
+  }))
+
+const fixed = (n: number, digits = 0) => n.toFixed(digits)
+
+/** The section of BENCHMARKS.md. */
+export const markdown = (result: Result): string => {
+  const rows = result.scenarios.flatMap((scenario) =>
+    Object.entries(scenario.contenders).map(([name, summary]) =>
+      `| ${scenario.path} | ${scenario.concurrency} | ${name} | ${fixed(summary.throughput)} | ${
+        fixed(summary.p50, 2)
+      } | ${fixed(summary.p99, 2)} | ${fixed(summary.roundTrips, 1)} |`
+    )
+  )
+  const ratio = (path: "first" | "replay", concurrency: number) => {
+    const scenario = result.scenarios.find((s) => s.path === path && s.concurrency === concurrency)
+    const tx = scenario?.contenders[TRANSACTIONAL]
+    const own = scenario?.contenders[OWN_TRANSACTION]
+    return tx === undefined || own === undefined ? "n/a" : `${fixed(tx.throughput / own.throughput, 2)}×`
+  }
+  return `## PostgreSQL (${result.database}): the transactional mode
+
+\`${TRANSACTIONAL}\` runs the reservation, one user INSERT and the completion in one transaction
+(\`PgTransactional\`); \`${OWN_TRANSACTION}\` is the normal mode whose downstream runs the same INSERT in
+a transaction of its own. ${result.rounds} rounds after a warm-up, pool of 16; round trips are the
+statements sent per call. Throughput of the transactional mode relative to the other: first
+executions ${ratio("first", 1)} at concurrency 1, ${ratio("first", 16)} at 16; replays ${ratio("replay", 1)} and ${
+    ratio("replay", 16)
+  }.
+
+| path | concurrency | contender | calls/s | p50 ms | p99 ms | round trips |
+| --- | --- | --- | --- | --- | --- | --- |
+${rows.join("\n")}
+`
+}
