@@ -8,6 +8,16 @@
  * A replay is BEGIN, `lock_timeout`, the reservation and COMMIT for the first, the reservation alone
  * for the second. Rounds interleave the two (rotated), on one pool; round trips are the statements
  * the pool's clients send.
+ *
+ * On PGlite the pool has one connection. PGlite is one backend: its socket server queues the
+ * protocol messages of all connections one message at a time, and while a connection holds a
+ * transaction it serves that connection alone. The parameterized statements that other connections
+ * send meanwhile (Parse, Bind, Execute, Sync) then run interleaved on the one session, where the
+ * unnamed statement and portal are shared: one connection's Bind replaces another's portal, so a
+ * statement comes back with no rows, or with `portal "" does not exist`, without having run. The
+ * normal mode's completions after its own transactions are such statements (they came back empty:
+ * `LeaseLost` at concurrency 16). With one connection nothing interleaves, and nothing is lost: the
+ * backend runs one statement at a time whatever the pool.
  */
 import { Idempotency } from "@effect-idempotency/core"
 import {
@@ -27,7 +37,7 @@ import type * as Scope from "effect/Scope"
 import * as Pg from "pg"
 import { layerPglite, TestDatabase } from "../../packages/sql-pg/test/utils/Embedded.js"
 import type { Summary } from "./Measure.js"
-import { BenchError, rotation, runBatch, summarize } from "./Measure.js"
+import { BenchError, pairedRatio, rotation, runBatch, summarize } from "./Measure.js"
 import { Payload, payloadFor, Receipt } from "./Workload.js"
 
 export const TRANSACTIONAL = "pg-transactional"
@@ -35,6 +45,8 @@ export const OWN_TRANSACTION = "pg-store+own-transaction"
 
 export interface Result {
   readonly database: "server" | "pglite"
+  /** The connections of the one pool both contenders share: `poolSize`, 1 on PGlite. */
+  readonly poolSize: number
   readonly rounds: number
   readonly scenarios: ReadonlyArray<{
     readonly path: "first" | "replay"
@@ -54,19 +66,23 @@ const database = (
       (context) => ({ kind: "pglite", url: Context.get(context, TestDatabase).url })
     )
 
-/** Runs the comparison on the server at `url`, or on PGlite; everything lives in a schema dropped at the end. */
+/**
+ * Runs the comparison on the server at `url` with a pool of `poolSize`, or on PGlite with a pool of
+ * one (see above); everything lives in a schema dropped at the end.
+ */
 export const run = (
   url: string | undefined,
   options: { readonly runId: string; readonly rounds: number; readonly calls: number; readonly poolSize: number }
 ): Effect.Effect<Result, BenchError> =>
   Effect.scoped(Effect.gen(function*() {
     const db = yield* database(url)
+    const poolSize = db.kind === "pglite" ? 1 : options.poolSize
     let statements = 0
     const pool = yield* Effect.acquireRelease(
       Effect.sync(() => {
         const pool = new Pg.Pool({
           connectionString: db.url,
-          max: options.poolSize,
+          max: poolSize,
           Client: class extends Pg.Client {
             override query(...args: Array<any>): any {
               statements++
@@ -175,7 +191,7 @@ export const run = (
         })
       }
     }
-    return { database: db.kind, rounds: options.rounds, scenarios }
+    return { database: db.kind, poolSize, rounds: options.rounds, scenarios }
   }))
 
 const fixed = (n: number, digits = 0) => n.toFixed(digits)
@@ -193,17 +209,20 @@ export const markdown = (result: Result): string => {
     const scenario = result.scenarios.find((s) => s.path === path && s.concurrency === concurrency)
     const tx = scenario?.contenders[TRANSACTIONAL]
     const own = scenario?.contenders[OWN_TRANSACTION]
-    return tx === undefined || own === undefined ? "n/a" : `${fixed(tx.throughput / own.throughput, 2)}×`
+    // the median of the per-round ratios, as every other ratio of the report
+    return tx === undefined || own === undefined ? "n/a" : `${fixed(pairedRatio(tx.rounds, own.rounds), 2)}×`
   }
+  const pool = result.database === "pglite"
+    ? "one connection (PGlite is one backend, and its socket server\ninterleaves the statements of concurrent connections: bench/README.md)"
+    : `a pool of ${result.poolSize}`
   return `## PostgreSQL (${result.database}): the transactional mode
 
 \`${TRANSACTIONAL}\` runs the reservation, one user INSERT and the completion in one transaction
 (\`PgTransactional\`); \`${OWN_TRANSACTION}\` is the normal mode whose downstream runs the same INSERT in
-a transaction of its own. ${result.rounds} rounds after a warm-up, pool of 16; round trips are the
-statements sent per call. Throughput of the transactional mode relative to the other: first
-executions ${ratio("first", 1)} at concurrency 1, ${ratio("first", 16)} at 16; replays ${ratio("replay", 1)} and ${
-    ratio("replay", 16)
-  }.
+a transaction of its own. ${result.rounds} rounds after a warm-up; round trips are the statements sent per
+call. Both contenders share ${pool}.
+Throughput of the transactional mode relative to the other: first executions ${ratio("first", 1)} at
+concurrency 1, ${ratio("first", 16)} at 16; replays ${ratio("replay", 1)} and ${ratio("replay", 16)}.
 
 | path | concurrency | contender | calls/s | p50 ms | p99 ms | round trips |
 | --- | --- | --- | --- | --- | --- | --- |
