@@ -1,0 +1,431 @@
+/**
+ * The DynamoDB transactional mode's engine. DynamoDB has no interactive transactions: an attempt
+ * reads the record, asks the plan for its writes (without performing them), and sends one
+ * `TransactWriteItems` that puts the record COMPLETED, on the condition of what it read, together
+ * with those writes: all or nothing.
+ *
+ * ```
+ * GetItem (consistent)          -- COMPLETED: replay; IN_PROGRESS, live: conflict; else go on
+ * plan(payload)                 -- computes the writes and the value; performs nothing
+ * TransactWriteItems            -- the record (absent, expired, or the one read, taken over) and the writes
+ * ```
+ *
+ * The record is never IN_PROGRESS: a crash before the transaction leaves nothing, and the
+ * transaction is applied whole or not at all. A concurrent attempt that committed first cancels
+ * this one's transaction: the record is read again, and replayed.
+ */
+import type { TransactWriteItem } from "@aws-sdk/client-dynamodb"
+import { GetItemCommand, TransactWriteItemsCommand } from "@aws-sdk/client-dynamodb"
+import type { Request, Result } from "@effect-idempotency/core/Idempotency"
+import { instrumented } from "@effect-idempotency/core/Idempotency"
+import * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
+import type { IdempotencyError, StoreFailure } from "@effect-idempotency/core/IdempotencyError"
+import {
+  describeParseError,
+  DownstreamTimeout,
+  IdempotencyConflict,
+  InvalidPayload,
+  isIdempotencyError,
+  KeyReused,
+  OutcomeNotReplayable,
+  StoreError,
+  StoreUnavailable
+} from "@effect-idempotency/core/IdempotencyError"
+import * as IdempotencyKey from "@effect-idempotency/core/IdempotencyKey"
+import type { FailurePolicy, InProgressPolicy } from "@effect-idempotency/core/IdempotencyPolicy"
+import type { IdempotencyRecord } from "@effect-idempotency/core/IdempotencyRecord"
+import { isLive, makeRecordId, outcomeToColumns, StoredOutcome } from "@effect-idempotency/core/IdempotencyRecord"
+import type { OutcomeCodec } from "@effect-idempotency/core/OutcomeCodec"
+import * as Deadlines from "@effect-idempotency/core/StoreDeadlines"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import type * as ParseResult from "effect/ParseResult"
+import * as Predicate from "effect/Predicate"
+import * as Schedule from "effect/Schedule"
+import { DynamoDbClient } from "../DynamoDbClient.js"
+import type { Item, Names } from "./item.js"
+import { Attribute as A, completedItemBytes, decode, toTtlSeconds } from "./item.js"
+import type { Sender } from "./send.js"
+import { acceptsPlainSignals, ConditionFailed, send } from "./send.js"
+
+/**
+ * The writes of one execution, and its value.
+ *
+ * @internal
+ */
+export interface Plan<A> {
+  readonly writes: ReadonlyArray<TransactWriteItem>
+  readonly value: A
+}
+
+/**
+ * Why the plan's writes were not applied (nothing was): the condition of one of them failed, or
+ * there were more than a transaction takes.
+ *
+ * @internal
+ */
+export type Rejection =
+  | { readonly _tag: "ConditionFailed"; readonly index: number }
+  | { readonly _tag: "TooManyWrites"; readonly count: number }
+
+/**
+ * An operation of the mode, resolved.
+ *
+ * @internal
+ */
+export interface Definition<P, A, E, R> {
+  readonly name: string
+  readonly tableName: string
+  readonly names: Names
+  readonly fingerprint: (payload: P) => Effect.Effect<string, ParseResult.ParseError>
+  readonly codec: OutcomeCodec<A, unknown>
+  readonly failurePolicy: (error: E) => FailurePolicy
+  readonly ttl: Duration.Duration
+  readonly timeout: Duration.Duration
+  /** The time kept before the attempt's deadline (or after its timeout) for the transaction. */
+  readonly margin: Duration.Duration
+  readonly inProgress: InProgressPolicy | undefined
+  readonly key: IdempotencyKey.Options | undefined
+  readonly retry: Schedule.Schedule<unknown, unknown>
+  readonly requestTimeout: Duration.Duration
+  readonly callTimeout: Duration.Duration
+  readonly maxItemBytes: number
+  readonly rejected: (operation: string, key: string, rejection: Rejection) => unknown
+  readonly plan: (payload: P) => Effect.Effect<Plan<A>, E, R>
+}
+
+/** At most this many writes of the plan: DynamoDB takes 100 per transaction, one is the record. */
+export const MAX_WRITES = 99
+
+/** How many times an attempt reads again after a transaction cancelled by a concurrent one. */
+const MAX_ROUNDS = 3
+
+/** How a transaction ended: applied, or cancelled with a reason per item (the record first). */
+type Sent = { readonly _tag: "Applied" } | { readonly _tag: "Cancelled"; readonly codes: ReadonlyArray<string> }
+
+const cancellationCodes = (error: unknown): ReadonlyArray<string> | undefined => {
+  if (!Predicate.hasProperty(error, "name") || error.name !== "TransactionCanceledException") return undefined
+  const reasons = Predicate.hasProperty(error, "CancellationReasons") && Array.isArray(error.CancellationReasons)
+    ? error.CancellationReasons as ReadonlyArray<unknown>
+    : []
+  return reasons.map((reason) =>
+    Predicate.hasProperty(reason, "Code") && typeof reason.Code === "string" ? reason.Code : "None"
+  )
+}
+
+/** A round of an attempt that must start again: the record changed under it. */
+class Changed {
+  readonly _tag = "Changed"
+}
+
+/**
+ * Builds the runner of an operation.
+ *
+ * @internal
+ */
+export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
+  const { name, names, tableName } = def
+  const ttlMs = Duration.toMillis(def.ttl)
+  const defaultTimeoutMs = Duration.toMillis(def.timeout)
+  const marginMs = Duration.toMillis(def.margin)
+  const callTimeoutMs = Duration.toMillis(def.callTimeout)
+  const deadlines = Deadlines.make(Deadlines.tickFor(Duration.min(def.requestTimeout, def.callTimeout)))
+  const senders = new WeakMap<object, Sender>()
+  const senderOf = (client: DynamoDbClient["Type"]["client"]): Sender => {
+    let sender = senders.get(client)
+    if (sender === undefined) {
+      sender = {
+        client,
+        retry: def.retry,
+        requestTimeout: def.requestTimeout,
+        plainSignals: acceptsPlainSignals(client),
+        deadlines
+      }
+      senders.set(client, sender)
+    }
+    return sender
+  }
+
+  const fingerprintOf = (payload: P): Effect.Effect<string, InvalidPayload> =>
+    Effect.suspend(() => def.fingerprint(payload)).pipe(
+      Effect.mapError((error) => new InvalidPayload({ operation: name, detail: describeParseError(error) })),
+      Effect.catchAllDefect(() =>
+        Effect.fail(new InvalidPayload({ operation: name, detail: "the payload cannot be fingerprinted" }))
+      )
+    )
+
+  const runDetailed = (request: Request<P>): Effect.Effect<Result<A>, E | IdempotencyError, R | DynamoDbClient> =>
+    Effect.gen(function*() {
+      const sender = senderOf((yield* DynamoDbClient).client)
+      const key = yield* IdempotencyKey.decode(request.key, def.key)
+      const fingerprint = yield* fingerprintOf(request.payload)
+      const id = makeRecordId({ operation: name, key, scope: request.scope })
+      const start = yield* Clock.currentTimeMillis
+      let timeoutMs = request.timeout === undefined
+        ? defaultTimeoutMs
+        : Math.min(defaultTimeoutMs, Duration.toMillis(Duration.decode(request.timeout)))
+      // the plan must end a margin before the attempt's deadline, to send the transaction
+      if (request.deadline !== undefined) timeoutMs = Math.min(timeoutMs, request.deadline - marginMs - start)
+      if (timeoutMs <= 0) {
+        return yield* Effect.fail(
+          new DownstreamTimeout({ operation: name, key, timeoutMillis: 0, policy: "release", replayed: false })
+        )
+      }
+      // the read and the plan end by `until`; the transaction's answer comes by `end`
+      const until = start + timeoutMs
+      const end = request.deadline ?? until + marginMs
+      const recordKey: Item = { [names.key]: { S: id.value } }
+
+      /** One request, within the store call's limit and the attempt's end. */
+      const call = <X>(method: string, request: Parameters<typeof send<X>>[3]) =>
+        Effect.flatMap(
+          Clock.currentTimeMillis,
+          (now) => send(sender, method, Math.min(now + callTimeoutMs, end), request)
+        )
+
+      const read: Effect.Effect<Option.Option<IdempotencyRecord>, StoreFailure> = Effect.flatMap(
+        call("get", (client, abortSignal) =>
+          client.send(
+            new GetItemCommand({ TableName: tableName, Key: recordKey, ConsistentRead: true }),
+            { abortSignal }
+          )),
+        (output): Effect.Effect<Option.Option<IdempotencyRecord>, StoreFailure> => {
+          if (output instanceof ConditionFailed || output.Item === undefined) return Effect.succeed(Option.none())
+          const record = decode(output.Item)
+          return record._tag === "Left"
+            ? Effect.fail(new StoreError({ method: "get", cause: record.left }))
+            : Effect.succeed(Option.some(record.right))
+        }
+      )
+
+      /** The record's write: COMPLETED (or FAILED) with `outcome`, on the condition of what was read. */
+      const recordWrite = (
+        seen: Option.Option<IdempotencyRecord>,
+        token: string,
+        attempt: number,
+        now: number,
+        status: "COMPLETED" | "FAILED",
+        outcome: StoredOutcome | undefined
+      ): TransactWriteItem => {
+        const expiresAt = now + ttlMs
+        const item: Item = {
+          ...recordKey,
+          [A.status]: { S: status },
+          [A.token]: { S: token },
+          [A.fingerprint]: { S: fingerprint },
+          [A.attempt]: { N: String(attempt) },
+          [A.leaseUntil]: { N: String(now) },
+          [A.expiresAt]: { N: String(expiresAt) },
+          [names.ttl]: { N: String(toTtlSeconds(expiresAt)) }
+        }
+        if (outcome !== undefined) {
+          let { body, kind } = outcomeToColumns(outcome)
+          if (completedItemBytes({ names, id: id.value, token, kind, body }) > def.maxItemBytes) {
+            ;({ body, kind } = outcomeToColumns(StoredOutcome.Omitted({ reason: "too large to record" })))
+          }
+          item[A.outcomeKind] = { S: kind }
+          item[A.outcomeBody] = { S: body }
+        }
+        const values: Item = { ":now": { N: String(now) } }
+        let condition: string
+        let attributes: Record<string, string>
+        if (Option.isNone(seen) || !isLive(seen.value, now)) {
+          // no record, or only an expired one that DynamoDB has not deleted yet
+          condition = "attribute_not_exists(#pk) OR #expires <= :now"
+          attributes = { "#pk": names.key, "#expires": A.expiresAt }
+        } else {
+          // the record read, taken over: the same version, and still FAILED or past its lease
+          condition = "#token = :token AND #attempt = :attempt AND #expires > :now AND " +
+            "(#status = :failed OR (#status = :inProgress AND #lease <= :now))"
+          attributes = {
+            "#token": A.token,
+            "#attempt": A.attempt,
+            "#expires": A.expiresAt,
+            "#status": A.status,
+            "#lease": A.leaseUntil
+          }
+          values[":token"] = { S: seen.value.token }
+          values[":attempt"] = { N: String(seen.value.attempt) }
+          values[":failed"] = { S: "FAILED" }
+          values[":inProgress"] = { S: "IN_PROGRESS" }
+        }
+        return {
+          Put: {
+            TableName: tableName,
+            Item: item,
+            ConditionExpression: condition,
+            ExpressionAttributeNames: attributes,
+            ExpressionAttributeValues: values
+          }
+        }
+      }
+
+      /** The transaction; its `ClientRequestToken` makes a retried request apply once. */
+      const transact = (token: string, items: ReadonlyArray<TransactWriteItem>): Effect.Effect<Sent, StoreFailure> =>
+        call("transaction", (client, abortSignal) =>
+          client.send(
+            new TransactWriteItemsCommand({ TransactItems: [...items], ClientRequestToken: token }),
+            { abortSignal }
+          ).then(
+            (): Sent => ({ _tag: "Applied" }),
+            (error: unknown): Sent => {
+              const codes = cancellationCodes(error)
+              if (codes === undefined) throw error
+              return { _tag: "Cancelled", codes }
+            }
+          )).pipe(
+            Effect.flatMap((sent) =>
+              sent instanceof ConditionFailed
+                ? Effect.fail(new StoreError({ method: "transaction", cause: "an unexpected condition failure" }))
+                : Effect.succeed(sent)
+            )
+          )
+
+      const conflict = (retryAfterMillis: number) =>
+        new IdempotencyConflict({ operation: name, key, retryAfterMillis: Math.max(0, retryAfterMillis) })
+
+      /** What a cancelled transaction means: the record changed (read again), or the plan's writes were refused. */
+      const cancelled = (codes: ReadonlyArray<string>): Effect.Effect<never, Changed | StoreFailure | unknown> => {
+        if (codes[0] === "ConditionalCheckFailed" || codes[0] === "TransactionConflict") {
+          return Effect.fail(new Changed())
+        }
+        const index = codes.findIndex((code, i) => i > 0 && code === "ConditionalCheckFailed")
+        if (index > 0) return Effect.fail(def.rejected(name, key, { _tag: "ConditionFailed", index: index - 1 }))
+        return Effect.fail(
+          new StoreUnavailable({ method: "transaction", cause: `the transaction was cancelled (${codes.join(", ")})` })
+        )
+      }
+
+      /** Sends the record (and the writes) and ends the attempt with `then` once it is applied. */
+      const commit = <X, Y>(
+        token: string,
+        items: ReadonlyArray<TransactWriteItem>,
+        then: Effect.Effect<X, Y>
+      ): Effect.Effect<X, Y | Changed | StoreFailure | unknown> =>
+        Effect.flatMap(transact(token, items), (sent) => sent._tag === "Applied" ? then : cancelled(sent.codes))
+
+      /** One round: read, then replay, refuse, or plan and commit. */
+      const round: Effect.Effect<Result<A>, E | IdempotencyError | Changed | unknown, R> = Effect.gen(function*() {
+        const seen = yield* read
+        const now = yield* Clock.currentTimeMillis
+        let attempt = 1
+        if (Option.isSome(seen) && isLive(seen.value, now)) {
+          const record = seen.value
+          if (record.fingerprint !== fingerprint) return yield* Effect.fail(new KeyReused({ operation: name, key }))
+          if (record.status === "COMPLETED") {
+            return yield* def.codec.replay(record, { key, timeoutMillis: timeoutMs }) as Effect.Effect<
+              Result<A>,
+              E | IdempotencyError
+            >
+          }
+          if (record.status === "IN_PROGRESS" && record.leaseUntil > now) {
+            return yield* Effect.fail(conflict(record.leaseUntil - now))
+          }
+          attempt = record.attempt + 1
+        }
+        const token = globalThis.crypto.randomUUID()
+        const context = IdempotencyContext.make({ id, token, attempt })
+        const planned = Effect.suspend(() => def.plan(request.payload)).pipe(
+          Effect.provideService(IdempotencyContext.IdempotencyContext, context)
+        )
+        const left = until - (yield* Clock.currentTimeMillis)
+        const exit = yield* Effect.timeoutOption(Effect.exit(planned), Duration.millis(Math.max(0, left)))
+        if (Option.isNone(exit)) {
+          // nothing was written: the outcome is known
+          return yield* Effect.fail(
+            new DownstreamTimeout({
+              operation: name,
+              key,
+              timeoutMillis: timeoutMs,
+              policy: "release",
+              replayed: false,
+              rolledBack: true
+            })
+          )
+        }
+        const writtenAt = yield* Clock.currentTimeMillis
+        if (Exit.isSuccess(exit.value)) {
+          const { value, writes } = exit.value.value
+          if (writes.length > MAX_WRITES) {
+            return yield* Effect.fail(def.rejected(name, key, { _tag: "TooManyWrites", count: writes.length }))
+          }
+          const encoded = yield* def.codec.encodeSuccess(value)
+          const items = [recordWrite(seen, token, attempt, writtenAt, "COMPLETED", encoded.outcome), ...writes]
+          return yield* commit(
+            token,
+            items,
+            encoded._tag === "Encoded"
+              ? Effect.succeed<Result<A>>({ value: encoded.value, replayed: false, attempt, recorded: true })
+              : Effect.fail(new OutcomeNotReplayable({ operation: name, key, reason: encoded.reason, replayed: false }))
+          )
+        }
+        const cause = exit.value.cause
+        const failure = Cause.failureOption(cause)
+        // a defect or an interruption: nothing was written
+        if (Option.isNone(failure)) return yield* Effect.failCause(cause)
+        const policy = yield* Effect.try({ try: () => def.failurePolicy(failure.value), catch: (thrown) => thrown })
+          .pipe(Effect.catchAll((thrown) => Effect.failCause(Cause.sequential(cause, Cause.die(thrown)))))
+        switch (policy) {
+          case "release":
+            return yield* Effect.failCause(cause)
+          case "markFailed":
+            return yield* commit(
+              token,
+              [recordWrite(seen, token, attempt, writtenAt, "FAILED", undefined)],
+              Effect.failCause(cause)
+            )
+          case "store": {
+            const outcome = yield* def.codec.encodeFailure(failure.value)
+            return yield* commit(
+              token,
+              [recordWrite(seen, token, attempt, writtenAt, "COMPLETED", outcome)],
+              Effect.failCause(cause)
+            )
+          }
+        }
+      })
+
+      const rounds = (n: number): Effect.Effect<Result<A>, E | IdempotencyError | unknown, R> =>
+        Effect.catchIf(
+          round,
+          (error): error is Changed => error instanceof Changed,
+          () => n < MAX_ROUNDS ? rounds(n + 1) : Effect.fail(conflict(0))
+        )
+
+      const inProgress = def.inProgress
+      return yield* (inProgress === undefined || inProgress._tag === "Fail"
+        ? rounds(1)
+        : waitOnConflict(rounds(1), inProgress.schedule, until)) as Effect.Effect<Result<A>, E | IdempotencyError, R>
+    }).pipe(instrumented(name, request.key))
+
+  return { runDetailed }
+}
+
+/**
+ * Runs `attempt` again on a conflict, as `schedule` allows, until `until`; the last conflict is
+ * returned. The schedule's wait is cut off at `until`.
+ */
+const waitOnConflict = <X, Y, Z>(
+  attempt: Effect.Effect<X, Y, Z>,
+  schedule: Schedule.Schedule<unknown, IdempotencyConflict>,
+  until: number
+): Effect.Effect<X, Y, Z> =>
+  Effect.flatMap(Schedule.driver(schedule), (driver) => {
+    const loop: Effect.Effect<X, Y, Z> = Effect.catchIf(
+      attempt,
+      (error): error is Y & IdempotencyConflict => isIdempotencyError(error) && error._tag === "IdempotencyConflict",
+      (conflict) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const last = Effect.fail(conflict)
+          return now >= until ? last : Effect.matchEffect(
+            Effect.timeoutOption(driver.next(conflict), Duration.millis(until - now)),
+            { onFailure: () => last, onSuccess: (waited) => Option.isSome(waited) ? loop : last }
+          )
+        })
+    )
+    return loop
+  })
