@@ -50,13 +50,15 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
+import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type { YieldWrap } from "effect/Utils"
 import * as Fingerprint from "./Fingerprint.js"
 import type * as IdempotencyContext from "./IdempotencyContext.js"
-import type { IdempotencyError } from "./IdempotencyError.js"
+import type { IdempotencyConflict, IdempotencyError } from "./IdempotencyError.js"
+import { describeParseError, InvalidPayload, isIdempotencyError } from "./IdempotencyError.js"
 import * as IdempotencyKey from "./IdempotencyKey.js"
 import type { FailurePolicy, InProgressPolicy, TimeoutPolicy } from "./IdempotencyPolicy.js"
 import type { IdempotencyStore } from "./IdempotencyStore.js"
@@ -719,6 +721,83 @@ export const instrumented = (operation: string, key: unknown) => {
           )
         ))
     })
+}
+
+/**
+ * The time limits of one attempt, for an engine of its own: the downstream's timeout (the
+ * operation's `timeout`, the request's, and its `deadline` less `margin`), the point by which the
+ * downstream must end (`until`), and the one by which the attempt answers (`end`: the request's
+ * deadline, or `until` plus `margin`). A `timeoutMillis` of 0 or less leaves no time to run.
+ *
+ * @since 0.1.0
+ * @category engines
+ */
+export const attemptWindow = (options: {
+  readonly request: Request<unknown>
+  readonly timeout: Duration.Duration
+  readonly margin: Duration.Duration
+  readonly now: number
+}): { readonly timeoutMillis: number; readonly until: number; readonly end: number } => {
+  const { now, request } = options
+  const marginMs = Duration.toMillis(options.margin)
+  let timeoutMillis = Duration.toMillis(options.timeout)
+  if (request.timeout !== undefined) {
+    timeoutMillis = Math.min(timeoutMillis, Duration.toMillis(Duration.decode(request.timeout)))
+  }
+  if (request.deadline !== undefined) timeoutMillis = Math.min(timeoutMillis, request.deadline - marginMs - now)
+  const until = now + timeoutMillis
+  return { timeoutMillis, until, end: request.deadline ?? until + marginMs }
+}
+
+/**
+ * Runs `attempt` again when it fails with `IdempotencyConflict`, as `schedule` allows, until
+ * `until`; past it (or when the schedule ends) the last conflict is the answer. The schedule's wait
+ * is cut off at `until`. For an engine of its own, under `IdempotencyPolicy.waitOnConflict`.
+ *
+ * @since 0.1.0
+ * @category engines
+ */
+export const retryOnConflict = <A, E, R>(
+  attempt: Effect.Effect<A, E, R>,
+  schedule: Schedule.Schedule<unknown, IdempotencyConflict>,
+  until: number
+): Effect.Effect<A, E, R> =>
+  Effect.flatMap(Schedule.driver(schedule), (driver) => {
+    const loop: Effect.Effect<A, E, R> = Effect.catchIf(
+      attempt,
+      (error): error is E & IdempotencyConflict => isIdempotencyError(error) && error._tag === "IdempotencyConflict",
+      (conflict) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const last = Effect.fail(conflict)
+          return now >= until ? last : Effect.matchEffect(
+            Effect.timeoutOption(driver.next(conflict), Duration.millis(until - now)),
+            { onFailure: () => last, onSuccess: (waited) => Option.isSome(waited) ? loop : last }
+          )
+        })
+    )
+    return loop
+  })
+
+/**
+ * The fingerprint of a payload as the operation `name` takes it, for an engine of its own: a
+ * payload that does not encode with its schema, or cannot be fingerprinted (too deep), is
+ * `InvalidPayload`.
+ *
+ * @since 0.1.0
+ * @category engines
+ */
+export const fingerprintOf = <P, IP>(
+  name: string,
+  schema: Schema.Schema<P, IP>
+): (payload: P) => Effect.Effect<Fingerprint.Fingerprint, InvalidPayload> => {
+  const fingerprint = Fingerprint.make(schema)
+  return (payload) =>
+    Effect.suspend(() => fingerprint(payload)).pipe(
+      Effect.mapError((error) => new InvalidPayload({ operation: name, detail: describeParseError(error) })),
+      Effect.catchAllDefect(() =>
+        Effect.fail(new InvalidPayload({ operation: name, detail: "the payload cannot be fingerprinted" }))
+      )
+    )
 }
 
 /**

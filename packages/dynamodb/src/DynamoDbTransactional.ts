@@ -70,9 +70,8 @@
  * @since 0.1.0
  */
 import type { TransactWriteItem } from "@aws-sdk/client-dynamodb"
-import * as Fingerprint from "@effect-idempotency/core/Fingerprint"
 import type * as Idempotency from "@effect-idempotency/core/Idempotency"
-import { DEFAULT_TIMEOUT, DEFAULT_TTL, LEASE_MARGIN } from "@effect-idempotency/core/Idempotency"
+import { DEFAULT_TIMEOUT, DEFAULT_TTL, fingerprintOf, LEASE_MARGIN } from "@effect-idempotency/core/Idempotency"
 import type * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
 import type { IdempotencyError } from "@effect-idempotency/core/IdempotencyError"
 import * as OutcomeCodec from "@effect-idempotency/core/OutcomeCodec"
@@ -190,7 +189,7 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
     name: options.name,
     tableName: table.tableName,
     names: { key: table.keyAttribute ?? defaultKeyAttribute, ttl: table.ttlAttribute ?? defaultTtlAttribute },
-    fingerprint: Fingerprint.make(options.payload),
+    fingerprint: fingerprintOf(options.name, options.payload),
     codec: OutcomeCodec.make<A, IA, unknown, unknown>({
       name: options.name,
       success: options.success,

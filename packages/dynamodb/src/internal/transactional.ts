@@ -17,15 +17,12 @@
 import type { TransactWriteItem } from "@aws-sdk/client-dynamodb"
 import { GetItemCommand, TransactWriteItemsCommand } from "@aws-sdk/client-dynamodb"
 import type { Request, Result } from "@effect-idempotency/core/Idempotency"
-import { instrumented } from "@effect-idempotency/core/Idempotency"
+import { attemptWindow, instrumented, retryOnConflict } from "@effect-idempotency/core/Idempotency"
 import * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
-import type { IdempotencyError, StoreFailure } from "@effect-idempotency/core/IdempotencyError"
+import type { IdempotencyError, InvalidPayload, StoreFailure } from "@effect-idempotency/core/IdempotencyError"
 import {
-  describeParseError,
   DownstreamTimeout,
   IdempotencyConflict,
-  InvalidPayload,
-  isIdempotencyError,
   KeyReused,
   OutcomeNotReplayable,
   StoreError,
@@ -43,9 +40,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
-import type * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
-import * as Schedule from "effect/Schedule"
+import type * as Schedule from "effect/Schedule"
 import { DynamoDbClient } from "../DynamoDbClient.js"
 import type { Item, Names } from "./item.js"
 import { Attribute as A, completedItemBytes, decode, toTtlSeconds } from "./item.js"
@@ -81,7 +77,8 @@ export interface Definition<P, A, E, R> {
   readonly name: string
   readonly tableName: string
   readonly names: Names
-  readonly fingerprint: (payload: P) => Effect.Effect<string, ParseResult.ParseError>
+  /** The payload's fingerprint (`Idempotency.fingerprintOf`). */
+  readonly fingerprint: (payload: P) => Effect.Effect<string, InvalidPayload>
   readonly codec: OutcomeCodec<A, unknown>
   readonly failurePolicy: (error: E) => FailurePolicy
   readonly ttl: Duration.Duration
@@ -130,8 +127,6 @@ class Changed {
 export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   const { name, names, tableName } = def
   const ttlMs = Duration.toMillis(def.ttl)
-  const defaultTimeoutMs = Duration.toMillis(def.timeout)
-  const marginMs = Duration.toMillis(def.margin)
   const callTimeoutMs = Duration.toMillis(def.callTimeout)
   const deadlines = Deadlines.make(Deadlines.tickFor(Duration.min(def.requestTimeout, def.callTimeout)))
   const senders = new WeakMap<object, Sender>()
@@ -150,34 +145,25 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     return sender
   }
 
-  const fingerprintOf = (payload: P): Effect.Effect<string, InvalidPayload> =>
-    Effect.suspend(() => def.fingerprint(payload)).pipe(
-      Effect.mapError((error) => new InvalidPayload({ operation: name, detail: describeParseError(error) })),
-      Effect.catchAllDefect(() =>
-        Effect.fail(new InvalidPayload({ operation: name, detail: "the payload cannot be fingerprinted" }))
-      )
-    )
-
   const runDetailed = (request: Request<P>): Effect.Effect<Result<A>, E | IdempotencyError, R | DynamoDbClient> =>
     Effect.gen(function*() {
       const sender = senderOf((yield* DynamoDbClient).client)
       const key = yield* IdempotencyKey.decode(request.key, def.key)
-      const fingerprint = yield* fingerprintOf(request.payload)
+      const fingerprint = yield* def.fingerprint(request.payload)
       const id = makeRecordId({ operation: name, key, scope: request.scope })
       const start = yield* Clock.currentTimeMillis
-      let timeoutMs = request.timeout === undefined
-        ? defaultTimeoutMs
-        : Math.min(defaultTimeoutMs, Duration.toMillis(Duration.decode(request.timeout)))
-      // the plan must end a margin before the attempt's deadline, to send the transaction
-      if (request.deadline !== undefined) timeoutMs = Math.min(timeoutMs, request.deadline - marginMs - start)
+      // the downstream ends a margin before the attempt's deadline, to record and commit
+      const { end, timeoutMillis: timeoutMs, until } = attemptWindow({
+        request,
+        timeout: def.timeout,
+        margin: def.margin,
+        now: start
+      })
       if (timeoutMs <= 0) {
         return yield* Effect.fail(
           new DownstreamTimeout({ operation: name, key, timeoutMillis: 0, policy: "release", replayed: false })
         )
       }
-      // the read and the plan end by `until`; the transaction's answer comes by `end`
-      const until = start + timeoutMs
-      const end = request.deadline ?? until + marginMs
       const recordKey: Item = { [names.key]: { S: id.value } }
 
       /** One request, within the store call's limit and the attempt's end. */
@@ -399,33 +385,8 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       const inProgress = def.inProgress
       return yield* (inProgress === undefined || inProgress._tag === "Fail"
         ? rounds(1)
-        : waitOnConflict(rounds(1), inProgress.schedule, until)) as Effect.Effect<Result<A>, E | IdempotencyError, R>
+        : retryOnConflict(rounds(1), inProgress.schedule, until)) as Effect.Effect<Result<A>, E | IdempotencyError, R>
     }).pipe(instrumented(name, request.key))
 
   return { runDetailed }
 }
-
-/**
- * Runs `attempt` again on a conflict, as `schedule` allows, until `until`; the last conflict is
- * returned. The schedule's wait is cut off at `until`.
- */
-const waitOnConflict = <X, Y, Z>(
-  attempt: Effect.Effect<X, Y, Z>,
-  schedule: Schedule.Schedule<unknown, IdempotencyConflict>,
-  until: number
-): Effect.Effect<X, Y, Z> =>
-  Effect.flatMap(Schedule.driver(schedule), (driver) => {
-    const loop: Effect.Effect<X, Y, Z> = Effect.catchIf(
-      attempt,
-      (error): error is Y & IdempotencyConflict => isIdempotencyError(error) && error._tag === "IdempotencyConflict",
-      (conflict) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const last = Effect.fail(conflict)
-          return now >= until ? last : Effect.matchEffect(
-            Effect.timeoutOption(driver.next(conflict), Duration.millis(until - now)),
-            { onFailure: () => last, onSuccess: (waited) => Option.isSome(waited) ? loop : last }
-          )
-        })
-    )
-    return loop
-  })

@@ -17,15 +17,12 @@
  * whole transaction back, so the outcome of every exit is known.
  */
 import type { Request, Result } from "@effect-idempotency/core/Idempotency"
-import { instrumented } from "@effect-idempotency/core/Idempotency"
+import { attemptWindow, instrumented, retryOnConflict } from "@effect-idempotency/core/Idempotency"
 import * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
-import type { IdempotencyError } from "@effect-idempotency/core/IdempotencyError"
+import type { IdempotencyError, InvalidPayload } from "@effect-idempotency/core/IdempotencyError"
 import {
-  describeParseError,
   DownstreamTimeout,
   IdempotencyConflict,
-  InvalidPayload,
-  isIdempotencyError,
   KeyReused,
   LeaseLost,
   OutcomeNotReplayable,
@@ -47,9 +44,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
-import type * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
-import * as Schedule from "effect/Schedule"
 import type { IdempotencyTable } from "../PgIdempotencyTable.js"
 import { toStoreFailure } from "./errors.js"
 import * as Statements from "./statements.js"
@@ -63,7 +58,8 @@ import { millis, ownedRowsOf, reserveRowOf, RowInvalid } from "./store.js"
 export interface Definition<P, A, E, R> {
   readonly name: string
   readonly table: IdempotencyTable
-  readonly fingerprint: (payload: P) => Effect.Effect<string, ParseResult.ParseError>
+  /** The payload's fingerprint (`Idempotency.fingerprintOf`). */
+  readonly fingerprint: (payload: P) => Effect.Effect<string, InvalidPayload>
   /** How outcomes are recorded and replayed: as the engine of `Idempotency.make` does. */
   readonly codec: OutcomeCodec<A, unknown>
   readonly failurePolicy: (error: E) => FailurePolicy
@@ -135,16 +131,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   const name = def.name
   const statements = Statements.make(def.table)
   const ttlMs = millis(def.ttl)
-  const defaultTimeoutMs = Duration.toMillis(def.timeout)
-  const marginMs = Duration.toMillis(def.margin)
-
-  const fingerprintOf = (payload: P): Effect.Effect<string, InvalidPayload> =>
-    Effect.suspend(() => def.fingerprint(payload)).pipe(
-      Effect.mapError((error) => new InvalidPayload({ operation: name, detail: describeParseError(error) })),
-      Effect.catchAllDefect(() =>
-        Effect.fail(new InvalidPayload({ operation: name, detail: "the payload cannot be fingerprinted" }))
-      )
-    )
 
   const runDetailed = (
     request: Request<P>
@@ -152,23 +138,22 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const key = yield* IdempotencyKey.decode(request.key, def.key)
-      const fingerprint = yield* fingerprintOf(request.payload)
+      const fingerprint = yield* def.fingerprint(request.payload)
       const id = makeRecordId({ operation: name, key, scope: request.scope })
       const start = yield* Clock.currentTimeMillis
-      let timeoutMs = request.timeout === undefined
-        ? defaultTimeoutMs
-        : Math.min(defaultTimeoutMs, Duration.toMillis(Duration.decode(request.timeout)))
-      // the downstream must end a margin before the attempt's deadline, to record and commit
-      if (request.deadline !== undefined) timeoutMs = Math.min(timeoutMs, request.deadline - marginMs - start)
+      // the downstream ends a margin before the attempt's deadline, to record and commit
+      const { end, timeoutMillis: timeoutMs, until } = attemptWindow({
+        request,
+        timeout: def.timeout,
+        margin: def.margin,
+        now: start
+      })
       if (timeoutMs <= 0) {
         // nothing can run in the time left: no statement is sent
         return yield* Effect.fail(
           new DownstreamTimeout({ operation: name, key, timeoutMillis: 0, policy: "release", replayed: false })
         )
       }
-      // the reservation and the downstream end by `until`; the recording and COMMIT by `end`
-      const until = start + timeoutMs
-      const end = request.deadline ?? until + marginMs
       const timedOut = () =>
         new DownstreamTimeout({
           operation: name,
@@ -382,7 +367,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       const inProgress = def.inProgress
       const attempts = inProgress === undefined || inProgress._tag === "Fail"
         ? attempt
-        : waitOnConflict(attempt, inProgress.schedule, until)
+        : retryOnConflict(attempt, inProgress.schedule, until)
       return yield* Effect.catchIf(
         attempts,
         (error): error is RolledBack => error instanceof RolledBack,
@@ -392,28 +377,3 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
 
   return { runDetailed }
 }
-
-/**
- * Runs `attempt` again on a conflict, as `schedule` allows, until `until`; the last conflict is
- * returned. The schedule's wait is cut off at `until`.
- */
-const waitOnConflict = <X, Y, Z>(
-  attempt: Effect.Effect<X, Y, Z>,
-  schedule: Schedule.Schedule<unknown, IdempotencyConflict>,
-  until: number
-): Effect.Effect<X, Y, Z> =>
-  Effect.flatMap(Schedule.driver(schedule), (driver) => {
-    const loop: Effect.Effect<X, Y, Z> = Effect.catchIf(
-      attempt,
-      (error): error is Y & IdempotencyConflict => isIdempotencyError(error) && error._tag === "IdempotencyConflict",
-      (conflict) =>
-        Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          const last = Effect.fail(conflict)
-          return now >= until ? last : Effect.matchEffect(
-            Effect.timeoutOption(driver.next(conflict), Duration.millis(until - now)),
-            { onFailure: () => last, onSuccess: (waited) => Option.isSome(waited) ? loop : last }
-          )
-        })
-    )
-    return loop
-  })
