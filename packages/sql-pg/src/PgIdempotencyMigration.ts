@@ -15,7 +15,7 @@
  *
  * | column | type | |
  * | --- | --- | --- |
- * | `id` | `text` primary key | the scoped record id (`RecordId.value`) |
+ * | `id` | `text` primary key | the scoped record id (`RecordId.value`); in the admin index too, for the records in progress, failed, unknown or omitted |
  * | `operation`, `scope`, `key` | `text` (`scope` nullable) | the parts of the id, for operators |
  * | `status` | `text` | `IN_PROGRESS`, `COMPLETED` or `FAILED` |
  * | `token` | `text` | the fencing token of the current owner |
@@ -24,6 +24,12 @@
  * | `lease_until`, `expires_at` | `bigint` | epoch milliseconds; `expires_at` is indexed for the purge |
  * | `outcome_kind`, `outcome` | `text` | the recorded outcome of a COMPLETED record |
  * | `created_at`, `updated_at` | `bigint` | epoch milliseconds |
+ *
+ * Its indexes: the primary key on `id`; `<table>_expires_at_idx` on `expires_at`, for the purge;
+ * and `<table>_admin_idx`, a partial index on `id` of the records in progress, failed, unknown or
+ * omitted, for `IdempotencyAdmin.list` by state. The migration creates the admin index on a table
+ * without records (a new one: at once); on a table that has records, `adminIndex` builds it without
+ * blocking writes.
  *
  * Next to the table, in the same schema, the migration creates the PL/pgSQL function
  * `<table>_reserve`, which the store calls to reserve a record: it must exist before the store is
@@ -73,8 +79,9 @@ const resolve = (
     : Either.getOrThrowWith(PgIdempotencyTable.make(table), (error) => error)
 
 /**
- * The statements that create a table, its expiry index and its reservation function, in order,
- * one string per statement (the function's body is dollar-quoted and contains semicolons).
+ * The statements that create a table, its expiry index, its admin index (when the table has no
+ * records) and its reservation function, in order, one string per statement (the bodies of the
+ * function and of the admin index's `DO` block are dollar-quoted and contain semicolons).
  *
  * Takes a validated table, or table options (`{ table, schema }`, validated here); with neither,
  * the default table `idempotency_records`.
@@ -133,8 +140,9 @@ export const migrateTable = (
     ))
 
 /**
- * The migration as an effect: creates the table, its index and its reservation function in one
+ * The migration as an effect: creates the table, its indexes and its reservation function in one
  * transaction (a savepoint inside the Migrator's transaction), under an advisory lock of the table.
+ * The admin index is created only on a table without records: see `adminIndex`.
  *
  * @since 0.1.0
  * @category migrations
@@ -164,3 +172,49 @@ export const migrations = (
  */
 export const loader = (options?: PgIdempotencyTable.TableOptions): Migrator.Loader =>
   Migrator.fromRecord(migrations(options))
+
+/**
+ * Builds the admin index of a validated table (`<table>_admin_idx`, the partial index on `id` that
+ * `IdempotencyAdmin.list` uses to find the records in progress, failed, unknown or omitted) with
+ * `CREATE INDEX CONCURRENTLY IF NOT EXISTS`: reads and writes of the table go on while it builds.
+ * An index of that name that a failed or cancelled build left invalid is built again
+ * (`REINDEX INDEX CONCURRENTLY`, PostgreSQL 12 or later).
+ *
+ * It must run outside any transaction (not in a Migrator's migration, not in `withTransaction`),
+ * and it waits for the transactions open on the table when it starts. Running it again, or on a
+ * table the migration gave the index, does nothing.
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const createAdminIndex = (
+  table: PgIdempotencyTable.IdempotencyTable
+): Effect.Effect<void, SqlError, SqlClient.SqlClient> =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => {
+    const index = internal.adminIndex(table)
+    return Effect.gen(function*() {
+      yield* sql.unsafe(index.create).withoutTransform
+      const rows = yield* sql.unsafe<{ readonly valid: boolean }>(index.valid, [index.name]).withoutTransform
+      if (rows[0]?.valid === false) yield* sql.unsafe(index.rebuild).withoutTransform
+    })
+  })
+
+/**
+ * The admin index of an existing table, built without blocking its writes: see `createAdminIndex`.
+ * A table created by the migration while it had no records has it already.
+ *
+ * @example
+ * ```ts
+ * import { PgIdempotencyMigration } from "@effect-idempotency/sql-pg"
+ *
+ * // once, from a deploy step (outside any transaction)
+ * const indexed = PgIdempotencyMigration.adminIndex({ table: "idempotency_records" })
+ * ```
+ *
+ * @since 0.1.0
+ * @category migrations
+ */
+export const adminIndex = (
+  options?: PgIdempotencyTable.TableOptions
+): Effect.Effect<void, SqlError | PgIdempotencyTable.InvalidTableName, SqlClient.SqlClient> =>
+  Effect.flatMap(PgIdempotencyTable.make(options), createAdminIndex)

@@ -4,8 +4,8 @@
  * A table name (and an optional schema name) is a plain SQL identifier: a letter or `_`, then
  * letters, digits or `_`. The store and the migration always quote it, so the name keeps its case.
  * The table name has at most 48 characters, so that the names derived from it, its expiry index
- * (`<table>_expires_at_idx`) and its reservation function (`<table>_reserve`), fit PostgreSQL's
- * 63-byte identifier limit.
+ * (`<table>_expires_at_idx`), its admin index (`<table>_admin_idx`) and its reservation function
+ * (`<table>_reserve`), fit PostgreSQL's 63-byte identifier limit.
  *
  * @since 0.1.0
  */
@@ -64,6 +64,8 @@ export interface IdempotencyTable {
   readonly qualified: string
   /** The quoted name of the index on `expires_at` (an index lives in its table's schema). */
   readonly expiresAtIndex: string
+  /** The quoted name of the partial index that serves a listing by state (in the table's schema). */
+  readonly adminIndex: string
   /** The quoted name of the reservation function (`<table>_reserve`), in the table's schema. */
   readonly reserveFunction: string
 }
@@ -121,6 +123,7 @@ const unsafeTable = (name: string, schema: string | undefined): IdempotencyTable
     schema,
     qualified: qualify(name),
     expiresAtIndex: quote(`${name}_expires_at_idx`),
+    adminIndex: quote(`${name}_admin_idx`),
     reserveFunction: qualify(`${name}_reserve`)
   }
 }

@@ -1,5 +1,5 @@
 /**
- * The migration (through the Migrator and as plain SQL): the table, its index and its reservation
+ * The migration (through the Migrator and as plain SQL): the table, its indexes and its reservation
  * function, idempotent, for mixed-case and schema-qualified names; table names; and the mapping of
  * failures that are not about connectivity (a missing table, a missing function) to `StoreError`
  * with the method's name.
@@ -61,7 +61,7 @@ const runMigrator = Migrator.make({})({
 })
 
 layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyMigration", (it) => {
-  it.effect("the Migrator creates the table, its index and its reservation function in a schema, once", () =>
+  it.effect("the Migrator creates the table, its indexes and its reservation function in a schema, once", () =>
     Effect.gen(function*() {
       yield* exec(`DROP SCHEMA IF EXISTS ${MIGRATOR_SCHEMA} CASCADE`)
       yield* exec(`DROP TABLE IF EXISTS ${MIGRATIONS_TABLE}`)
@@ -73,7 +73,10 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyM
         `SELECT indexname FROM pg_indexes WHERE schemaname = '${MIGRATOR_SCHEMA}' AND tablename = 'records'
          ORDER BY indexname`
       )
-      assert.deepStrictEqual(indexes.map((row) => row.indexname), ["records_expires_at_idx", "records_pkey"])
+      assert.deepStrictEqual(
+        indexes.map((row) => row.indexname),
+        ["records_admin_idx", "records_expires_at_idx", "records_pkey"]
+      )
       assert.deepStrictEqual(yield* functionsIn(MIGRATOR_SCHEMA), ["records_reserve"])
       // the schema is not on the search path: the store calls the function by its qualified name
       yield* roundTrip({ schema: MIGRATOR_SCHEMA, table: "records" })
@@ -83,11 +86,12 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyM
     Effect.gen(function*() {
       const table = Either.getOrThrow(PgIdempotencyTable.make({ table: SCRIPT_TABLE }))
       const statements = PgIdempotencyMigration.statements(table)
-      assert.strictEqual(statements.length, 4)
+      assert.strictEqual(statements.length, 5)
       assert.isTrue(statements[0]!.startsWith(`CREATE TABLE IF NOT EXISTS "${SCRIPT_TABLE}"`))
       assert.isTrue(statements[1]!.startsWith(`CREATE INDEX IF NOT EXISTS "${SCRIPT_TABLE}_expires_at_idx"`))
-      assert.isTrue(statements[2]!.startsWith(`CREATE OR REPLACE FUNCTION "${SCRIPT_TABLE}_reserve"(`))
-      assert.isTrue(statements[3]!.startsWith(`COMMENT ON FUNCTION "${SCRIPT_TABLE}_reserve"(`))
+      assert.include(statements[2]!, `CREATE INDEX IF NOT EXISTS "${SCRIPT_TABLE}_admin_idx"`)
+      assert.isTrue(statements[3]!.startsWith(`CREATE OR REPLACE FUNCTION "${SCRIPT_TABLE}_reserve"(`))
+      assert.isTrue(statements[4]!.startsWith(`COMMENT ON FUNCTION "${SCRIPT_TABLE}_reserve"(`))
       const script = PgIdempotencyMigration.toSql(table)
       assert.strictEqual(script, statements.map((statement) => `${statement};\n`).join("\n"))
       assert.strictEqual(PgIdempotencyMigration.toSql(), PgIdempotencyMigration.toSql(PgIdempotencyTable.defaultTable))
@@ -127,14 +131,17 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyM
       yield* roundTrip({ table: NO_FUNCTION_TABLE })
     }))
 
-  it.effect("a table name of the longest length gets its index and function under their full names", () =>
+  it.effect("a table name of the longest length gets its indexes and function under their full names", () =>
     Effect.gen(function*() {
       assert.strictEqual(LONGEST_TABLE.length, PgIdempotencyTable.MAX_NAME_LENGTH)
       yield* exec(`DROP TABLE IF EXISTS ${LONGEST_TABLE}`)
       yield* PgIdempotencyMigration.migration({ table: LONGEST_TABLE })
       assert.include(yield* functionsIn(), `${LONGEST_TABLE}_reserve`)
       const indexes = yield* exec(`SELECT indexname FROM pg_indexes WHERE tablename = '${LONGEST_TABLE}'`)
-      assert.include(indexes.map((row) => row.indexname), `${LONGEST_TABLE}_expires_at_idx`)
+      assert.includeMembers(indexes.map((row) => row.indexname), [
+        `${LONGEST_TABLE}_expires_at_idx`,
+        `${LONGEST_TABLE}_admin_idx`
+      ])
       yield* roundTrip({ table: LONGEST_TABLE })
     }))
 

@@ -1,4 +1,4 @@
-import type { IdempotencyTable } from "../PgIdempotencyTable.js"
+import { type IdempotencyTable, quote } from "../PgIdempotencyTable.js"
 
 /**
  * The clock of every statement. `$1` is the caller's clock in epoch milliseconds, or NULL for the
@@ -23,6 +23,16 @@ const state = `CASE
   WHEN outcome_kind = 'Omitted' THEN 'omitted'
   ELSE 'completed'
 END`
+
+/**
+ * The admin index: the ids (the order `list` pages in) of the records a listing by state looks for,
+ * the few among many. `list` spells out each state as plain conditions that imply this predicate,
+ * which PostgreSQL proves when it plans the statement with its parameters known (an unnamed
+ * statement, as the store sends it): `running` and `stuck` by their status, IN_PROGRESS; `failed`
+ * by FAILED; `unknown` and `omitted` by their outcome's kind. `completed` is most of a table: it,
+ * and a listing of every state, walk the primary key.
+ */
+const adminIndexed = "(id) WHERE status IN ('IN_PROGRESS', 'FAILED') OR outcome_kind IN ('Timeout', 'Omitted')"
 
 /** Token-checked writes: `$2` id, `$3` token; the record must be live and IN_PROGRESS. */
 const owned = `id = $2::text AND token = $3::text AND status = 'IN_PROGRESS' AND expires_at > ${now}`
@@ -118,7 +128,8 @@ SELECT count(*)::integer AS purged FROM purged`,
     // `starts_with` becomes a range of the primary key when the id's collation is C; with another
     // collation it filters the ids walked from the cursor on. The state is `state` spelled out one
     // state at a time: the plan (custom, the parameters known) keeps only the state asked for, as
-    // plain conditions on status, lease_until and outcome_kind that an index of the user's can serve.
+    // plain conditions on status, lease_until and outcome_kind, which imply `adminIndexed` for every
+    // state but `completed`.
     list: `SELECT clock.now, page.id, ${recordColumns}
 FROM (SELECT ${now} AS now) AS clock
 LEFT JOIN LATERAL (
@@ -262,7 +273,9 @@ $reserve$`
 }
 
 /**
- * The migration: the table, its expiry index and the reservation function.
+ * The migration: the table, its expiry index, its admin index when it has no records yet, and the
+ * reservation function. On a table with records, a plain `CREATE INDEX` would block its writes for
+ * as long as the index builds: `adminIndex` builds it there, CONCURRENTLY.
  *
  * @internal
  */
@@ -284,7 +297,50 @@ export const migration = (table: IdempotencyTable): ReadonlyArray<string> => [
   updated_at bigint NOT NULL
 )`,
   `CREATE INDEX IF NOT EXISTS ${table.expiresAtIndex} ON ${table.qualified} (expires_at)`,
+  `DO $admin_index$
+BEGIN
+  IF NOT EXISTS (SELECT FROM ${table.qualified}) THEN
+    CREATE INDEX IF NOT EXISTS ${table.adminIndex} ON ${table.qualified} ${adminIndexed};
+  END IF;
+END
+$admin_index$`,
   createReserveFunction(table),
   `COMMENT ON FUNCTION ${table.reserveFunction}(${reserveParameterTypes}) IS ` +
   `'Reserves an idempotency record of ${table.qualified} (@effect-idempotency/sql-pg)'`
 ]
+
+/**
+ * The admin index of a table that has records, built without blocking its writes. Each statement
+ * runs on its own, outside any transaction (`CONCURRENTLY` cannot run in one).
+ *
+ * @internal
+ */
+export interface AdminIndexStatements {
+  /** The index's quoted name, schema-qualified when the table is: `$1` of `valid`. */
+  readonly name: string
+  /** Builds the index unless one of its name exists (valid or not). */
+  readonly create: string
+  /** `$1` the index's name. One row, `valid`, when the index exists; none when it does not. */
+  readonly valid: string
+  /**
+   * Builds the index again: for an index that a failed or cancelled build left invalid (unused by
+   * the planner, and skipped by `IF NOT EXISTS`). It waits for a build still running to end.
+   */
+  readonly rebuild: string
+}
+
+/**
+ * The statements of `PgIdempotencyMigration.adminIndex`.
+ *
+ * @internal
+ */
+export const adminIndex = (table: IdempotencyTable): AdminIndexStatements => {
+  // an index lives in its table's schema; without one, both are found through the search_path
+  const name = table.schema === undefined ? table.adminIndex : `${quote(table.schema)}.${table.adminIndex}`
+  return {
+    name,
+    create: `CREATE INDEX CONCURRENTLY IF NOT EXISTS ${table.adminIndex} ON ${table.qualified} ${adminIndexed}`,
+    valid: `SELECT indisvalid AS valid FROM pg_index WHERE indexrelid = to_regclass($1::text)`,
+    rebuild: `REINDEX INDEX CONCURRENTLY ${name}`
+  }
+}
