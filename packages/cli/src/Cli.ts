@@ -36,7 +36,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
-import { RecordNotFound } from "./CliError.js"
+import { InvalidStore, RecordNotFound } from "./CliError.js"
 import * as ExitCode from "./ExitCode.js"
 import * as render from "./internal/render.js"
 import * as StoreTarget from "./StoreTarget.js"
@@ -357,11 +357,26 @@ const purge = Command.make(
 
 const migrate = Command.make(
   "migrate",
-  storeOptions,
+  {
+    ...storeOptions,
+    adminIndex: Options.boolean("admin-index").pipe(
+      Options.withDescription(
+        "PostgreSQL: also build the index that list --state reads, on a table that has records " +
+          "(CREATE INDEX CONCURRENTLY: writes go on while it builds). A new table gets it from migrate itself."
+      )
+    )
+  },
   (args) =>
     Effect.gen(function*() {
       const schema = yield* StoreTarget.StoreSchema
-      const result = yield* schema.migrate
+      const adminIndex = args.adminIndex ? schema.adminIndex : undefined
+      if (args.adminIndex && adminIndex === undefined) {
+        return yield* new InvalidStore({ reason: "--admin-index is for a PostgreSQL store" })
+      }
+      const migrated = yield* schema.migrate
+      const result = adminIndex === undefined
+        ? migrated
+        : { ...migrated, detail: `${migrated.detail}; ${(yield* adminIndex).detail}` }
       yield* print(args.json, {
         json: result,
         text: `${result.applied ? "Migrated" : "Nothing to migrate"}: ${result.detail}.`

@@ -210,12 +210,18 @@ export interface MigrateResult {
  * Creates what the store needs before its first use: the table and its function in PostgreSQL, the
  * table (with native TTL) in DynamoDB; nothing in Redis, which keeps records as plain keys.
  *
+ * `adminIndex`, PostgreSQL's only, builds the index a listing by state reads on a table that has
+ * records (`PgIdempotencyMigration.createAdminIndex`: CONCURRENTLY, writes go on).
+ *
  * @since 0.1.0
  * @category tags
  */
 export class StoreSchema extends Context.Tag("@effect-idempotency/cli/StoreSchema")<
   StoreSchema,
-  { readonly migrate: Effect.Effect<MigrateResult, IdempotencyError.StoreFailure> }
+  {
+    readonly migrate: Effect.Effect<MigrateResult, IdempotencyError.StoreFailure>
+    readonly adminIndex?: Effect.Effect<MigrateResult, IdempotencyError.StoreFailure> | undefined
+  }
 >() {}
 
 /**

@@ -33,6 +33,17 @@ describe("effect-idempotency", () => {
         cli(["unblock", "create-order", "key-1", "--reason", "INC-1", "--store", redisUrl]),
         cli(["list", "--older-than", "soon", "--store", redisUrl, "--json"]),
         cli(["list", "--limit", "5000", "--store", redisUrl]),
+        // PostgreSQL's only: refused before the store is asked (nothing listens at the endpoint)
+        cli(["migrate", "--admin-index", "--json", "--store", redisUrl]),
+        cli([
+          "migrate",
+          "--admin-index",
+          "--json",
+          "--store",
+          "dynamodb://t?region=us-east-1&endpoint=http://127.0.0.1:1"
+        ], {
+          env: { AWS_ACCESS_KEY_ID: "local", AWS_SECRET_ACCESS_KEY: "local" }
+        }),
         // nothing listens there: the key is refused first
         cli([
           "unblock",
@@ -48,6 +59,7 @@ describe("effect-idempotency", () => {
       ], { concurrency: 4 })
       for (const run of runs) assert.strictEqual(run.code, Code.Usage, run.stdout + run.stderr)
       assert.strictEqual(parsed(runs[2]).error._tag, "Usage")
+      for (const run of [runs[4], runs[5]]) assert.strictEqual(parsed(run).error._tag, "InvalidStore")
     }))
 
   it.live("a store that is not named, or named by a URL of no known scheme, exits 1 without echoing it", () =>

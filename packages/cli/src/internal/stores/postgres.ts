@@ -7,6 +7,7 @@ import { IdempotencyAdmin, IdempotencyError } from "@effect-idempotency/core"
 import { PgIdempotencyMigration, PgIdempotencyStore, PgIdempotencyTable } from "@effect-idempotency/sql-pg"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { InvalidStore } from "../../CliError.js"
@@ -32,16 +33,22 @@ export const layer = (target: Extract<StoreTarget, { readonly _tag: "Postgres" }
     Effect.gen(function*() {
       const validated = yield* table
       const sql = yield* SqlClient.SqlClient
-      return {
-        migrate: PgIdempotencyMigration.migrateTable(validated).pipe(
+      const run = (method: string, effect: Effect.Effect<void, SqlError, SqlClient.SqlClient>, detail: string) =>
+        effect.pipe(
           Effect.provideService(SqlClient.SqlClient, sql),
-          Effect.mapError((cause) => new IdempotencyError.StoreError({ method: "migrate", cause })),
-          Effect.as<MigrateResult>({
-            store: "Postgres",
-            applied: true,
-            created: undefined,
-            detail: `the table ${validated.qualified}, its expiry index and ${validated.reserveFunction} are in place`
-          })
+          Effect.mapError((cause) => new IdempotencyError.StoreError({ method, cause })),
+          Effect.as<MigrateResult>({ store: "Postgres", applied: true, created: undefined, detail })
+        )
+      return {
+        migrate: run(
+          "migrate",
+          PgIdempotencyMigration.migrateTable(validated),
+          `the table ${validated.qualified}, its expiry index and ${validated.reserveFunction} are in place`
+        ),
+        adminIndex: run(
+          "adminIndex",
+          PgIdempotencyMigration.createAdminIndex(validated),
+          `its admin index ${validated.adminIndex} is built`
         )
       }
     })
