@@ -1,9 +1,12 @@
 /**
  * The CLI as a user runs it: `node dist/bin.js` (built by the global setup) in a process of its
- * own, with a time limit, its exit code, its output and, for `--json`, the JSON it printed.
+ * own, with a time limit, its exit code, its output and, for `--json`, the JSON it printed. And the
+ * tests' own scripts, run as processes of their own from the TypeScript sources.
  */
 import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
 import { spawn } from "node:child_process"
+import { createRequire } from "node:module"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -28,12 +31,8 @@ export const cli = (
 ): Effect.Effect<Run> =>
   Effect.async<Run>((resume) => {
     const started = performance.now()
-    const env: Record<string, string | undefined> = { ...process.env }
-    for (const name of ["DATABASE_URL", "REDIS_URL", "AWS_REGION", "DYNAMODB_ENDPOINT", "IDEMPOTENCY_TABLE"]) {
-      delete env[name]
-    }
     const child = spawn(process.execPath, [bin, ...args], {
-      env: { ...env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true", ...options?.env },
+      env: childEnv(options?.env),
       stdio: ["ignore", "pipe", "pipe"]
     })
     let stdout = ""
@@ -50,6 +49,60 @@ export const cli = (
       child.kill("SIGKILL")
     })
   })
+
+/** The environment of a child process: the test's, without the store variables, and `env`. */
+const childEnv = (env: Record<string, string> | undefined): Record<string, string | undefined> => {
+  const inherited: Record<string, string | undefined> = { ...process.env }
+  for (const name of ["DATABASE_URL", "REDIS_URL", "AWS_REGION", "DYNAMODB_ENDPOINT", "IDEMPOTENCY_TABLE"]) {
+    delete inherited[name]
+  }
+  return { ...inherited, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true", ...env }
+}
+
+const TSX = createRequire(import.meta.url).resolve("tsx")
+
+/** A script running in a process of its own. */
+export interface Script {
+  /** What it printed on stdout so far. */
+  readonly stdout: () => string
+  /** What it printed on stderr so far. */
+  readonly stderr: () => string
+  readonly kill: (signal: NodeJS.Signals) => void
+  /** Its end: the exit code, or the signal that ended it. */
+  readonly exited: Effect.Effect<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>
+}
+
+/**
+ * Starts a TypeScript script of the tests (`node --conditions=source --import tsx`) with the
+ * environment `cli` gives the CLI; it is killed (SIGKILL) when the scope closes, if it still runs.
+ */
+export const script = (
+  file: string,
+  args: ReadonlyArray<string>,
+  options?: { readonly env?: Record<string, string> | undefined }
+): Effect.Effect<Script, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.sync((): Script => {
+      const child = spawn(process.execPath, ["--conditions=source", "--import", TSX, file, ...args], {
+        env: childEnv(options?.env),
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      let stdout = ""
+      let stderr = ""
+      child.stdout.on("data", (chunk: Buffer) => stdout += chunk.toString())
+      child.stderr.on("data", (chunk: Buffer) => stderr += chunk.toString())
+      const exited = new Promise<{ readonly code: number | null; readonly signal: NodeJS.Signals | null }>(
+        (resolve) => child.once("exit", (code, signal) => resolve({ code, signal }))
+      )
+      return {
+        stdout: () => stdout,
+        stderr: () => stderr,
+        kill: (signal) => void child.kill(signal),
+        exited: Effect.promise(() => exited)
+      }
+    }),
+    (script) => Effect.sync(() => script.kill("SIGKILL"))
+  )
 
 /** The JSON object a `--json` run printed on stdout. */
 export const parsed = (run: Run): any => {

@@ -5,6 +5,11 @@
  * wrong attempt and unblocked on the right one, after which a retry through the library executes
  * once and the next replays.
  *
+ * Then the same with a process that really dies: a child (`stuckChild.ts`) runs the operation
+ * through the library on the same store, its downstream never ends, and it is killed (SIGKILL) once
+ * its record is IN_PROGRESS. Its heartbeat stops with it; once its short lease is over, `list`
+ * finds the record stuck and `unblock` releases it at the attempt `list` showed.
+ *
  * The layer is built without test services: the records age on the real clock, as the CLI sees them.
  */
 import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
@@ -14,9 +19,28 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
-import { cli, Code, parsed } from "./cli.js"
+import { fileURLToPath } from "node:url"
+import { cli, Code, parsed, script } from "./cli.js"
+
+const STUCK_CHILD = fileURLToPath(new URL("./stuckChild.ts", import.meta.url))
+
+/**
+ * The lease of the child's attempt, kept alive by its heartbeat (every quarter of it) until the
+ * child is killed: long enough that a heartbeat delayed by a busy machine does not let it end.
+ */
+const CHILD_LEASE_MILLIS = 1000
+
+/** The operation the tests run through the library, counting its executions. */
+const retryOf = (operation: string, key: string) => {
+  let executions = 0
+  const retry = Effect.sync(() => ++executions).pipe(
+    Idempotency.once({ operation, key, payload: { amount: 1 }, success: Schema.Number })
+  )
+  return { retry, executions: () => executions }
+}
 
 /** How the CLI reaches the store of the test: the arguments that name it, and its environment. */
 export class CliStore extends Context.Tag("test/CliStore")<CliStore, {
@@ -93,15 +117,10 @@ export const scenario = (
         assert.strictEqual(gone.code, Code.NotFound, gone.stderr)
         assert.strictEqual(parsed(gone).error._tag, "RecordNotFound")
 
-        let executions = 0
-        const retry = Effect.sync(() =>
-          ++executions
-        ).pipe(
-          Idempotency.once({ operation, key, payload: { amount: 1 }, success: Schema.Number })
-        )
+        const { executions, retry } = retryOf(operation, key)
         assert.strictEqual(yield* retry, 1)
         assert.strictEqual(yield* retry, 1)
-        assert.strictEqual(executions, 1)
+        assert.strictEqual(executions(), 1)
 
         const stats = yield* run("stats", "--json")
         assert.strictEqual(stats.code, Code.Ok, stats.stderr)
@@ -110,6 +129,77 @@ export const scenario = (
         const purge = yield* run("purge", "--limit", "100", "--json")
         assert.strictEqual(purge.code, Code.Ok, purge.stderr)
         assert.isNumber(parsed(purge).purged)
+      }), 60_000)
+
+    it.scoped("a record left in progress by a killed process is listed as stuck, unblocked, and retried once", () =>
+      Effect.gen(function*() {
+        const target = yield* CliStore
+        const store = yield* IdempotencyStore.IdempotencyStore
+        const operation = `cli-killed-${randomUUID().slice(0, 8)}`
+        const key = IdempotencyKey.unsafeMake(`order-${randomUUID()}`)
+        const id = IdempotencyRecord.makeRecordId({ operation, key })
+
+        const child = yield* script(STUCK_CHILD, [operation, key, String(CHILD_LEASE_MILLIS), ...target.args], {
+          env: target.env
+        })
+        // the downstream runs and the record is IN_PROGRESS (bounded: 30 s for the process to start)
+        let inProgress = false
+        for (let i = 0; i < 1500 && !inProgress; i++) {
+          if (child.stdout().includes("EXECUTING\n")) {
+            const record = yield* store.get(id)
+            inProgress = Option.isSome(record) && record.value.status === "IN_PROGRESS"
+          }
+          if (!inProgress) {
+            yield* Effect.sleep("20 millis")
+          }
+        }
+        assert.isTrue(inProgress, `the child never reserved the key: ${child.stderr()}`)
+        // while the process lives, its heartbeat keeps the record running
+        const running = yield* run("list", "--state", "running", "--operation", operation, "--json")
+        assert.strictEqual(running.code, Code.Ok, running.stderr)
+        assert.deepStrictEqual(
+          parsed(running).records.map((r: any) =>
+            r.key
+          ),
+          [key]
+        )
+        child.kill("SIGKILL")
+        assert.deepStrictEqual(yield* child.exited, { code: null, signal: "SIGKILL" })
+
+        // stuck once the lease the child kept alive is over (bounded: the CLI starts in about a second)
+        let records: ReadonlyArray<any> = []
+        for (let i = 0; i < 10 && records.length === 0; i++) {
+          if (i > 0) {
+            yield* Effect.sleep(`${CHILD_LEASE_MILLIS} millis`)
+          }
+          const list = yield* run("list", "--state", "stuck", "--operation", operation, "--json")
+          assert.strictEqual(list.code, Code.Ok, list.stderr)
+          records = parsed(list).records
+        }
+        assert.deepStrictEqual(
+          records.map((r: any) => [r.operation, r.key, r.state, r.status, r.attempt]),
+          [[operation, key, "stuck", "IN_PROGRESS", 1]]
+        )
+
+        const unblock = yield* run(
+          "unblock",
+          operation,
+          key,
+          "--reason",
+          "killed",
+          "--expect-attempt",
+          String(records[0].attempt),
+          "--json"
+        )
+        assert.strictEqual(unblock.code, Code.Ok, unblock.stderr)
+        assert.deepInclude(parsed(unblock), { unblocked: true, attempt: records[0].attempt })
+
+        const { executions, retry } = retryOf(operation, key)
+        assert.strictEqual(yield* retry, 1)
+        assert.strictEqual(yield* retry, 1)
+        assert.strictEqual(executions(), 1)
+        // the killed process's downstream ran once, and its outcome was never recorded
+        assert.strictEqual(child.stdout().split("EXECUTING").length - 1, 1)
       }), 60_000)
 
     it.effect("an invalid key is refused before the store is asked, its echo bounded", () =>
