@@ -3,7 +3,8 @@
  * connection's own handshake aside). A first execution costs 2 (reserve, complete), a replay 1, a
  * conflict 1; every store method is one script, one command. A client sends each script whole
  * (`EVAL`) the first time, then by its SHA (`EVALSHA`); a server that lost its scripts costs one
- * command more, once.
+ * command more, once. While scripts await their replies, those sent in one turn of the event loop
+ * leave in one write to the socket.
  */
 import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { RedisClient, RedisStore } from "@effect-idempotency/redis"
@@ -185,6 +186,38 @@ layer(countingStore(redisUrl), { timeout: "1 minute" })("RedisStore round trips"
       const [result, sent] = yield* counted(Effect.either(operation.run({ key: randomUUID(), payload })))
       assert.deepStrictEqual(result, Either.left("transient" as const))
       assert.deepStrictEqual(sent, ["evalsha", "evalsha"])
+    }))
+
+  it.effect("the scripts of calls made in one turn on an idle connection leave in two writes: the first at once", () =>
+    Effect.gen(function*() {
+      yield* warmUp
+      const store = yield* IdempotencyStore.IdempotencyStore
+      const { client } = yield* RedisClient.RedisClient
+      // the socket's system calls: `_write` for one chunk, `_writev` for the chunks of a corked turn
+      const socket = (client as Redis).stream as unknown as Record<
+        "_write" | "_writev",
+        (...args: Array<unknown>) => void
+      >
+      let writes = 0
+      for (const method of ["_write", "_writev"] as const) {
+        const original = socket[method]
+        socket[method] = (...args) => {
+          writes++
+          original.apply(socket, args)
+        }
+      }
+      const ids = Array.from({ length: 16 }, () => freshId())
+      const [reserved, sent] = yield* counted(
+        Effect.forEach(ids, (id) => store.reserve(reserveRequest(id)), { concurrency: "unbounded" })
+      ).pipe(Effect.ensuring(Effect.sync(() => {
+        delete (socket as Partial<typeof socket>)._write
+        delete (socket as Partial<typeof socket>)._writev
+      })))
+      reserved.forEach(expectReserved)
+      assert.strictEqual(sent.length, 16)
+      // the first script finds the connection idle and is written at once; the 15 sent while it
+      // awaits its reply leave together at the end of the turn
+      assert.strictEqual(writes, 2)
     }))
 
   it.effect("every store method sends exactly 1 command; a purge with the server's clock sends none", () =>
