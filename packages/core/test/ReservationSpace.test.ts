@@ -11,7 +11,9 @@
  *   `IdempotencyConflict`, `StoreUnavailable`);
  * - the attempt answers by its deadline, and reserves at most as often as its schedule allows;
  * - a reservation cut off by the deadline, which the store may have applied, is given back;
- * - every write carries the attempt's token, and none comes after the answer.
+ * - every write carries the attempt's token, and none comes after the answer;
+ * - the engine calls the store and answers as the reservation's machine (`src/internal/reservation.ts`)
+ *   does over the same answers: the driver runs the machine it is checked against.
  */
 import { Idempotency, IdempotencyError, IdempotencyPolicy, IdempotencyRecord } from "@effect-idempotency/core"
 import { IdempotencyStore } from "@effect-idempotency/core"
@@ -24,27 +26,16 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
+import type { StoreAnswer } from "./utils/ReservationModel.js"
+import * as Model from "./utils/ReservationModel.js"
+import { expectedOutcome } from "./utils/ReservationModel.js"
 
-type Answer =
-  | "reserved"
-  | "slow"
-  | "live"
-  | "completed"
-  | "otherFingerprint"
-  | "unknown"
-  | "expired"
-  | "failed"
-  | "hangs"
+/** The store's answers, as the real engine meets them: a cut-off is a slow or a hanging reservation. */
+type Answer = Exclude<StoreAnswer, "cutOff"> | "slow" | "hangs"
 
 const answers: ReadonlyArray<Answer> = [
-  "reserved",
+  ...Model.storeAnswers.filter((answer): answer is Exclude<StoreAnswer, "cutOff"> => answer !== "cutOff"),
   "slow",
-  "live",
-  "completed",
-  "otherFingerprint",
-  "unknown",
-  "expired",
-  "failed",
   "hangs"
 ]
 
@@ -80,27 +71,9 @@ const cases = (): ReadonlyArray<Case> => {
   return all
 }
 
-/** What the attempt answers when the store's last answer is `answer` (see the module's rules). */
-const expected = (answer: Answer, c: Case): string => {
-  switch (answer) {
-    case "reserved":
-      return "executed"
-    case "slow":
-      return c.deadline ? "StoreUnavailable" : "executed"
-    case "live":
-      return "IdempotencyConflict"
-    case "completed":
-      return "replayed"
-    case "otherFingerprint":
-      return "KeyReused"
-    case "unknown":
-    case "expired":
-      return "DownstreamTimeout"
-    case "failed":
-    case "hangs":
-      return "StoreUnavailable"
-  }
-}
+/** The store's answer as the machine sees it: a slow or hanging reservation is cut off by a deadline. */
+const asSeen = (answer: Answer, c: Case): StoreAnswer =>
+  answer === "hangs" || (answer === "slow" && c.deadline) ? "cutOff" : answer === "slow" ? "reserved" : answer
 
 const play = (c: Case) =>
   Effect.gen(function*() {
@@ -108,20 +81,6 @@ const play = (c: Case) =>
     const calls: Array<{ readonly method: string; readonly at: number; readonly token: string }> = []
     const used: Array<Answer> = []
     let runs = 0
-    const record = (
-      status: IdempotencyRecord.Status,
-      fingerprint: string,
-      leaseUntil: number,
-      outcome: IdempotencyRecord.StoredOutcome | undefined
-    ): IdempotencyRecord.IdempotencyRecord => ({
-      status,
-      token: "another-attempt",
-      fingerprint,
-      attempt: 1,
-      leaseUntil,
-      expiresAt: leaseUntil + 60_000,
-      outcome
-    })
     const log = (method: string, token: string) =>
       Effect.map(TestClock.currentTimeMillis, (now) => void calls.push({ method, at: now - t0, token }))
     const store: IdempotencyStore.IdempotencyStore["Type"] = {
@@ -139,38 +98,20 @@ const play = (c: Case) =>
               leaseUntil: now + Duration.toMillis(request.lease),
               expiresAt: now + Duration.toMillis(request.ttl)
             })
-            const existing = (r: IdempotencyRecord.IdempotencyRecord) =>
-              Effect.succeed(IdempotencyRecord.ReserveResult.Existing({ record: r, now }))
             switch (answer) {
               case "reserved":
                 return Effect.succeed(reserved)
               case "slow":
                 return Effect.as(Effect.sleep(Duration.millis(SLOW)), reserved)
-              case "live":
-                return existing(record("IN_PROGRESS", request.fingerprint, now + 300, undefined))
-              case "completed":
-                return existing(
-                  record(
-                    "COMPLETED",
-                    request.fingerprint,
-                    now,
-                    IdempotencyRecord.StoredOutcome.Success({ value: "\"stored\"" })
-                  )
-                )
-              case "otherFingerprint":
-                return existing(
-                  record("COMPLETED", "another", now, IdempotencyRecord.StoredOutcome.Success({ value: "\"stored\"" }))
-                )
-              case "unknown":
-                return existing(
-                  record("COMPLETED", request.fingerprint, now, IdempotencyRecord.StoredOutcome.Timeout())
-                )
-              case "expired":
-                return existing(record("IN_PROGRESS", request.fingerprint, now - 1, undefined))
               case "failed":
                 return Effect.fail(new IdempotencyError.StoreUnavailable({ method: "reserve", cause: "injected" }))
               case "hangs":
                 return Effect.never
+              default: {
+                // a record found: as the machine's checker has it, with this attempt's fingerprint
+                const event = Model.storeEvent(answer, now, now, request.fingerprint)
+                return event._tag === "StoreAnswered" ? Effect.succeed(event.result) : Effect.die(event)
+              }
             }
           })),
       complete: (request) =>
@@ -238,7 +179,25 @@ describe("the reservation, over every sequence of the store's answers", () => {
         const rule = (ok: boolean, what: string) => {
           if (!ok) violations.push(`${name}: ${what} (answers ${used.join(",")}, ${how} at ${answeredAt})`)
         }
-        rule(how === expected(last, c), `expected ${expected(last, c)}`)
+        const expected = expectedOutcome(asSeen(last, c))
+        rule(how === expected, `expected ${expected}`)
+        // the driver runs the machine: the same store calls and answer as the machine over these answers
+        const machine = Model.replay(
+          Model.config({
+            waits: c.wait,
+            timeoutMs: 1_000,
+            until: c.deadline ? DEADLINE - MARGIN : Infinity,
+            deadline: c.deadline ? DEADLINE : Infinity
+          }),
+          used.map((answer) => asSeen(answer, c)),
+          0
+        )
+        rule(
+          JSON.stringify(calls.map((call) => call.method).filter((m) => m === "reserve" || m === "release")) ===
+            JSON.stringify(machine.calls),
+          `the machine calls ${machine.calls.join(",")}`
+        )
+        rule(how === Model.outcomeOf(machine.answer), `the machine answers ${Model.outcomeOf(machine.answer)}`)
         rule(runs === (how === "executed" ? 1 : 0), `the downstream ran ${runs} times`)
         if (c.deadline) rule(answeredAt <= DEADLINE, "answered past the deadline")
         rule(used.length <= (c.wait ? RETRIES + 1 : 1), `${used.length} reservations`)
@@ -256,5 +215,62 @@ describe("the reservation, over every sequence of the store's answers", () => {
       assert.isAbove(all.length, 100)
       // some attempts waited through their whole schedule
       assert.isAbove(waitedOut, 0)
+    }))
+})
+
+describe("a reservation that fails", () => {
+  const operation = Idempotency.make({
+    name: "reservation-fails",
+    payload: Schema.Null,
+    success: Schema.String,
+    execute: () => Effect.succeed("written")
+  })
+  const storeWith = (
+    reserve: IdempotencyStore.IdempotencyStore["Type"]["reserve"],
+    calls: Array<string>
+  ): IdempotencyStore.IdempotencyStore["Type"] => ({
+    reserve: (request) => Effect.zipRight(Effect.sync(() => calls.push("reserve")), reserve(request)),
+    complete: () => Effect.sync(() => void calls.push("complete")),
+    release: () => Effect.sync(() => void calls.push("release")),
+    markFailed: () => Effect.sync(() => void calls.push("markFailed")),
+    extend: () => Effect.sync(() => void calls.push("extend")),
+    get: () => Effect.succeedNone,
+    purgeExpired: () => Effect.succeed(0)
+  })
+
+  it.effect("keeps the store's whole cause: its failure stays in the error channel beside a defect", () =>
+    Effect.gen(function*() {
+      const calls: Array<string> = []
+      const unavailable = new IdempotencyError.StoreUnavailable({ method: "reserve", cause: "injected" })
+      const store = storeWith(() => Effect.fail(unavailable).pipe(Effect.ensuring(Effect.die("finalizer"))), calls)
+      const exit = yield* Effect.exit(
+        Effect.provideService(operation.run({ key: "k", payload: null }), IdempotencyStore.IdempotencyStore, store)
+      )
+      assert.isTrue(Exit.isFailure(exit))
+      if (Exit.isSuccess(exit)) return
+      assert.deepStrictEqual(Cause.failures(exit.cause).pipe((chunk) => [...chunk]), [unavailable])
+      assert.strictEqual([...Cause.defects(exit.cause)].length, 1)
+      assert.deepStrictEqual(calls, ["reserve"])
+    }))
+
+  it.effect("is given back only when the attempt's deadline cut it off, never without a deadline", () =>
+    Effect.gen(function*() {
+      const calls: Array<string> = []
+      // a store whose own failure reads like a cut-off: without a deadline, nothing was cut off
+      const store = storeWith(
+        () =>
+          Effect.fail(
+            new IdempotencyError.StoreUnavailable({
+              method: "reserve",
+              cause: "no answer before the attempt's deadline"
+            })
+          ),
+        calls
+      )
+      const error = yield* Effect.flip(
+        Effect.provideService(operation.run({ key: "k", payload: null }), IdempotencyStore.IdempotencyStore, store)
+      )
+      assert.strictEqual(error._tag, "StoreUnavailable")
+      assert.deepStrictEqual(calls, ["reserve"])
     }))
 })

@@ -2,8 +2,10 @@
  * The protocol engine behind every entry point of `Idempotency`: one attempt of an operation.
  *
  * An attempt validates the key, fingerprints the payload, reserves the record, then either replays
- * the recorded outcome, refuses, or executes. An execution is the state machine of `execution.ts`,
- * run here by a driver of two fibers:
+ * the recorded outcome, refuses, or executes. The reservation is the state machine of
+ * `reservation.ts`, run here by a loop on the caller's fiber (the only part of it that reads the
+ * clock, waits or writes). An execution is the state machine of `execution.ts`, run here by a driver
+ * of two fibers:
  *
  * - the worker runs the downstream, then records its outcome (or applies the failure or defect
  *   policy). It starts at once, on the caller's stack, and tells the machine when the downstream ends;
@@ -35,23 +37,21 @@ import * as RuntimeFlags from "effect/RuntimeFlags"
 import * as Schedule from "effect/Schedule"
 import type { Request, Result } from "../Idempotency.js"
 import * as IdempotencyContext from "../IdempotencyContext.js"
-import type { IdempotencyError, StoreFailure } from "../IdempotencyError.js"
+import type { IdempotencyConflict, IdempotencyError, StoreFailure } from "../IdempotencyError.js"
 import {
   CleanupFailed,
   describeParseError,
   DownstreamTimeout,
-  IdempotencyConflict,
   InvalidPayload,
   isLeaseLost,
   isStoreFailure,
-  KeyReused,
   LeaseLost,
   OutcomeNotReplayable,
   StoreUnavailable
 } from "../IdempotencyError.js"
 import * as IdempotencyKey from "../IdempotencyKey.js"
 import type { FailurePolicy, InProgressPolicy, TimeoutPolicy } from "../IdempotencyPolicy.js"
-import type { IdempotencyRecord, RecordId, ReserveResult } from "../IdempotencyRecord.js"
+import type { RecordId } from "../IdempotencyRecord.js"
 import { makeRecordId, StoredOutcome } from "../IdempotencyRecord.js"
 import { IdempotencyStore } from "../IdempotencyStore.js"
 import * as Tracing from "../Tracing.js"
@@ -59,6 +59,7 @@ import * as Execution from "./execution.js"
 import type { Ended } from "./outcome.js"
 import * as Outcome from "./outcome.js"
 import { andThen } from "./outcome.js"
+import * as Reservation from "./reservation.js"
 import { inSpan } from "./span.js"
 import * as Telemetry from "./telemetry.js"
 
@@ -104,13 +105,6 @@ export const currentResultSink = FiberRef.unsafeMake<((result: Result<unknown>) 
   undefined
 )
 
-/** What a reservation leads to. */
-type Reservation =
-  | { readonly _tag: "Execute"; readonly attempt: number; readonly sentAt: number }
-  | { readonly _tag: "Replay"; readonly record: IdempotencyRecord }
-  | { readonly _tag: "Conflict"; readonly error: IdempotencyConflict }
-  | { readonly _tag: "Refused"; readonly error: KeyReused | DownstreamTimeout; readonly outcome: string }
-
 /** The outcome of a run that ended as `ended`. */
 const outcomeOf = <A>(ended: Ended<A>): Telemetry.Outcome =>
   ended._tag === "Done"
@@ -134,6 +128,10 @@ const MAX_TIMER_MILLIS = 2_147_483_647
 const DEADLINE_PASSED = "no answer before the attempt's deadline"
 
 const deadlinePassed = (method: string) => new StoreUnavailable({ method, cause: DEADLINE_PASSED })
+
+/** Whether a store call was cut off by the attempt's deadline (it may still have been applied). */
+const isCutOff = (error: StoreFailure | StoreUnavailable): boolean =>
+  error._tag === "StoreUnavailable" && error.cause === DEADLINE_PASSED
 
 /** The store method a policy writes with. */
 const methodOf = (policy: CleanupFailed["policy"]): string =>
@@ -245,97 +243,108 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     // the downstream must end a margin before the attempt's deadline, to record its outcome
     const downstreamDeadline = request.deadline === undefined ? Infinity : request.deadline - marginMs
     if (request.deadline !== undefined) timeoutMs = Math.min(timeoutMs, downstreamDeadline - start)
-    if (timeoutMs <= 0) {
-      // nothing can run in the time left: no store is touched
-      return Effect.fail(
-        new DownstreamTimeout({
-          operation: name,
-          key,
-          timeoutMillis: 0,
-          policy: "release",
-          replayed: false
-        })
-      )
-    }
     const leaseMs = leaseFor(timeoutMs)
     const lease = Duration.millis(leaseMs)
     const token = globalThis.crypto.randomUUID()
-
-    const classify = (result: ReserveResult, sentAt: number): Reservation => {
-      if (result._tag === "Reserved") return { _tag: "Execute", attempt: result.attempt, sentAt }
-      const { now, record } = result
-      if (record.fingerprint !== fingerprint) {
-        return { _tag: "Refused", error: new KeyReused({ operation: name, key }), outcome: "KeyReused" }
-      }
-      if (record.status === "COMPLETED") return { _tag: "Replay", record }
-      if (record.status === "IN_PROGRESS" && record.leaseUntil <= now) {
-        // the store refused to take over an expired lease: an at-most-once operation whose
-        // earlier attempt crashed; its outcome is unknown
-        const error = new DownstreamTimeout({
-          operation: name,
-          key,
-          timeoutMillis: timeoutMs,
-          policy: def.onTimeout,
-          replayed: true
-        })
-        return { _tag: "Refused", error, outcome: "replayed" }
-      }
-      return {
-        _tag: "Conflict",
-        error: new IdempotencyConflict({
-          operation: name,
-          key,
-          retryAfterMillis: Math.max(0, record.leaseUntil - now)
-        })
-      }
+    const schedule = def.inProgress?._tag === "Wait" ? def.inProgress.schedule : undefined
+    const config: Reservation.Config = {
+      operation: name,
+      key,
+      fingerprint,
+      timeoutMs,
+      onTimeout: def.onTimeout,
+      waits: schedule !== undefined,
+      until: downstreamDeadline,
+      deadline: request.deadline ?? Infinity
     }
 
+    // the driver of the reservation's machine: it runs each command and feeds the answer back
+    let state: Reservation.State
+    let waiter: Schedule.ScheduleDriver<unknown, IdempotencyConflict> | undefined
     // with a deadline, each reservation is bounded by the point after which the downstream would
     // get no time at all
     const reserveGuard = request.deadline === undefined ? unbounded : boundedBy(downstreamDeadline)
-    const reserveOnce = Effect.suspend(() => {
+    const reserve = Effect.suspend(() => {
       const sentAt = clock.unsafeCurrentTimeMillis()
-      return Effect.map(
+      return Effect.matchCauseEffect(
         reserveGuard("reserve", store.reserve({ id, token, fingerprint, lease, ttl, takeover })),
-        (result) => classify(result, sentAt)
+        {
+          onFailure: (cause) => {
+            // a defect or an interruption alone is no answer of the store's: it ends the run as it is
+            const failure = Cause.failureOption(cause)
+            if (Option.isNone(failure)) return Effect.failCause(cause)
+            const cutOff = request.deadline !== undefined && isCutOff(failure.value)
+            return drive(Reservation.step(config, state, { _tag: "StoreFailed", cause, cutOff }))
+          },
+          onSuccess: (result) =>
+            drive(
+              Reservation.step(config, state, {
+                _tag: "StoreAnswered",
+                result,
+                sentAt,
+                now: clock.unsafeCurrentTimeMillis()
+              })
+            )
+        }
       )
     })
-    const inProgress = def.inProgress
-    let reservation = inProgress === undefined || inProgress._tag === "Fail"
-      ? reserveOnce
-      : waitOnConflict(reserveOnce, inProgress.schedule, downstreamDeadline)
-    const deadline = request.deadline
-    if (deadline !== undefined) {
-      reservation = Effect.tapError(reservation, (error) =>
-        // a reservation cut off by the deadline may have been applied: give it back, within the
-        // attempt's deadline, so the key is not blocked by an attempt that never ran
-        error._tag === "StoreUnavailable" && error.cause === DEADLINE_PASSED
-          ? boundedBy(deadline)("release", store.release({ id, token })).pipe(Effect.ignore)
-          : Effect.void)
+    const waited = (again: boolean) => drive(Reservation.step(config, state, { _tag: "Waited", again }))
+    const wait = (conflict: IdempotencyConflict, until: number): Effect.Effect<Reservation.Answer, StoreFailure> => {
+      const left = until - clock.unsafeCurrentTimeMillis()
+      if (left <= 0) return waited(false)
+      // the schedule's wait is cut off at `until`: the answer never waits past it
+      return Effect.matchEffect(Effect.timeoutOption(waiter!.next(conflict), Duration.millis(left)), {
+        onFailure: () => waited(false),
+        onSuccess: (slept) => waited(Option.isSome(slept))
+      })
     }
-
-    return Effect.flatMap(reservation, (reservation): Effect.Effect<Ended<A>, E | IdempotencyError, R> => {
-      switch (reservation._tag) {
-        case "Conflict":
-          return Effect.succeed({ _tag: "Refused", error: reservation.error, outcome: "IdempotencyConflict" })
-        case "Refused":
-          return Effect.succeed(reservation)
-        case "Replay": {
-          const record = reservation.record
-          return logsDebug
-            ? Effect.zipRight(
-              Effect.logDebug(`idempotency: ${name} replayed the outcome recorded by attempt ${record.attempt}`),
-              outcomes.replay(record, id.key, timeoutMs)
-            )
-            : outcomes.replay(record, id.key, timeoutMs)
-        }
-        case "Execute":
-          return Effect.map(
-            execute(request, store, clock, fiber.id(), id, token, reservation, timeoutMs, leaseMs),
-            (result): Ended<A> => ({ _tag: "Done", result })
+    const drive = ([next, command]: Reservation.Step): Effect.Effect<Reservation.Answer, StoreFailure> => {
+      state = next
+      switch (command._tag) {
+        case "Answer":
+          return Effect.succeed(command.answer)
+        case "Reserve":
+          return reserve
+        case "Wait":
+          return waiter === undefined
+            ? Effect.flatMap(Schedule.driver(schedule!), (driver) => {
+              waiter = driver
+              return wait(command.conflict, command.until)
+            })
+            : wait(command.conflict, command.until)
+        case "GiveBack":
+          return Effect.flatMap(
+            Effect.ignore(boundedBy(command.until)("release", store.release({ id, token }))),
+            () => drive(Reservation.step(config, state, { _tag: "GivenBack" }))
           )
       }
-    })
+    }
+
+    return Effect.flatMap(
+      drive(Reservation.start(config)),
+      (answer): Effect.Effect<Ended<A>, E | IdempotencyError, R> => {
+        switch (answer._tag) {
+          case "Fail":
+            return Effect.failCause(answer.cause)
+          case "Refused":
+            return Effect.succeed(answer)
+          case "Replay": {
+            const record = answer.record
+            return logsDebug
+              ? Effect.zipRight(
+                Effect.logDebug(`idempotency: ${name} replayed the outcome recorded by attempt ${record.attempt}`),
+                outcomes.replay(record, id.key, timeoutMs)
+              )
+              : outcomes.replay(record, id.key, timeoutMs)
+          }
+          case "Execute":
+            return Effect.map(
+              execute(request, store, clock, fiber.id(), id, token, answer, timeoutMs, leaseMs),
+              (result): Ended<A> => ({ _tag: "Done", result })
+            )
+        }
+      }
+    )
   }
 
   /** Ends a run outside its span: a refusal fails here, so that it is never wrapped by the span. */
@@ -393,28 +402,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       })
     })
 
-  /**
-   * Reserves again on a conflict, as `schedule` allows, until `until`; the last conflict is returned.
-   * The schedule's wait is cut off at `until`: the answer never waits past it.
-   */
-  const waitOnConflict = <Y>(
-    reserveOnce: Effect.Effect<Reservation, Y>,
-    schedule: Schedule.Schedule<unknown, IdempotencyConflict>,
-    until: number
-  ): Effect.Effect<Reservation, Y> =>
-    Effect.flatMap(Schedule.driver(schedule), (driver) => {
-      const loop: Effect.Effect<Reservation, Y> = Effect.flatMap(reserveOnce, (reservation) => {
-        if (reservation._tag !== "Conflict") return Effect.succeed(reservation)
-        const last = Effect.succeed(reservation)
-        return Effect.flatMap(Clock.currentTimeMillis, (now) =>
-          now >= until ? last : Effect.matchEffect(
-            Effect.timeoutOption(driver.next(reservation.error), Duration.millis(until - now)),
-            { onFailure: () => last, onSuccess: (waited) => Option.isSome(waited) ? loop : last }
-          ))
-      })
-      return loop
-    })
-
   const execute = (
     request: Request<P>,
     store: IdempotencyStore["Type"],
@@ -422,7 +409,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     runFiber: FiberId.FiberId,
     id: RecordId,
     token: string,
-    reservation: Extract<Reservation, { readonly _tag: "Execute" }>,
+    reservation: Extract<Reservation.Answer, { readonly _tag: "Execute" }>,
     timeoutMs: number,
     leaseMs: number
   ): Effect.Effect<Result<A>, E | IdempotencyError, R> => {
