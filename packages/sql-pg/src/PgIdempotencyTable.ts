@@ -2,15 +2,16 @@
  * The name of the records table, validated once and quoted for every statement.
  *
  * A table name (and an optional schema name) is a plain SQL identifier: a letter or `_`, then
- * letters, digits or `_`. The store and the migration always quote it, so the name keeps its case.
- * The table name has at most 48 characters, so that the names derived from it, its expiry index
- * (`<table>_expires_at_idx`), its admin index (`<table>_admin_idx`) and its reservation function
- * (`<table>_reserve`), fit PostgreSQL's 63-byte identifier limit.
+ * letters, digits or `_`, checked as every SQL store checks it (`SqlIdempotencyTable` of
+ * `@effect-idempotency/sql`). The store and the migration always quote it, so the name keeps its
+ * case. The table name has at most 48 characters, so that the names derived from it, its expiry
+ * index (`<table>_expires_at_idx`), its admin index (`<table>_admin_idx`) and its reservation
+ * function (`<table>_reserve`), fit PostgreSQL's 63-byte identifier limit.
  *
  * @since 0.1.0
  */
+import * as SqlIdempotencyTable from "@effect-idempotency/sql/SqlIdempotencyTable"
 import * as Either from "effect/Either"
-import * as Schema from "effect/Schema"
 
 /**
  * The default table name.
@@ -18,7 +19,7 @@ import * as Schema from "effect/Schema"
  * @since 0.1.0
  * @category constants
  */
-export const DEFAULT_NAME = "idempotency_records"
+export const DEFAULT_NAME: string = SqlIdempotencyTable.DEFAULT_NAME
 
 /**
  * The longest table name accepted.
@@ -26,7 +27,7 @@ export const DEFAULT_NAME = "idempotency_records"
  * @since 0.1.0
  * @category constants
  */
-export const MAX_NAME_LENGTH = 48
+export const MAX_NAME_LENGTH: number = SqlIdempotencyTable.MAX_NAME_LENGTH
 
 /**
  * The longest schema name accepted (PostgreSQL's identifier limit).
@@ -35,8 +36,6 @@ export const MAX_NAME_LENGTH = 48
  * @category constants
  */
 export const MAX_SCHEMA_LENGTH = 63
-
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/
 
 /**
  * Where the records live.
@@ -71,25 +70,19 @@ export interface IdempotencyTable {
 }
 
 /**
- * A table or schema name that is not a plain SQL identifier, or is too long.
+ * A table or schema name that is not a plain SQL identifier, or is too long (the SQL stores'
+ * `SqlIdempotencyTable.InvalidTableName`).
  *
  * @since 0.1.0
  * @category errors
  */
-export class InvalidTableName extends Schema.TaggedError<InvalidTableName>(
-  "@effect-idempotency/sql-pg/InvalidTableName"
-)("InvalidTableName", {
-  kind: Schema.Literal("table", "schema"),
-  name: Schema.String,
-  reason: Schema.String
-}) {
-  /**
-   * @since 0.1.0
-   */
-  override get message(): string {
-    return `Invalid ${this.kind} name ${JSON.stringify(this.name)}: ${this.reason}`
-  }
-}
+export const InvalidTableName: typeof SqlIdempotencyTable.InvalidTableName = SqlIdempotencyTable.InvalidTableName
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type InvalidTableName = SqlIdempotencyTable.InvalidTableName
 
 /**
  * Quotes an identifier for PostgreSQL.
@@ -98,22 +91,6 @@ export class InvalidTableName extends Schema.TaggedError<InvalidTableName>(
  * @category utils
  */
 export const quote = (identifier: string): string => `"${identifier.replaceAll("\"", "\"\"")}"`
-
-const check = (
-  kind: InvalidTableName["kind"],
-  name: string,
-  maxLength: number
-): Either.Either<string, InvalidTableName> => {
-  if (!IDENTIFIER.test(name)) {
-    return Either.left(
-      new InvalidTableName({ kind, name, reason: "use a letter or _, then letters, digits or _" })
-    )
-  }
-  if (name.length > maxLength) {
-    return Either.left(new InvalidTableName({ kind, name, reason: `at most ${maxLength} characters` }))
-  }
-  return Either.right(name)
-}
 
 const unsafeTable = (name: string, schema: string | undefined): IdempotencyTable => {
   const qualify = (identifier: string) =>
@@ -136,10 +113,10 @@ const unsafeTable = (name: string, schema: string | undefined): IdempotencyTable
  */
 export const make = (options?: TableOptions): Either.Either<IdempotencyTable, InvalidTableName> =>
   Either.gen(function*() {
-    const name = yield* check("table", options?.table ?? DEFAULT_NAME, MAX_NAME_LENGTH)
+    const name = yield* SqlIdempotencyTable.make(options?.table)
     const schema = options?.schema === undefined
       ? undefined
-      : yield* check("schema", options.schema, MAX_SCHEMA_LENGTH)
+      : yield* SqlIdempotencyTable.check("schema", options.schema, MAX_SCHEMA_LENGTH)
     return unsafeTable(name, schema)
   })
 

@@ -34,6 +34,7 @@ import * as IdempotencyKey from "@effect-idempotency/core/IdempotencyKey"
 import type { FailurePolicy, InProgressPolicy } from "@effect-idempotency/core/IdempotencyPolicy"
 import type { IdempotencyRecord, StoredOutcome } from "@effect-idempotency/core/IdempotencyRecord"
 import { makeRecordId, outcomeToColumns } from "@effect-idempotency/core/IdempotencyRecord"
+import { millis, ownedRowsOf, reserveRowOf, RowInvalid, toStoreFailure } from "@effect-idempotency/sql/SqlStoreEngine"
 import type { OutcomeCodec } from "@effect-idempotency/core/OutcomeCodec"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -46,9 +47,7 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import type { IdempotencyTable } from "../PgIdempotencyTable.js"
-import { toStoreFailure } from "./errors.js"
 import * as Statements from "./statements.js"
-import { millis, ownedRowsOf, reserveRowOf, RowInvalid } from "./store.js"
 
 /**
  * An operation of the transactional mode, resolved: every option decoded once.

@@ -17,7 +17,23 @@ const UNAVAILABLE_STATES: ReadonlySet<string> = new Set([
   "57014" // query_canceled (statement_timeout)
 ])
 
-/** Messages of the `pg` driver and pool, and of `@effect/sql-pg`, about a lost or missing connection. */
+/**
+ * Codes of the MySQL and SQLite drivers (not SQLSTATEs) that mean the same: the connection was
+ * lost or refused, the server is shutting down, or the database stayed locked past the wait.
+ */
+const UNAVAILABLE_CODES: ReadonlySet<string> = new Set([
+  "PROTOCOL_CONNECTION_LOST",
+  "PROTOCOL_SEQUENCE_TIMEOUT",
+  "ER_CON_COUNT_ERROR",
+  "ER_SERVER_SHUTDOWN",
+  "ER_CONNECTION_KILLED",
+  "ER_LOCK_WAIT_TIMEOUT",
+  "SQLITE_BUSY",
+  "SQLITE_BUSY_SNAPSHOT",
+  "SQLITE_BUSY_TIMEOUT"
+])
+
+/** Messages of the drivers and pools, and of `@effect/sql`'s clients, about a lost or missing connection. */
 const UNAVAILABLE_MESSAGES: ReadonlyArray<RegExp> = [
   /connection terminated/i,
   /terminating connection/i,
@@ -28,7 +44,9 @@ const UNAVAILABLE_MESSAGES: ReadonlyArray<RegExp> = [
   /cannot use a pool after calling end/i,
   /failed to acquire connection/i,
   /^connection error$/i,
-  /failed to connect/i
+  /failed to connect/i,
+  /pool is closed/i,
+  /connection is in closed state/i
 ]
 
 const MAX_DEPTH = 8
@@ -42,7 +60,7 @@ const messageOf = (u: object): string | undefined =>
   Predicate.hasProperty(u, "message") && typeof u.message === "string" ? u.message : undefined
 
 /**
- * Whether a failure (an `SqlError`, a `pg` error, a Node socket error, possibly nested in `cause`
+ * Whether a failure (an `SqlError`, a `pg`, `mysql2`, SQLite or libSQL error, a Node socket error, possibly nested in `cause`
  * or in an `AggregateError`) means that the server could not be reached or dropped the connection.
  *
  * @internal
@@ -53,9 +71,13 @@ export const isUnavailable = (u: unknown, depth = 0): boolean => {
   if (Cause.isTimeoutException(u)) return true
   const code = codeOf(u)
   if (code !== undefined) {
-    if (networkErrorCodes.has(code)) return true
+    if (networkErrorCodes.has(code) || UNAVAILABLE_CODES.has(code)) return true
     // a server error: its SQLSTATE alone decides (its message may quote data)
     if (SQLSTATE.test(code)) return code.startsWith("08") || UNAVAILABLE_STATES.has(code)
+  }
+  // mysql2: a connection exception's SQLSTATE is beside its code
+  if (Predicate.hasProperty(u, "sqlState") && typeof u.sqlState === "string" && u.sqlState.startsWith("08")) {
+    return true
   }
   const message = messageOf(u)
   if (message !== undefined && UNAVAILABLE_MESSAGES.some((pattern) => pattern.test(message))) return true

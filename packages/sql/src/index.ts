@@ -1,0 +1,19 @@
+/**
+ * @since 0.1.0
+ */
+export * as SqlIdempotencyMigration from "./SqlIdempotencyMigration.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as SqlIdempotencyStore from "./SqlIdempotencyStore.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as SqlIdempotencyTable from "./SqlIdempotencyTable.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as SqlStoreEngine from "./SqlStoreEngine.js"

@@ -1,0 +1,237 @@
+/**
+ * The rows of the store's statements, decoded by hand, and the numbers the statements take.
+ */
+import type { Count, State, StoredRecord } from "@effect-idempotency/core/IdempotencyAdmin"
+import type { IdempotencyRecord, Status } from "@effect-idempotency/core/IdempotencyRecord"
+import { outcomeFromColumns } from "@effect-idempotency/core/IdempotencyRecord"
+import * as Duration from "effect/Duration"
+import * as Option from "effect/Option"
+
+/** @internal */
+export const DEFAULT_PURGE_LIMIT = 1000
+
+/**
+ * Rows decoded by hand: each statement's columns are few and fixed, and a generic decoder (a
+ * Schema over the row array) costs more per call than the statement's round trip on a fast
+ * server. A row that does not have the promised shape yields a message, which becomes a
+ * `StoreError`.
+ */
+/** @internal */
+export type Decoded<A> = A | RowInvalid
+
+/**
+ * Why a row did not decode.
+ *
+ * @internal
+ */
+export class RowInvalid {
+  constructor(readonly message: string) {}
+}
+
+const INTEGER = /^-?\d+$/
+
+/** bigint columns arrive as strings from `pg` (as numbers or bigints with custom type parsers). */
+/** @internal */
+export const int = (row: Readonly<Record<string, unknown>>, column: string): number | RowInvalid => {
+  const value = row[column]
+  const n = typeof value === "number"
+    ? value
+    : typeof value === "string" && INTEGER.test(value)
+    ? Number(value)
+    : typeof value === "bigint"
+    ? Number(value)
+    : Number.NaN
+  return Number.isSafeInteger(n) ? n : new RowInvalid(`column ${column} is not a safe integer: ${String(value)}`)
+}
+
+const string = (row: Readonly<Record<string, unknown>>, column: string): string | RowInvalid => {
+  const value = row[column]
+  return typeof value === "string" ? value : new RowInvalid(`column ${column} is not text`)
+}
+
+const nullableString = (row: Readonly<Record<string, unknown>>, column: string): string | null | RowInvalid => {
+  const value = row[column]
+  return value === null || typeof value === "string" ? value : new RowInvalid(`column ${column} is not text`)
+}
+
+const STATUSES: ReadonlySet<unknown> = new Set<Status>(["IN_PROGRESS", "COMPLETED", "FAILED"])
+const OUTCOME_KINDS: ReadonlySet<unknown> = new Set(["Success", "Failure", "Timeout", "Omitted"])
+
+/** @internal */
+export const isRow = (u: unknown): u is Readonly<Record<string, unknown>> => typeof u === "object" && u !== null
+
+/** The record of a row with the record's columns. */
+/** @internal */
+export const recordOf = (row: Readonly<Record<string, unknown>>): Decoded<IdempotencyRecord> => {
+  const status = row.status
+  if (!STATUSES.has(status)) return new RowInvalid(`column status is not a status: ${String(status)}`)
+  const token = string(row, "token")
+  if (token instanceof RowInvalid) return token
+  const fingerprint = string(row, "fingerprint")
+  if (fingerprint instanceof RowInvalid) return fingerprint
+  const attempt = int(row, "attempt")
+  if (attempt instanceof RowInvalid) return attempt
+  const leaseUntil = int(row, "lease_until")
+  if (leaseUntil instanceof RowInvalid) return leaseUntil
+  const expiresAt = int(row, "expires_at")
+  if (expiresAt instanceof RowInvalid) return expiresAt
+  const kind = row.outcome_kind
+  if (kind !== null && !OUTCOME_KINDS.has(kind)) return new RowInvalid(`column outcome_kind is invalid`)
+  const outcome = nullableString(row, "outcome")
+  if (outcome instanceof RowInvalid) return outcome
+  return {
+    status: status as Status,
+    token,
+    fingerprint,
+    attempt,
+    leaseUntil,
+    expiresAt,
+    outcome: kind === null
+      ? undefined
+      : outcomeFromColumns(kind as "Success" | "Failure" | "Timeout" | "Omitted", outcome ?? "")
+  }
+}
+
+/**
+ * The answer of the reservation function: reserved, or the existing record and the instant of the decision.
+ *
+ * @internal
+ */
+export type ReserveRow =
+  | { readonly reserved: true; readonly attempt: number; readonly leaseUntil: number; readonly expiresAt: number }
+  | { readonly reserved: false; readonly record: IdempotencyRecord; readonly now: number }
+
+/** @internal */
+export const reserveRowOf = (row: unknown): Decoded<ReserveRow> => {
+  if (!isRow(row)) return new RowInvalid("the reservation returned no row")
+  // a boolean, or 1 and 0 where the database has no boolean type
+  if (row.reserved === true || row.reserved === 1) {
+    const attempt = int(row, "attempt")
+    if (attempt instanceof RowInvalid) return attempt
+    const leaseUntil = int(row, "lease_until")
+    if (leaseUntil instanceof RowInvalid) return leaseUntil
+    const expiresAt = int(row, "expires_at")
+    if (expiresAt instanceof RowInvalid) return expiresAt
+    return { reserved: true, attempt, leaseUntil, expiresAt }
+  }
+  if (row.reserved !== false && row.reserved !== 0) return new RowInvalid("column reserved is not a boolean")
+  const record = recordOf(row)
+  if (record instanceof RowInvalid) return record
+  const now = int(row, "now")
+  if (now instanceof RowInvalid) return now
+  return { reserved: false, record, now }
+}
+
+/** At most one record, read by `get`. */
+/** @internal */
+export const recordRowsOf = (rows: ReadonlyArray<unknown>): Decoded<Option.Option<IdempotencyRecord>> => {
+  const row = rows[0]
+  if (row === undefined) return Option.none()
+  if (!isRow(row)) return new RowInvalid("a row is not an object")
+  const record = recordOf(row)
+  return record instanceof RowInvalid ? record : Option.some(record)
+}
+
+/**
+ * Whether a token-checked write matched its record: one row `owned = 1`, or none.
+ *
+ * @internal
+ */
+export const ownedRowsOf = (rows: ReadonlyArray<unknown>): Decoded<boolean> => {
+  const row = rows[0]
+  if (row === undefined) return false
+  return isRow(row) && row.owned === 1 ? true : new RowInvalid("column owned is not 1")
+}
+
+/** @internal */
+export const purgedRowsOf = (rows: ReadonlyArray<unknown>): Decoded<number> => {
+  const row = rows[0]
+  if (row === undefined) return 0
+  return isRow(row) ? int(row, "purged") : new RowInvalid("a row is not an object")
+}
+
+/** A row of the admin's statements: `now`, and the record's columns, NULL when there is no record. */
+/** @internal */
+export const nowAndRecordOf = (
+  row: unknown
+): Decoded<{ readonly now: number; readonly record: Option.Option<IdempotencyRecord> }> => {
+  if (!isRow(row)) return new RowInvalid("the statement returned no row")
+  const now = int(row, "now")
+  if (now instanceof RowInvalid) return now
+  if (row.status === null) return { now, record: Option.none() }
+  const record = recordOf(row)
+  return record instanceof RowInvalid ? record : { now, record: Option.some(record) }
+}
+
+/** @internal */
+export const listRowsOf = (
+  rows: ReadonlyArray<unknown>
+): Decoded<{ readonly now: number; readonly records: ReadonlyArray<StoredRecord> }> => {
+  const first = rows[0]
+  if (!isRow(first)) return new RowInvalid("the statement returned no row")
+  const now = int(first, "now")
+  if (now instanceof RowInvalid) return now
+  const records: Array<StoredRecord> = []
+  for (const row of rows) {
+    if (!isRow(row)) return new RowInvalid("a row is not an object")
+    if (row.id === null) continue
+    const recordId = string(row, "id")
+    if (recordId instanceof RowInvalid) return recordId
+    const record = recordOf(row)
+    if (record instanceof RowInvalid) return record
+    records.push({ recordId, record })
+  }
+  return { now, records }
+}
+
+/** @internal */
+export const unblockRowOf = (
+  rows: ReadonlyArray<unknown>
+): Decoded<
+  { readonly unblocked: boolean; readonly now: number; readonly record: Option.Option<IdempotencyRecord> }
+> => {
+  const row = rows[0]
+  if (!isRow(row) || typeof row.unblocked !== "boolean") return new RowInvalid("column unblocked is not a boolean")
+  const read = nowAndRecordOf(row)
+  return read instanceof RowInvalid ? read : { unblocked: row.unblocked, ...read }
+}
+
+const STATES: ReadonlySet<unknown> = new Set<State>(["running", "stuck", "completed", "unknown", "omitted", "failed"])
+
+/** @internal */
+export const statsRowsOf = (rows: ReadonlyArray<unknown>): Decoded<ReadonlyArray<Count>> => {
+  const counts: Array<Count> = []
+  for (const row of rows) {
+    if (!isRow(row)) return new RowInvalid("a row is not an object")
+    const operation = string(row, "operation")
+    if (operation instanceof RowInvalid) return operation
+    if (!STATES.has(row.state)) return new RowInvalid(`column state is not a state: ${String(row.state)}`)
+    const count = int(row, "count")
+    if (count instanceof RowInvalid) return count
+    counts.push({ operation, state: row.state as State, count })
+  }
+  return counts
+}
+
+/** The longest duration kept (about 142,000 years): `now + d` stays a safe integer. */
+const MAX_MILLIS = 2 ** 52
+
+/**
+ * Durations as whole milliseconds, rounded up; an infinite duration is the far future.
+ *
+ * @internal
+ */
+export const millis = (duration: Duration.Duration): number =>
+  Math.min(Math.ceil(Duration.toMillis(duration)), MAX_MILLIS)
+
+/** Milliseconds as a whole number for `now - ms`, rounded up, at most `MAX_MILLIS`. */
+/** @internal */
+export const wholeMillis = (ms: number): number => Math.min(Math.ceil(ms), MAX_MILLIS)
+
+/** A batch size for `LIMIT`: a whole number from 0 to 2^31 - 1. */
+/** @internal */
+export const purgeLimit = (limit: number | undefined): number =>
+  limit === undefined || Number.isNaN(limit)
+    ? DEFAULT_PURGE_LIMIT
+    : Math.min(Math.max(0, Math.floor(limit)), 2 ** 31 - 1)
+
