@@ -29,13 +29,25 @@ import * as zlib from "node:zlib"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const runnersDir = path.join(root, "scripts", "consumer-test")
-const published = ["core", "sql-pg", "dynamodb", "redis", "http", "platform", "netlify", "lambda", "testing", "cli"]
+const published = [
+  "core",
+  "sql",
+  "sql-pg",
+  "dynamodb",
+  "redis",
+  "http",
+  "platform",
+  "netlify",
+  "lambda",
+  "testing",
+  "cli"
+]
 const readmes = ["README.md", ...published.map((name) => path.join("packages", name, "README.md"))]
 
 /** Snippets that must be marked somewhere: a README that loses one fails the test. */
-const requiredSnippets = ["install", "quickstart", "sql-pg", "sql-pg-migrate", "dynamodb"]
+const requiredSnippets = ["install", "quickstart", "sql", "sql-pg", "sql-pg-migrate", "dynamodb"]
 /** Runners, in order; each is `scripts/consumer-test/NAME.ts`, run with a time limit. */
-const runners = ["imports", "quickstart", "sql-pg", "dynamodb", "two-copies"]
+const runners = ["imports", "quickstart", "sql", "sql-pg", "dynamodb", "two-copies"]
 /** Helpers the runners import, copied beside them (JavaScript with a declaration file). */
 const helpers = ["embedded.mjs", "embedded.d.mts"]
 
@@ -48,6 +60,8 @@ const tools = [
   "@electric-sql/pglite",
   "@electric-sql/pglite-socket",
   "@effect/platform-node",
+  // the SQL store's README snippet runs on a libSQL file (prebuilt binaries from the registry)
+  "@effect/sql-libsql",
   "dynalite"
 ]
 

@@ -19,7 +19,19 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
-const published = ["core", "sql-pg", "dynamodb", "redis", "http", "platform", "netlify", "lambda", "testing", "cli"]
+const published = [
+  "core",
+  "sql",
+  "sql-pg",
+  "dynamodb",
+  "redis",
+  "http",
+  "platform",
+  "netlify",
+  "lambda",
+  "testing",
+  "cli"
+]
 const check = process.argv.includes("--check")
 const docgen = path.join(root, "node_modules", "@effect", "docgen", "bin.cjs")
 

@@ -110,10 +110,13 @@ export const migrateTable = (
   dialect: Dialect,
   table: string
 ): Effect.Effect<void, SqlError, SqlClient.SqlClient> =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.forEach(Dialects.migration(dialect, table), (statement) => sql.unsafe(statement).withoutTransform, {
-      discard: true
-    }))
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) =>
+      Effect.forEach(Dialects.migration(dialect, table), (statement) => sql.unsafe(statement).withoutTransform, {
+        discard: true
+      })
+  )
 
 /**
  * Creates the table (default `idempotency_records`) and its index on the `SqlClient` of the

@@ -60,6 +60,24 @@ for (const engine of engines) {
     store(engine, uniqueTable("idem_admin"), "effect"),
     { timeout: "2 minutes" }
   )
+  StoreConformance.serverClockSuite(
+    `SqlIdempotencyStore with the database's clock (${engine})`,
+    Layer.effect(
+      IdempotencyStore.IdempotencyStore,
+      SqlIdempotencyStore.make({ table: uniqueTable("idem_clock"), migrate: true })
+    )
+      .pipe(Layer.provideMerge(layerClient(engine)), Layer.orDie),
+    {
+      // the database's clock in epoch milliseconds, read independently of the store's statements
+      now: Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql.unsafe(
+          engine === "mariadb"
+            ? "SELECT UNIX_TIMESTAMP(NOW(3)) * 1000 AS ms"
+            : "SELECT (unixepoch('subsec') * 1000) AS ms"
+        ).withoutTransform.pipe(Effect.map((rows) => Math.floor(Number((rows[0] as { readonly ms: unknown }).ms))))),
+      timeout: "2 minutes"
+    }
+  )
   ExitPaths.suite(
     `SqlIdempotencyStore exit paths (${engine})`,
     store(engine, uniqueTable("idem_exit_paths"), "effect"),

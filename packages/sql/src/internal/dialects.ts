@@ -124,6 +124,9 @@ RETURNING 1 AS reserved, attempt, lease_until, expires_at`),
       // One INSERT … ON DUPLICATE KEY UPDATE. MariaDB assigns the columns in order, each seeing the
       // ones before: `token` decides (the takeover rule), every other column follows it, and
       // `expires_at`, which the rule reads, is assigned last. RETURNING gives the row after it.
+      // Tokens are random per attempt, so the record holds the request's token only when this
+      // statement gave it (a request that repeats the token of a live reservation, which the
+      // engine never sends, would renew that reservation).
       _tag: "Row",
       statement: statement(sql`INSERT INTO ${t} (${insertColumns})
 VALUES (${arg(1)}, ${arg(2)}, ${arg(3)}, ${arg(4)}, 'IN_PROGRESS', ${arg(5)}, ${arg(6)}, 1, ${now} + ${arg(7)},
@@ -151,8 +154,10 @@ RETURNING token = ${arg(5)} AS reserved, ${recordColumns}, ${now} AS now`)
   expires_at = ${now} + ${arg(5)}, updated_at = ${now}
 WHERE ${owned}${ownedAnswer}`),
     release: ownedStatement(sql`DELETE FROM ${t} WHERE ${owned}${ownedAnswer}`),
-    markFailed: ownedStatement(sql`UPDATE ${t} SET status = 'FAILED', expires_at = ${now} + ${arg(3)}, updated_at = ${now}
-WHERE ${owned}${ownedAnswer}`),
+    markFailed: ownedStatement(
+      sql`UPDATE ${t} SET status = 'FAILED', expires_at = ${now} + ${arg(3)}, updated_at = ${now}
+WHERE ${owned}${ownedAnswer}`
+    ),
     extend: ownedStatement(sql`UPDATE ${t} SET lease_until = ${now} + ${arg(3)},
   expires_at = ${s.greatest}(expires_at, ${now} + ${arg(3)}), updated_at = ${now}
 WHERE ${owned}${ownedAnswer}`),

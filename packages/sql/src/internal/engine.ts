@@ -230,7 +230,8 @@ export const make = (
                   : Effect.fail(
                     new StoreError({
                       method: "reserve",
-                      cause: `the reservation did not settle: the record changed during each of ${RESERVE_ROUNDS} rounds`
+                      cause:
+                        `the reservation did not settle: the record changed during each of ${RESERVE_ROUNDS} rounds`
                     })
                   )
               }

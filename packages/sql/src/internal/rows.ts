@@ -234,4 +234,3 @@ export const purgeLimit = (limit: number | undefined): number =>
   limit === undefined || Number.isNaN(limit)
     ? DEFAULT_PURGE_LIMIT
     : Math.min(Math.max(0, Math.floor(limit)), 2 ** 31 - 1)
-

@@ -1,0 +1,74 @@
+import type * as Reactivity from "@effect/experimental/Reactivity"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { Connection, Row } from "@effect/sql/SqlConnection"
+import { SqlError } from "@effect/sql/SqlError"
+import * as Statement from "@effect/sql/Statement"
+import * as Effect from "effect/Effect"
+import * as Predicate from "effect/Predicate"
+import * as Stream from "effect/Stream"
+
+/**
+ * What `.raw` answers on a Cloudflare binding: the rows, and the number of rows the statement
+ * inserted, updated or deleted.
+ *
+ * @internal
+ */
+export interface Raw {
+  readonly rows: ReadonlyArray<Row>
+  readonly changes: number
+}
+
+/**
+ * How a binding runs one statement (placeholders `?`), every failure an `SqlError`.
+ *
+ * @internal
+ */
+export interface Driver {
+  readonly rows: (sql: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<Row>, SqlError>
+  readonly raw: (sql: string, params: ReadonlyArray<unknown>) => Effect.Effect<Raw, SqlError>
+  readonly values: (
+    sql: string,
+    params: ReadonlyArray<unknown>
+  ) => Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, SqlError>
+}
+
+/**
+ * The `SqlError` of a failure of the binding, which keeps it as its cause.
+ *
+ * @internal
+ */
+export const failure = (binding: string) => (cause: unknown): SqlError =>
+  new SqlError({
+    cause,
+    message: `${binding} failed the statement` +
+      (Predicate.hasProperty(cause, "message") && typeof cause.message === "string" ? `: ${cause.message}` : "")
+  })
+
+/**
+ * A `SqlClient` of dialect sqlite over a binding that runs one statement at a time and has no
+ * interactive transaction: `withTransaction` and `reserve` fail with an `SqlError` that says why.
+ *
+ * @internal
+ */
+export const make = (driver: Driver, options: {
+  /** Why the binding has no transactions: the message of the `SqlError`. */
+  readonly noTransactions: string
+  readonly spanAttributes?: Readonly<Record<string, unknown>> | undefined
+}): Effect.Effect<SqlClient.SqlClient, never, Reactivity.Reactivity> => {
+  const execute: Connection["execute"] = (sql, params, transformRows) =>
+    transformRows === undefined ? driver.rows(sql, params) : Effect.map(driver.rows(sql, params), transformRows)
+  const connection: Connection = {
+    execute,
+    executeRaw: driver.raw,
+    executeValues: driver.values,
+    executeUnprepared: execute,
+    // the binding answers with every row at once
+    executeStream: (sql, params, transformRows) => Stream.fromIterableEffect(execute(sql, params, transformRows))
+  }
+  return SqlClient.make({
+    acquirer: Effect.succeed(connection),
+    transactionAcquirer: Effect.failSync(() => new SqlError({ message: options.noTransactions })),
+    compiler: Statement.makeCompilerSqlite(),
+    spanAttributes: [...Object.entries(options.spanAttributes ?? {}), ["db.system.name", "sqlite"]]
+  })
+}
