@@ -37,6 +37,12 @@ interface Entry {
   readonly expire: () => void
 }
 
+/** The calls in flight on one clock, and when its watcher last woke (on that clock). */
+interface Watch {
+  readonly entries: Set<Entry>
+  lastWake: number
+}
+
 /**
  * A tick for deadlines `timeout` after the start of a call: a twentieth of it, from 1 ms to
  * 100 ms.
@@ -50,38 +56,54 @@ export const tickFor = (timeout: Duration.Duration): Duration.Duration =>
 /**
  * A registry of deadlines checked every `tick`.
  *
+ * A watcher whose timer was cancelled under it never wakes again: a Cloudflare Worker cancels the
+ * timers of a request once its response is sent, and a store shared across requests would keep a
+ * dead watcher. A call that registers while its clock's watcher has not woken for 10 ticks (at
+ * least a second) starts another one; should the first wake after all (an event loop that was
+ * blocked that long), the two share the calls, and each call still expires once.
+ *
  * @since 0.1.0
  * @category constructors
  */
 export const make = (tick: Duration.Duration): Deadlines => {
+  const tickMillis = Duration.toMillis(tick)
+  const staleAfter = Math.max(10 * tickMillis, 1000)
   // The calls in flight on each clock: the live clock, and in tests each `TestClock` of its own.
-  const watched = new WeakMap<Clock.Clock, Set<Entry>>()
+  const watched = new WeakMap<Clock.Clock, Watch>()
 
-  const watch = (clock: Clock.Clock, entries: Set<Entry>): Effect.Effect<void> =>
+  const watch = (clock: Clock.Clock, w: Watch): Effect.Effect<void> =>
     Effect.suspend(() => {
       const now = clock.unsafeCurrentTimeMillis()
-      for (const entry of entries) {
+      w.lastWake = now
+      for (const entry of w.entries) {
         if (entry.deadline <= now) {
-          entries.delete(entry)
+          w.entries.delete(entry)
           entry.expire()
         }
       }
-      if (entries.size > 0) return Effect.zipRight(clock.sleep(tick), watch(clock, entries))
-      watched.delete(clock)
+      if (w.entries.size > 0) return Effect.zipRight(clock.sleep(tick), watch(clock, w))
+      if (watched.get(clock) === w) watched.delete(clock)
       return Effect.void
     })
+
+  // a fiber of its own, that needs nothing of the caller's: it sleeps on the clock it watches
+  const start = (clock: Clock.Clock, w: Watch) =>
+    Runtime.runFork(Runtime.defaultRuntime)(Effect.zipRight(clock.sleep(tick), watch(clock, w)))
 
   return {
     register: (clock, deadline, expire) => {
       const entry: Entry = { deadline, expire }
-      let entries = watched.get(clock)
-      if (entries === undefined) {
-        entries = new Set()
-        watched.set(clock, entries)
-        // a fiber of its own, that needs nothing of the caller's: it sleeps on the clock it watches
-        Runtime.runFork(Runtime.defaultRuntime)(Effect.zipRight(clock.sleep(tick), watch(clock, entries)))
+      const now = clock.unsafeCurrentTimeMillis()
+      let w = watched.get(clock)
+      if (w === undefined) {
+        w = { entries: new Set(), lastWake: now }
+        watched.set(clock, w)
+        start(clock, w)
+      } else if (now - w.lastWake > staleAfter) {
+        w.lastWake = now
+        start(clock, w)
       }
-      const registered = entries
+      const registered = w.entries
       registered.add(entry)
       return () => {
         registered.delete(entry)

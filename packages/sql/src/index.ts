@@ -1,6 +1,16 @@
 /**
  * @since 0.1.0
  */
+export * as D1SqlClient from "./D1SqlClient.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as DurableObjectSqlClient from "./DurableObjectSqlClient.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as SqlIdempotencyMigration from "./SqlIdempotencyMigration.js"
 
 /**

@@ -46,7 +46,12 @@ const UNAVAILABLE_MESSAGES: ReadonlyArray<RegExp> = [
   /^connection error$/i,
   /failed to connect/i,
   /pool is closed/i,
-  /connection is in closed state/i
+  /connection is in closed state/i,
+  // Cloudflare D1 and Durable Objects: errors their documentation tells callers to retry
+  /network connection lost/i,
+  /storage caused object to be reset/i,
+  /reset because its code was updated/i,
+  /D1 DB is overloaded/i
 ]
 
 const MAX_DEPTH = 8
@@ -75,6 +80,8 @@ export const isUnavailable = (u: unknown, depth = 0): boolean => {
     // a server error: its SQLSTATE alone decides (its message may quote data)
     if (SQLSTATE.test(code)) return code.startsWith("08") || UNAVAILABLE_STATES.has(code)
   }
+  // Cloudflare: an error the platform marks as worth retrying
+  if (Predicate.hasProperty(u, "retryable") && u.retryable === true) return true
   // mysql2: a connection exception's SQLSTATE is beside its code
   if (Predicate.hasProperty(u, "sqlState") && typeof u.sqlState === "string" && u.sqlState.startsWith("08")) {
     return true

@@ -1,0 +1,96 @@
+/**
+ * The deadline registry: calls expire once their deadline passes, on the clock they registered
+ * with; and a watcher whose timer was cancelled under it (as a Cloudflare Worker cancels a finished
+ * request's timers) is replaced by the next call that registers, so deadlines keep firing.
+ */
+import { StoreDeadlines } from "@effect-idempotency/core"
+import { assert, describe, it } from "@effect/vitest"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+
+/** A clock set by hand whose sleeps end when `release` is called, except those `dropped` (never). */
+const manualClock = () => {
+  let now = 1_000_000
+  let dropNext = false
+  const sleepers = new Set<() => void>()
+  const clock: Clock.Clock = {
+    [Clock.ClockTypeId]: Clock.ClockTypeId,
+    unsafeCurrentTimeMillis: () => now,
+    currentTimeMillis: Effect.sync(() => now),
+    unsafeCurrentTimeNanos: () => BigInt(now) * 1_000_000n,
+    currentTimeNanos: Effect.sync(() => BigInt(now) * 1_000_000n),
+    sleep: () =>
+      Effect.async<void>((resume) => {
+        if (dropNext) {
+          // a timer cancelled under the fiber: it never fires
+          dropNext = false
+          return
+        }
+        const wake = () => {
+          sleepers.delete(wake)
+          resume(Effect.void)
+        }
+        sleepers.add(wake)
+      })
+  }
+  return {
+    clock,
+    advance: (ms: number) => {
+      now += ms
+      for (const wake of [...sleepers]) wake()
+    },
+    dropNextSleep: () => {
+      dropNext = true
+    }
+  }
+}
+
+/** Lets the forked watchers run. */
+const settle = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
+
+describe("StoreDeadlines", () => {
+  it.live("a call expires once its deadline passes, and not before", () =>
+    Effect.gen(function*() {
+      const deadlines = StoreDeadlines.make(Duration.millis(10))
+      const manual = manualClock()
+      let expired = 0
+      deadlines.register(manual.clock, manual.clock.unsafeCurrentTimeMillis() + 50, () => expired++)
+      yield* settle
+      manual.advance(30)
+      yield* settle
+      assert.strictEqual(expired, 0)
+      manual.advance(30)
+      yield* settle
+      manual.advance(10)
+      yield* settle
+      assert.strictEqual(expired, 1)
+    }))
+
+  it.live("a watcher whose timer was cancelled is replaced by the next registration; each call expires once", () =>
+    Effect.gen(function*() {
+      const deadlines = StoreDeadlines.make(Duration.millis(10))
+      const manual = manualClock()
+      let first = 0
+      let second = 0
+      // the watcher's first sleep is dropped: it never wakes, as after a finished Worker request
+      manual.dropNextSleep()
+      deadlines.register(manual.clock, manual.clock.unsafeCurrentTimeMillis() + 50, () => first++)
+      yield* settle
+      manual.advance(2_000)
+      yield* settle
+      assert.strictEqual(first, 0, "the dead watcher expired nothing")
+      // a later call, past the staleness window: a new watcher serves both calls
+      deadlines.register(manual.clock, manual.clock.unsafeCurrentTimeMillis() + 50, () => second++)
+      yield* settle
+      manual.advance(10)
+      yield* settle
+      assert.strictEqual(first, 1, "the earlier call expired once its deadline had passed")
+      manual.advance(60)
+      yield* settle
+      manual.advance(10)
+      yield* settle
+      assert.strictEqual(second, 1)
+      assert.strictEqual(first, 1)
+    }))
+})

@@ -1,0 +1,142 @@
+/**
+ * A `SqlClient` of `@effect/sql` over the SQLite storage of a Cloudflare Durable Object
+ * (`ctx.storage.sql`), of dialect sqlite, for `SqlIdempotencyStore` inside the object
+ * (`@effect/sql-sqlite-do` does not install beside `@effect/sql` 0.52). The storage is typed by the
+ * little the client calls of it (`exec`, and the cursor's `toArray` and `raw`), so the `SqlStorage` of
+ * `@cloudflare/workers-types` fits without this package depending on it.
+ *
+ * `exec` runs a statement synchronously, inside the object: each statement is atomic, and no other
+ * request of the object runs during it. The storage refuses `BEGIN` (its transactions are
+ * `ctx.storage.transactionSync` around synchronous code, which an effect is not), so
+ * `withTransaction` and `reserve` fail with an `SqlError`. The store needs none: each of its methods
+ * is one statement. Booleans are bound as 1 and 0 (the storage would bind `"true"`); `.raw` answers
+ * `{ rows, changes }`.
+ *
+ * @example
+ * ```ts
+ * import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
+ * import { DurableObjectSqlClient, SqlIdempotencyStore } from "@effect-idempotency/sql"
+ * import { Effect, Layer, ManagedRuntime, Schema } from "effect"
+ *
+ * interface State {
+ *   readonly storage: { readonly sql: DurableObjectSqlClient.SqlStorage }
+ * }
+ *
+ * const Order = Schema.Struct({ orderId: Schema.String })
+ *
+ * // a Durable Object that keeps its idempotency records in its own SQLite storage
+ * export class Orders {
+ *   readonly runtime: ManagedRuntime.ManagedRuntime<IdempotencyStore.IdempotencyStore, SqlIdempotencyStore.MakeError>
+ *
+ *   constructor(ctx: State) {
+ *     this.runtime = ManagedRuntime.make(
+ *       SqlIdempotencyStore.layerWith({ migrate: true }).pipe(
+ *         Layer.provide(DurableObjectSqlClient.layer(ctx.storage.sql))
+ *       )
+ *     )
+ *   }
+ *
+ *   fetch(request: Request): Promise<Response> {
+ *     return this.runtime.runPromise(
+ *       Effect.sync(() => ({ orderId: crypto.randomUUID() })).pipe(
+ *         Idempotency.once({
+ *           operation: "create-order",
+ *           key: request.headers.get("Idempotency-Key") ?? "",
+ *           payload: { path: new URL(request.url).pathname },
+ *           success: Order
+ *         }),
+ *         Effect.map((order) => Response.json(order)),
+ *         Effect.catchAll((error) => Effect.succeed(Response.json({ error: error._tag }, { status: 409 })))
+ *       )
+ *     )
+ *   }
+ * }
+ * ```
+ *
+ * @since 0.1.0
+ */
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Cloudflare from "./internal/cloudflare.js"
+
+/**
+ * The SQL API of a Durable Object's storage (`ctx.storage.sql`), as far as the client uses it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SqlStorage {
+  exec(query: string, ...bindings: Array<unknown>): SqlStorageCursor
+}
+
+/**
+ * The cursor of `exec`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SqlStorageCursor {
+  toArray(): Array<Readonly<Record<string, unknown>>>
+  raw(): Iterable<Array<unknown>>
+}
+
+/**
+ * Options of the client.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options {
+  /** Attributes of every statement's span, beside `db.system.name`. */
+  readonly spanAttributes?: Readonly<Record<string, unknown>> | undefined
+}
+
+const failure = Cloudflare.failure("the Durable Object's SQL storage")
+
+/** The storage binds `true` as the text "true": SQLite's booleans are 1 and 0. */
+const bindings = (params: ReadonlyArray<unknown>): Array<unknown> =>
+  params.map((value) => typeof value === "boolean" ? (value ? 1 : 0) : value)
+
+/**
+ * A `SqlClient` over a Durable Object's SQL storage.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (
+  storage: SqlStorage,
+  options?: Options
+): Effect.Effect<SqlClient.SqlClient, never, Reactivity.Reactivity> => {
+  const rows = (sql: string, params: ReadonlyArray<unknown>) => storage.exec(sql, ...bindings(params)).toArray()
+  // the rows changed since the connection opened; nothing else runs between two synchronous calls
+  const totalChanges = () => Number(storage.exec("SELECT total_changes() AS n").toArray()[0]?.n)
+  return Cloudflare.make({
+    rows: (sql, params) => Effect.try({ try: () => rows(sql, params), catch: failure }),
+    raw: (sql, params) =>
+      Effect.try({
+        try: () => {
+          const before = totalChanges()
+          const answer = rows(sql, params)
+          return { rows: answer, changes: totalChanges() - before }
+        },
+        catch: failure
+      }),
+    values: (sql, params) =>
+      Effect.try({ try: () => Array.from(storage.exec(sql, ...bindings(params)).raw()), catch: failure })
+  }, {
+    noTransactions: "a Durable Object's SQL storage runs no BEGIN: its transactions are " +
+      "ctx.storage.transactionSync around synchronous code, and each statement of this client commits on its own",
+    spanAttributes: options?.spanAttributes
+  })
+}
+
+/**
+ * The client as a layer of `SqlClient`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = (storage: SqlStorage, options?: Options): Layer.Layer<SqlClient.SqlClient> =>
+  Layer.effect(SqlClient.SqlClient, make(storage, options)).pipe(Layer.provide(Reactivity.layer))
