@@ -26,22 +26,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as zlib from "node:zlib"
+import { published } from "./published.mjs"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const runnersDir = path.join(root, "scripts", "consumer-test")
-const published = [
-  "core",
-  "sql",
-  "sql-pg",
-  "dynamodb",
-  "redis",
-  "http",
-  "platform",
-  "netlify",
-  "lambda",
-  "testing",
-  "cli"
-]
 const readmes = ["README.md", ...published.map((name) => path.join("packages", name, "README.md"))]
 
 /** Snippets that must be marked somewhere: a README that loses one fails the test. */

@@ -17,21 +17,9 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { published } from "./published.mjs"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
-const published = [
-  "core",
-  "sql",
-  "sql-pg",
-  "dynamodb",
-  "redis",
-  "http",
-  "platform",
-  "netlify",
-  "lambda",
-  "testing",
-  "cli"
-]
 const check = process.argv.includes("--check")
 const docgen = path.join(root, "node_modules", "@effect", "docgen", "bin.cjs")
 

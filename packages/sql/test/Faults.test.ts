@@ -37,16 +37,22 @@ const unavailable = <A, E>(exit: Exit.Exit<A, E>): string | true => {
     : Cause.pretty(exit.cause)
 }
 
-/** An operation that counts its executions. */
-const counted = Effect.map(Ref.make(0), (executions) => ({
-  executions,
-  operation: Idempotency.make({
+/** An operation that counts its executions, and a run of it on a new key over `store`. */
+const counted = Effect.map(Ref.make(0), (executions) => {
+  const operation = Idempotency.make({
     name: `faults-${randomUUID()}`,
     payload: Schema.Struct({ n: Schema.Number }),
     success: Schema.Number,
     execute: () => Ref.updateAndGet(executions, (n) => n + 1)
   })
-}))
+  return {
+    executions,
+    runOn: (store: IdempotencyStore.IdempotencyStore["Type"]) =>
+      operation.run({ key: randomUUID(), payload: { n: 1 } }).pipe(
+        Effect.provideService(IdempotencyStore.IdempotencyStore, store)
+      )
+  }
+})
 
 /** A store through a proxy to the run's MariaDB database. */
 const throughProxy = Effect.gen(function*() {
@@ -68,7 +74,7 @@ describe("SqlIdempotencyStore faults", () => {
     () =>
       Effect.gen(function*() {
         const { proxy, store } = yield* throughProxy
-        const { executions, operation } = yield* counted
+        const { executions, runOn } = yield* counted
         yield* proxy.stall()
         const id = freshId()
         for (
@@ -91,9 +97,7 @@ describe("SqlIdempotencyStore faults", () => {
           assert.isBelow(Date.now() - started, 10_000)
         }
         const run = yield* Effect.exit(
-          operation.run({ key: randomUUID(), payload: { n: 1 } }).pipe(
-            Effect.provideService(IdempotencyStore.IdempotencyStore, store)
-          )
+          runOn(store)
         )
         assert.strictEqual(unavailable(Exit.mapError(run, (e) => e as unknown)), true)
         assert.strictEqual(yield* Ref.get(executions), 0)
@@ -107,7 +111,7 @@ describe("SqlIdempotencyStore faults", () => {
     () =>
       Effect.gen(function*() {
         const { proxy, store } = yield* throughProxy
-        const { executions, operation } = yield* counted
+        const { executions, runOn } = yield* counted
         for (const fault of [proxy.cut, proxy.refuse]) {
           yield* fault
           const exit = yield* Effect.exit(store.reserve(reserveRequest(freshId())))
@@ -115,18 +119,14 @@ describe("SqlIdempotencyStore faults", () => {
           if (Exit.isFailure(exit)) assert.strictEqual(unavailable(exit), true)
         }
         const run = yield* Effect.exit(
-          operation.run({ key: randomUUID(), payload: { n: 1 } }).pipe(
-            Effect.provideService(IdempotencyStore.IdempotencyStore, store)
-          )
+          runOn(store)
         )
         assert.strictEqual(unavailable(Exit.mapError(run, (e) => e as unknown)), true)
         assert.strictEqual(yield* Ref.get(executions), 0)
         yield* proxy.resume
         // back: the key executes once
         assert.strictEqual(
-          yield* operation.run({ key: randomUUID(), payload: { n: 1 } }).pipe(
-            Effect.provideService(IdempotencyStore.IdempotencyStore, store)
-          ),
+          yield* runOn(store),
           1
         )
       }).pipe(Effect.scoped),
@@ -144,7 +144,7 @@ describe("SqlIdempotencyStore faults", () => {
           Effect.provide(client),
           Effect.orDie
         )
-        const { executions, operation } = yield* counted
+        const { executions, runOn } = yield* counted
         // another connection holds the write lock: a transaction that wrote, and waits (better-sqlite3
         // waits 5 s for the lock, then fails with SQLITE_BUSY)
         const other = Context.get(yield* Layer.build(layerClient("sqlite", { file })), SqlClient.SqlClient)
@@ -160,18 +160,14 @@ describe("SqlIdempotencyStore faults", () => {
         )
         yield* Deferred.await(locked)
         const run = yield* Effect.exit(
-          operation.run({ key: randomUUID(), payload: { n: 1 } }).pipe(
-            Effect.provideService(IdempotencyStore.IdempotencyStore, store)
-          )
+          runOn(store)
         )
         assert.strictEqual(unavailable(Exit.mapError(run, (e) => e as unknown)), true)
         assert.strictEqual(yield* Ref.get(executions), 0)
         yield* Deferred.succeed(release, void 0)
         yield* Fiber.join(holder)
         assert.strictEqual(
-          yield* operation.run({ key: randomUUID(), payload: { n: 1 } }).pipe(
-            Effect.provideService(IdempotencyStore.IdempotencyStore, store)
-          ),
+          yield* runOn(store),
           1
         )
       }).pipe(Effect.scoped),
