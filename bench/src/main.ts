@@ -5,12 +5,13 @@
  *   npm run bench -- --quick            a small run for CI (well under a minute); writes nothing
  *   npm run bench -- --pg-url <url>     PostgreSQL server (default: TEST_PG_URL, else embedded PGlite)
  *   npm run bench -- --redis-url <url>  Redis server (default: TEST_REDIS_URL, else a redis-server it starts)
- *   npm run bench -- --only dynamodb,postgres,transactional,redis,memory,costs,heap
+ *   npm run bench -- --mysql-url <url>  MariaDB server (default: TEST_MYSQL_URL, else a mariadbd it starts)
+ *   npm run bench -- --only dynamodb,postgres,transactional,redis,sql,memory,costs,heap
  *   npm run bench -- --rounds <n>       rounds per suite
  *   npm run bench -- --write / --no-write
  *
- * DynamoDB Local (when Java is found, always with -disableTelemetry), dynalite, PGlite and
- * redis-server are started on 127.0.0.1 for their suite and stopped after it. Exits with 1 when a suite fails.
+ * DynamoDB Local (when Java is found, always with -disableTelemetry), dynalite, PGlite, redis-server
+ * and mariadbd are started on 127.0.0.1 for their suite and stopped after it. Exits with 1 when a suite fails.
  */
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
@@ -33,22 +34,25 @@ import * as MemoryBench from "./MemoryBench.js"
 import * as PostgresBench from "./PostgresBench.js"
 import * as RedisBench from "./RedisBench.js"
 import * as Report from "./Report.js"
+import * as SqlBench from "./SqlBench.js"
 import type { Plan } from "./Suite.js"
 import * as TransactionalBench from "./TransactionalBench.js"
 
-const SECTIONS = ["dynamodb", "postgres", "transactional", "redis", "memory", "costs", "heap"] as const
+const SECTIONS = ["dynamodb", "postgres", "transactional", "redis", "sql", "memory", "costs", "heap"] as const
 type Section = typeof SECTIONS[number]
 
 interface Args {
   readonly quick: boolean
   readonly pgUrl: string | undefined
   readonly redisUrl: string | undefined
+  readonly mysqlUrl: string | undefined
   readonly only: ReadonlySet<Section>
   readonly rounds: number | undefined
   readonly write: boolean | undefined
 }
 
-const usage = "usage: npm run bench -- [--quick] [--pg-url <url>] [--redis-url <url>] [--only " + SECTIONS.join(",") +
+const usage = "usage: npm run bench -- [--quick] [--pg-url <url>] [--redis-url <url>] [--mysql-url <url>] [--only " +
+  SECTIONS.join(",") +
   "] [--rounds <n>] [--write | --no-write]"
 
 const positive = (flag: string, value: string | undefined): number | undefined => {
@@ -65,6 +69,7 @@ const parse = (argv: Array<string>): Args => {
       "quick": { type: "boolean", default: false },
       "pg-url": { type: "string" },
       "redis-url": { type: "string" },
+      "mysql-url": { type: "string" },
       "only": { type: "string" },
       "rounds": { type: "string" },
       "write": { type: "boolean" },
@@ -81,6 +86,8 @@ const parse = (argv: Array<string>): Args => {
   if (pgUrl !== undefined && !pgUrl.startsWith("postgres")) throw new Error("--pg-url needs a postgres:// URL")
   const redisUrl = values["redis-url"] ?? (process.env.TEST_REDIS_URL === "" ? undefined : process.env.TEST_REDIS_URL)
   if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) throw new Error("--redis-url needs a redis:// URL")
+  const mysqlUrl = values["mysql-url"] ?? (process.env.TEST_MYSQL_URL === "" ? undefined : process.env.TEST_MYSQL_URL)
+  if (mysqlUrl !== undefined && !mysqlUrl.startsWith("mysql://")) throw new Error("--mysql-url needs a mysql:// URL")
   const only = values.only === undefined ? SECTIONS : values.only.split(",")
   const unknown = only.filter((name) => !(SECTIONS as ReadonlyArray<string>).includes(name))
   if (unknown.length > 0) throw new Error(`unknown section ${unknown.join(", ")}\n${usage}`)
@@ -88,6 +95,7 @@ const parse = (argv: Array<string>): Args => {
     quick: values.quick === true,
     pgUrl,
     redisUrl,
+    mysqlUrl,
     only: new Set(only as ReadonlyArray<Section>),
     rounds: positive("rounds", values.rounds),
     write: values["no-write"] === true ? false : values.write
@@ -112,6 +120,12 @@ const sizes = (quick: boolean, rounds: number | undefined) => {
     postgres: pick(plan(2, 10, 32, 8), plan(7, 200, 800, 50)),
     transactional: { rounds: rounds ?? pick(2, 5), calls: pick(16, 200) },
     redis: pick(plan(2, 10, 32, 8), plan(7, 300, 1200, 100)),
+    sql: {
+      mariadb: pick(plan(2, 10, 32, 8), plan(7, 150, 600, 40)),
+      sqlite: pick(plan(2, 10, 32, 8), plan(7, 300, 1200, 100)),
+      // fewer calls: a libSQL file keeps the rollback journal, so each write waits for syncs to disk
+      libsql: pick(plan(2, 10, 32, 8), plan(5, 40, 160, 20))
+    },
     memory: { calls: pick(2_000, 10_000), rounds: rounds ?? pick(3, 9) },
     costs: { calls: pick(1_000, 10_000), rounds: rounds ?? pick(2, 7) },
     heap: { keys: pick(20_000, 1_000_000), purgeInterval: pick(Duration.millis(100), Duration.seconds(1)) }
@@ -138,6 +152,7 @@ const program = (args: Args) =>
     let postgres: Report.PostgresRun | undefined
     let transactional: TransactionalBench.Result | undefined
     let redis: Report.RedisRun | undefined
+    let sql: Report.SqlRun | undefined
     let memory: MemoryBench.OverheadResult | undefined
     let costs: ReadonlyArray<Costs.Cost> | undefined
     let heap: MemoryBench.HeapResult | undefined
@@ -179,6 +194,23 @@ const program = (args: Args) =>
       const { result, server } = yield* RedisBench.run(args.redisUrl, size.redis)
       redis = { server, plan: size.redis, result }
     }
+    if (args.only.has("sql")) {
+      const engines: Array<Report.SqlEngineRun> = []
+      for (const engine of SqlBench.ENGINES) {
+        yield* section(
+          `SQL store: ${
+            engine === "mariadb"
+              ? `MariaDB (${args.mysqlUrl === undefined ? "mariadbd started by the run" : "server"})`
+              : engine === "sqlite"
+              ? "SQLite (better-sqlite3, a temporary file)"
+              : "libSQL (a temporary file)"
+          }`
+        )
+        const plan = size.sql[engine]
+        engines.push({ ...yield* SqlBench.run(engine, args.mysqlUrl, plan), plan })
+      }
+      sql = { poolSize: SqlBench.MARIADB_POOL, engines }
+    }
     if (args.only.has("memory")) {
       yield* section("memory store overhead")
       memory = yield* MemoryBench.overhead(size.memory.calls, size.memory.rounds)
@@ -197,7 +229,10 @@ const program = (args: Args) =>
       date: new Date().toISOString(),
       quick: args.quick,
       seconds: (performance.now() - started) / 1000,
-      command: process.argv.length > 2 ? `npm run bench -- ${process.argv.slice(2).join(" ")}` : "npm run bench",
+      // a URL's password (--mysql-url mysql://user:password@…) is not written into BENCHMARKS.md
+      command: process.argv.length > 2
+        ? `npm run bench -- ${process.argv.slice(2).join(" ").replace(/(\/\/[^:/@\s]*:)[^@\s]*@/g, "$1***@")}`
+        : "npm run bench",
       revision: Environment.revision(),
       machine: Environment.machine(java),
       load,
@@ -205,6 +240,7 @@ const program = (args: Args) =>
       dynamodb,
       postgres,
       redis,
+      sql,
       memory,
       heap,
       costs,
@@ -226,7 +262,11 @@ const program = (args: Args) =>
             ratios: Report.ratios(run.result, Report.dynamoDbPairs)
           })),
           postgres: postgres === undefined ? undefined : Report.ratios(postgres.result, Report.postgresPairs),
-          redis: redis === undefined ? undefined : Report.ratios(redis.result, Report.redisPairs)
+          redis: redis === undefined ? undefined : Report.ratios(redis.result, Report.redisPairs),
+          sql: sql?.engines.map((run) => ({
+            engine: run.database.engine,
+            ratios: Report.ratios(run.result, Report.sqlPairs)
+          }))
         }
       }
       const chart = Chart.svg(
@@ -235,7 +275,11 @@ const program = (args: Args) =>
           ...(postgres === undefined
             ? []
             : [{ title: `PostgreSQL (${postgres.database.kind})`, result: postgres.result }]),
-          ...(redis === undefined ? [] : [{ title: `Redis (${redis.server.kind})`, result: redis.result }])
+          ...(redis === undefined ? [] : [{ title: `Redis (${redis.server.kind})`, result: redis.result }]),
+          ...(sql?.engines ?? []).map((run) => ({
+            title: `SQL store: ${Report.sqlEngineTitle(run.database)}`,
+            result: run.result
+          }))
         ],
         `${results.date.slice(0, 10)}, commit ${results.revision}, ${results.machine.cores} cores; ` +
           "ratios measured in one run are what to compare (BENCHMARKS.md)"

@@ -213,7 +213,16 @@ const startServer: Effect.Effect<number, MariaDbError, Scope.Scope> = Effect.gen
   const installer = yield* findBinary("MARIADB_INSTALL_DB", ["mariadb-install-db", "mysql_install_db"])
   const dir = yield* Effect.acquireRelease(
     Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "effect-idempotency-mariadb-"))),
-    (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+    // retried: an interrupted install leaves its bootstrap `mariadbd` writing here until it sees
+    // its input end, a moment after the script was killed
+    (dir) =>
+      Effect.sync(() => {
+        try {
+          fs.rmSync(dir, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 })
+        } catch (error) {
+          process.stderr.write(`could not remove ${dir}: ${String(error)}\n`)
+        }
+      })
   )
   yield* installDb(installer, dir)
   const port = yield* freePort

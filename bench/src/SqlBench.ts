@@ -1,0 +1,240 @@
+/**
+ * `@effect-idempotency/sql`: the `SqlIdempotencyStore` (through the `Idempotency` combinator) on
+ * MariaDB (`@effect/sql-mysql2`), SQLite (`@effect/sql-sqlite-node`, better-sqlite3, a temporary
+ * file) and libSQL (`@effect/sql-libsql`, a temporary `file:` database), each against a raw
+ * baseline on the same `SqlClient`: one INSERT and one UPDATE per first execution, one SELECT by
+ * primary key per replay or conflict (the floor of each path), sent with `sql.unsafe` and nothing
+ * else. Round trips are the statements sent through the client (its `unsafe`, counted by a proxy).
+ *
+ * MariaDB is the server of `--mysql-url` (or `TEST_MYSQL_URL`) with a database of the run's own
+ * (`idem_…`, dropped at the end), else a `mariadbd` started for the run in a temporary directory
+ * (stopped and removed at the end): the tests' helper, `packages/sql/test/utils/mariadb.ts`.
+ */
+import { SqlIdempotencyMigration, SqlIdempotencyStore } from "@effect-idempotency/sql"
+import * as LibsqlClient from "@effect/sql-libsql/LibsqlClient"
+import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
+import { randomUUID } from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { testDatabase } from "../../packages/sql/test/utils/mariadb.js"
+import { BenchError } from "./Measure.js"
+import type { Contender, Plan, SuiteResult } from "./Suite.js"
+import * as Suite from "./Suite.js"
+import { Downstream, payloadFor } from "./Workload.js"
+
+export const STORE = "sql-store"
+export const RAW = "raw-sqlclient"
+
+export type Engine = "mariadb" | "sqlite" | "libsql"
+
+export const ENGINES: ReadonlyArray<Engine> = ["mariadb", "sqlite", "libsql"]
+
+/** The connections of the MariaDB pool (SQLite and libSQL clients have one connection). */
+export const MARIADB_POOL = 16
+
+const TTL_MILLIS = 24 * 60 * 60 * 1000
+const LEASE_MILLIS = 31_000
+const FINGERPRINT = "sha256:0000"
+
+/** Where one engine ran. */
+export interface Database {
+  readonly engine: Engine
+  /** MariaDB: the server of the URL, or one the run started; SQLite and libSQL: a temporary file. */
+  readonly kind: "server" | "started" | "file"
+  readonly version: string
+  /** SQLite and libSQL: the database file's `journal_mode` (the client's default). */
+  readonly journalMode: string | undefined
+}
+
+export interface EngineRun {
+  readonly database: Database
+  readonly result: SuiteResult
+}
+
+/** A `SqlClient` whose `unsafe` counts the statements it is asked for (as the store's round-trip tests count). */
+const counting = (sql: SqlClient.SqlClient, sent: { statements: number }): SqlClient.SqlClient =>
+  new Proxy(sql, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver)
+      if (property !== "unsafe" || typeof value !== "function") return value
+      return (...args: Array<unknown>) => {
+        sent.statements++
+        return Reflect.apply(value, target, args)
+      }
+    }
+  })
+
+/** A directory of the run's own, removed with the scope. */
+const scopedDirectory = Effect.acquireRelease(
+  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "effect-idempotency-bench-sql-"))),
+  (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+)
+
+/**
+ * `TEST_MYSQL_URL` set to `url` (empty: the helper starts a `mariadbd`) while the scope is open,
+ * since the tests' helper reads its server from there; restored when the scope closes.
+ */
+const mysqlUrlInEnvironment = (url: string | undefined) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const before = process.env.TEST_MYSQL_URL
+      process.env.TEST_MYSQL_URL = url ?? ""
+      return before
+    }),
+    (before) =>
+      Effect.sync(() => {
+        if (before === undefined) delete process.env.TEST_MYSQL_URL
+        else process.env.TEST_MYSQL_URL = before
+      })
+  )
+
+/** The client of `engine` (built in the scope), where it runs, and its version query. */
+const client = (
+  engine: Engine,
+  mysqlUrl: string | undefined
+): Effect.Effect<
+  { readonly sql: SqlClient.SqlClient; readonly kind: Database["kind"]; readonly versionQuery: string },
+  BenchError,
+  Scope.Scope
+> =>
+  Effect.gen(function*() {
+    const build = <E>(layer: Layer.Layer<SqlClient.SqlClient, E>) =>
+      Effect.map(
+        Effect.mapError(Layer.build(layer), (cause) => new BenchError({ message: `no ${engine} client`, cause })),
+        Context.get(SqlClient.SqlClient)
+      )
+    switch (engine) {
+      case "mariadb": {
+        yield* mysqlUrlInEnvironment(mysqlUrl)
+        const database = yield* Effect.mapError(testDatabase, (cause) =>
+          new BenchError({
+            message: `no MariaDB: ${cause.message} (give --mysql-url, or TEST_MYSQL_URL, or install mariadb-server)`,
+            cause
+          }))
+        const sql = yield* build(MysqlClient.layer({ url: Redacted.make(database.url), maxConnections: MARIADB_POOL }))
+        return { sql, kind: database.started ? "started" : "server", versionQuery: "SELECT VERSION() AS version" }
+      }
+      case "sqlite": {
+        const dir = yield* scopedDirectory
+        const sql = yield* build(SqliteClient.layer({ filename: path.join(dir, "records.db") }))
+        return { sql, kind: "file", versionQuery: "SELECT sqlite_version() AS version" }
+      }
+      case "libsql": {
+        const dir = yield* scopedDirectory
+        const sql = yield* build(LibsqlClient.layer({ url: `file:${path.join(dir, "records.db")}` }))
+        return { sql, kind: "file", versionQuery: "SELECT sqlite_version() AS version" }
+      }
+    }
+  })
+
+/** Statements of the raw baseline on its own table (made by the store's migration). */
+const rawStatements = (engine: Engine, table: string) => {
+  const quote = engine === "mariadb" ? (s: string) => `\`${s}\`` : (s: string) => `"${s}"`
+  const t = quote(table)
+  return {
+    insert: `INSERT INTO ${t} (id, operation, scope, ${quote("key")}, status, token, fingerprint, attempt, ` +
+      "lease_until, expires_at, created_at, updated_at) VALUES (?, 'charge', NULL, ?, 'IN_PROGRESS', ?, ?, 1, ?, ?, ?, ?)",
+    update: `UPDATE ${t} SET status = 'COMPLETED', outcome_kind = 'Success', outcome = ?, expires_at = ?, ` +
+      "updated_at = ? WHERE id = ?",
+    select: `SELECT status, fingerprint, outcome_kind, outcome, expires_at FROM ${t} WHERE id = ?`
+  }
+}
+
+const insertParams = (key: string) => {
+  const now = Date.now()
+  return [`charge#${key}`, key, randomUUID(), FINGERPRINT, now + LEASE_MILLIS, now + TTL_MILLIS, now, now]
+}
+
+interface Row {
+  readonly status: string
+  readonly fingerprint: string
+  readonly outcome: unknown
+}
+
+class Conflict extends Error {}
+
+/** What the replay floor does with the row it read. */
+const replayed = (rows: ReadonlyArray<Row>): unknown => {
+  const row = rows[0]
+  if (row === undefined || row.status !== "COMPLETED" || row.fingerprint !== FINGERPRINT) throw new Conflict()
+  return JSON.parse(String(row.outcome ?? "null"))
+}
+
+/** The suite on one engine: the store and its raw floor, each on a table of its own, on one client. */
+export const run = (
+  engine: Engine,
+  mysqlUrl: string | undefined,
+  plan: Plan
+): Effect.Effect<EngineRun, BenchError> =>
+  Effect.scoped(Effect.gen(function*() {
+    const { kind, sql: plain, versionQuery } = yield* client(engine, mysqlUrl)
+    const sent = { statements: 0 }
+    const sql = counting(plain, sent)
+    const fail = (what: string) => (cause: unknown) => new BenchError({ message: `${engine}: ${what}`, cause })
+    const versionRows = yield* Effect.mapError(
+      plain.unsafe<{ readonly version: unknown }>(versionQuery).withoutTransform,
+      fail("the version query failed")
+    )
+    const version = String(versionRows[0]?.version ?? "unknown")
+    const journalMode = engine === "mariadb" ? undefined : yield* Effect.mapError(
+      Effect.map(
+        plain.unsafe<{ readonly journal_mode: unknown }>("PRAGMA journal_mode").withoutTransform,
+        (rows) => String(rows[0]?.journal_mode ?? "unknown")
+      ),
+      fail("PRAGMA journal_mode failed")
+    )
+    const sqlLayer = Layer.succeed(SqlClient.SqlClient, sql)
+    const suffix = plan.runId.replaceAll("-", "_")
+    const tables = { store: `bench_store_${suffix}`, raw: `bench_raw_${suffix}` }
+    yield* Effect.mapError(
+      Effect.provideService(SqlIdempotencyMigration.migrate({ table: tables.raw }), SqlClient.SqlClient, plain),
+      fail("the migration failed")
+    )
+    // the MariaDB database goes with the run (dropped, or its server removed); the SQLite files too
+    const roundTrips = () => sent.statements
+
+    const store = yield* Suite.effectContender(
+      STORE,
+      SqlIdempotencyStore.layerWith({ table: tables.store, migrate: true }).pipe(Layer.provide(sqlLayer)),
+      roundTrips
+    )
+
+    const raw = rawStatements(engine, tables.raw)
+    const rawDownstream = new Downstream()
+    const runtime = yield* Effect.acquireRelease(
+      Effect.sync(() => ManagedRuntime.make(sqlLayer)),
+      (runtime) => Effect.promise(() => runtime.dispose())
+    )
+    const rawContender: Contender = {
+      name: RAW,
+      downstream: rawDownstream,
+      call: (key) =>
+        runtime.runPromise(Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql.unsafe(raw.insert, insertParams(key)).withoutTransform
+          const receipt = yield* Effect.promise(async () => rawDownstream.charge(payloadFor(key)))
+          const now = Date.now()
+          yield* sql.unsafe(raw.update, [JSON.stringify(receipt), now + TTL_MILLIS, now, `charge#${key}`])
+            .withoutTransform
+          return receipt
+        })),
+      replay: (key) =>
+        runtime.runPromise(
+          Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<Row>(raw.select, [`charge#${key}`]).withoutTransform)
+        ).then(replayed),
+      isConflict: (error) => error instanceof Conflict,
+      roundTrips
+    }
+
+    const result = yield* Suite.run(plan, [store, rawContender])
+    return { database: { engine, kind, version, journalMode }, result }
+  }))
