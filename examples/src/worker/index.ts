@@ -132,9 +132,10 @@ export default {
       return Promise.resolve(new Response(null, { status: 405, headers: { allow: "POST" } }))
     }
     // A store, and its runtime, per request: the binding arrives with the request, and each
-    // request's fibers and timers stay its own (workerd cancels a request's timers once its
-    // response is sent). A store kept across requests works too: the call-timeout watcher that a
-    // finished request's cancelled timer stopped is replaced by the next call (`StoreDeadlines`).
+    // request's calls are bounded by timers of its own. workerd cancels a request's timers once its
+    // response is sent: a store kept across requests replaces the call-timeout watcher that such a
+    // timer took down at its next call (`StoreDeadlines`), but a call in flight meanwhile is timed
+    // out only once another call comes.
     const handler = handlerOf(env)
     const response = handler(request).finally(handler.dispose)
     // workerd cancels a request whose client has gone, unless `waitUntil` holds it (for 30 s at

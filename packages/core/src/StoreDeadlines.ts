@@ -37,10 +37,14 @@ interface Entry {
   readonly expire: () => void
 }
 
-/** The calls in flight on one clock, and when its watcher last woke (on that clock). */
+/**
+ * The calls in flight on one clock, when its watcher last woke (on that clock), and which watcher
+ * serves them: a watcher that wakes to find another started after it stops.
+ */
 interface Watch {
   readonly entries: Set<Entry>
   lastWake: number
+  watcher: number
 }
 
 /**
@@ -59,8 +63,10 @@ export const tickFor = (timeout: Duration.Duration): Duration.Duration =>
  * A watcher whose timer was cancelled under it never wakes again: a Cloudflare Worker cancels the
  * timers of a request once its response is sent, and a store shared across requests would keep a
  * dead watcher. A call that registers while its clock's watcher has not woken for 10 ticks (at
- * least a second) starts another one; should the first wake after all (an event loop that was
- * blocked that long), the two share the calls, and each call still expires once.
+ * least a second) starts another one, which serves every call in flight on that clock; should the
+ * first wake after all (an event loop that was blocked that long), it stops. A call in flight when
+ * its watcher's timer is cancelled expires only once another call registers: where that matters (a
+ * Worker's lone request), build the store per request.
  *
  * @since 0.1.0
  * @category constructors
@@ -71,8 +77,10 @@ export const make = (tick: Duration.Duration): Deadlines => {
   // The calls in flight on each clock: the live clock, and in tests each `TestClock` of its own.
   const watched = new WeakMap<Clock.Clock, Watch>()
 
-  const watch = (clock: Clock.Clock, w: Watch): Effect.Effect<void> =>
+  const watch = (clock: Clock.Clock, w: Watch, watcher: number): Effect.Effect<void> =>
     Effect.suspend(() => {
+      // a later watcher serves the calls now
+      if (w.watcher !== watcher) return Effect.void
       const now = clock.unsafeCurrentTimeMillis()
       w.lastWake = now
       for (const entry of w.entries) {
@@ -81,14 +89,16 @@ export const make = (tick: Duration.Duration): Deadlines => {
           entry.expire()
         }
       }
-      if (w.entries.size > 0) return Effect.zipRight(clock.sleep(tick), watch(clock, w))
+      if (w.entries.size > 0) return Effect.zipRight(clock.sleep(tick), watch(clock, w, watcher))
       if (watched.get(clock) === w) watched.delete(clock)
       return Effect.void
     })
 
   // a fiber of its own, that needs nothing of the caller's: it sleeps on the clock it watches
-  const start = (clock: Clock.Clock, w: Watch) =>
-    Runtime.runFork(Runtime.defaultRuntime)(Effect.zipRight(clock.sleep(tick), watch(clock, w)))
+  const start = (clock: Clock.Clock, w: Watch) => {
+    w.watcher++
+    Runtime.runFork(Runtime.defaultRuntime)(Effect.zipRight(clock.sleep(tick), watch(clock, w, w.watcher)))
+  }
 
   return {
     register: (clock, deadline, expire) => {
@@ -96,7 +106,7 @@ export const make = (tick: Duration.Duration): Deadlines => {
       const now = clock.unsafeCurrentTimeMillis()
       let w = watched.get(clock)
       if (w === undefined) {
-        w = { entries: new Set(), lastWake: now }
+        w = { entries: new Set(), lastWake: now, watcher: 0 }
         watched.set(clock, w)
         start(clock, w)
       } else if (now - w.lastWake > staleAfter) {

@@ -40,6 +40,11 @@ const manualClock = () => {
       now += ms
       for (const wake of [...sleepers]) wake()
     },
+    /** Moves the clock without waking anyone: an event loop blocked for `ms`. */
+    advanceBlocked: (ms: number) => {
+      now += ms
+    },
+    sleeping: () => sleepers.size,
     dropNextSleep: () => {
       dropNext = true
     }
@@ -92,5 +97,30 @@ describe("StoreDeadlines", () => {
       yield* settle
       assert.strictEqual(second, 1)
       assert.strictEqual(first, 1)
+    }))
+
+  it.live("a watcher that wakes late, after another replaced it, stops: one watcher serves the calls", () =>
+    Effect.gen(function*() {
+      const deadlines = StoreDeadlines.make(Duration.millis(10))
+      const manual = manualClock()
+      let expired = 0
+      deadlines.register(manual.clock, manual.clock.unsafeCurrentTimeMillis() + 5_000, () => expired++)
+      yield* settle
+      // the event loop is blocked for 2 s: the watcher has not woken, and looks dead
+      manual.advanceBlocked(2_000)
+      deadlines.register(manual.clock, manual.clock.unsafeCurrentTimeMillis() + 5_000, () => expired++)
+      yield* settle
+      assert.strictEqual(manual.sleeping(), 2, "a second watcher started")
+      for (let i = 0; i < 3; i++) {
+        manual.advance(10)
+        yield* settle
+      }
+      assert.strictEqual(manual.sleeping(), 1, "the late one stopped")
+      manual.advance(6_000)
+      yield* settle
+      manual.advance(10)
+      yield* settle
+      assert.strictEqual(expired, 2, "each call expired once")
+      assert.strictEqual(manual.sleeping(), 0, "no watcher is left once no call is in flight")
     }))
 })

@@ -6,7 +6,7 @@
  *
  * D1 runs each statement on its own: it has no interactive transaction, so `withTransaction` and
  * `reserve` fail with an `SqlError` rather than run statements that would not be atomic. The store
- * needs none: each of its methods is one statement. `.raw` answers `{ rows, changes }`.
+ * needs none: each of its writes is one atomic statement. `.raw` answers `{ rows, changes }`.
  *
  * @example
  * ```ts

@@ -8,8 +8,8 @@
  * `exec` runs a statement synchronously, inside the object: each statement is atomic, and no other
  * request of the object runs during it. The storage refuses `BEGIN` (its transactions are
  * `ctx.storage.transactionSync` around synchronous code, which an effect is not), so
- * `withTransaction` and `reserve` fail with an `SqlError`. The store needs none: each of its methods
- * is one statement. Booleans are bound as 1 and 0 (the storage would bind `"true"`); `.raw` answers
+ * `withTransaction` and `reserve` fail with an `SqlError`. The store needs none: each of its writes
+ * is one atomic statement. Booleans are bound as 1 and 0 (the storage would bind `"true"`); `.raw` answers
  * `{ rows, changes }`.
  *
  * @example

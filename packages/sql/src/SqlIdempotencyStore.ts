@@ -3,13 +3,14 @@
  * (`@effect/sql-mysql2`) or SQLite (`@effect/sql-sqlite-node`, `@effect/sql-libsql`, and other
  * SQLite clients): the dialect is the client's.
  *
- * Each method is one statement (one round trip), fenced by the token, the lease and the expiry,
- * decided on the database's clock by default:
+ * Every write is one atomic statement (one round trip), fenced by the token, the lease and the
+ * expiry, decided on the database's clock by default:
  *
  * - **MySQL/MariaDB**: the reservation is one `INSERT … ON DUPLICATE KEY UPDATE … RETURNING`
  *   (MariaDB 10.5 and later; MySQL has no `RETURNING`), whose first assignment applies the takeover
  *   rule: a first execution costs 2 statements (reserve, complete), a replay 1, a conflict 1. Row
- *   locks serialise concurrent reservations of one key: exactly one reserves it.
+ *   locks serialise concurrent reservations of one key: exactly one reserves it. The reservation
+ *   sets its own `sql_mode` (strict, columns assigned in order), whatever the server's is.
  * - **SQLite**: the reservation is one `INSERT … ON CONFLICT DO UPDATE … WHERE <takeover rule>
  *   RETURNING`, which writes only when it reserves; a conflict or a replay reads the record next (2
  *   statements), so a replay never writes. SQLite runs one writer at a time: what it guarantees is

@@ -126,9 +126,12 @@ RETURNING 1 AS reserved, attempt, lease_until, expires_at`),
       // `expires_at`, which the rule reads, is assigned last. RETURNING gives the row after it.
       // Tokens are random per attempt, so the record holds the request's token only when this
       // statement gave it (a request that repeats the token of a live reservation, which the
-      // engine never sends, would renew that reservation).
+      // engine never sends, would renew that reservation). The statement sets its own sql_mode:
+      // SIMULTANEOUS_ASSIGNMENT would have every column read the old token, and a mode that is not
+      // strict would truncate a long id into another key's.
       _tag: "Row",
-      statement: statement(sql`INSERT INTO ${t} (${insertColumns})
+      statement: statement(sql`SET STATEMENT sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION' FOR
+INSERT INTO ${t} (${insertColumns})
 VALUES (${arg(1)}, ${arg(2)}, ${arg(3)}, ${arg(4)}, 'IN_PROGRESS', ${arg(5)}, ${arg(6)}, 1, ${now} + ${arg(7)},
   ${now} + GREATEST(${arg(7)}, ${arg(8)}), NULL, NULL, ${now}, ${now})
 ON DUPLICATE KEY UPDATE

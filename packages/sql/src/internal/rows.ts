@@ -57,6 +57,12 @@ const nullableString = (row: Readonly<Record<string, unknown>>, column: string):
 const STATUSES: ReadonlySet<unknown> = new Set<Status>(["IN_PROGRESS", "COMPLETED", "FAILED"])
 const OUTCOME_KINDS: ReadonlySet<unknown> = new Set(["Success", "Failure", "Timeout", "Omitted"])
 
+/** 1 as the drivers give it: a number, a bigint or a string (libSQL's `intMode`). */
+const isOne = (u: unknown): boolean => u === 1 || u === 1n || u === "1"
+
+/** 0 as the drivers give it. */
+const isZero = (u: unknown): boolean => u === 0 || u === 0n || u === "0"
+
 /** @internal */
 export const isRow = (u: unknown): u is Readonly<Record<string, unknown>> => typeof u === "object" && u !== null
 
@@ -105,7 +111,7 @@ export type ReserveRow =
 export const reserveRowOf = (row: unknown): Decoded<ReserveRow> => {
   if (!isRow(row)) return new RowInvalid("the reservation returned no row")
   // a boolean, or 1 and 0 where the database has no boolean type
-  if (row.reserved === true || row.reserved === 1) {
+  if (row.reserved === true || isOne(row.reserved)) {
     const attempt = int(row, "attempt")
     if (attempt instanceof RowInvalid) return attempt
     const leaseUntil = int(row, "lease_until")
@@ -114,7 +120,7 @@ export const reserveRowOf = (row: unknown): Decoded<ReserveRow> => {
     if (expiresAt instanceof RowInvalid) return expiresAt
     return { reserved: true, attempt, leaseUntil, expiresAt }
   }
-  if (row.reserved !== false && row.reserved !== 0) return new RowInvalid("column reserved is not a boolean")
+  if (row.reserved !== false && !isZero(row.reserved)) return new RowInvalid("column reserved is not a boolean")
   const record = recordOf(row)
   if (record instanceof RowInvalid) return record
   const now = int(row, "now")
@@ -140,7 +146,7 @@ export const recordRowsOf = (rows: ReadonlyArray<unknown>): Decoded<Option.Optio
 export const ownedRowsOf = (rows: ReadonlyArray<unknown>): Decoded<boolean> => {
   const row = rows[0]
   if (row === undefined) return false
-  return isRow(row) && row.owned === 1 ? true : new RowInvalid("column owned is not 1")
+  return isRow(row) && isOne(row.owned) ? true : new RowInvalid("column owned is not 1")
 }
 
 /** @internal */
