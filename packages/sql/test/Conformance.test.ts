@@ -84,3 +84,15 @@ for (const engine of engines) {
     { timeout: "2 minutes" }
   )
 }
+
+// libSQL can give integers as bigints or strings: the store reads them as it reads numbers
+for (const intMode of ["bigint", "string"] as const) {
+  StoreConformance.suite(
+    `SqlIdempotencyStore conformance (libsql, intMode ${intMode})`,
+    Layer.effect(
+      IdempotencyStore.IdempotencyStore,
+      SqlIdempotencyStore.make({ table: uniqueTable("idem_int_mode"), clock: "effect", migrate: true })
+    ).pipe(Layer.provide(layerClient("libsql", { intMode })), Layer.orDie),
+    { timeout: "2 minutes" }
+  )
+}

@@ -38,7 +38,12 @@ const scopedFile = Effect.map(scopedDirectory, (dir) => path.join(dir, "records.
  */
 export const layerClient = (
   engine: Engine,
-  options?: { readonly maxConnections?: number; readonly file?: string }
+  options?: {
+    readonly maxConnections?: number
+    readonly file?: string
+    /** libSQL: how integers come back (default numbers). */
+    readonly intMode?: "number" | "bigint" | "string"
+  }
 ): Layer.Layer<SqlClient.SqlClient> => {
   switch (engine) {
     case "mariadb":
@@ -57,7 +62,7 @@ export const layerClient = (
       return Layer.unwrapScoped(
         Effect.map(
           options?.file === undefined ? scopedFile : Effect.succeed(options.file),
-          (filename) => LibsqlClient.layer({ url: `file:${filename}` })
+          (filename) => LibsqlClient.layer({ url: `file:${filename}`, intMode: options?.intMode ?? "number" })
         )
       )
   }
