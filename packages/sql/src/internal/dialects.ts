@@ -3,9 +3,7 @@ import type { Fragment } from "./fragment.js"
 import { arg, sql, statement } from "./fragment.js"
 
 /**
- * The dialects of `SqlIdempotencyStore`.
- *
- * @internal
+ * The dialects of `SqlIdempotencyStore` (public as `SqlIdempotencyMigration.Dialect`).
  */
 export type Dialect = "mysql" | "sqlite"
 

@@ -14,15 +14,13 @@ export const DEFAULT_PURGE_LIMIT = 1000
  * Rows decoded by hand: each statement's columns are few and fixed, and a generic decoder (a
  * Schema over the row array) costs more per call than the statement's round trip on a fast
  * server. A row that does not have the promised shape yields a message, which becomes a
- * `StoreError`.
+ * `StoreError`. A decoded row, or why it did not decode: one of the engine's public types
+ * (`SqlStoreEngine`).
  */
-/** @internal */
 export type Decoded<A> = A | RowInvalid
 
 /**
- * Why a row did not decode.
- *
- * @internal
+ * Why a row did not decode (one of the engine's public types: `SqlStoreEngine`).
  */
 export class RowInvalid {
   constructor(readonly message: string) {}
@@ -99,9 +97,8 @@ export const recordOf = (row: Readonly<Record<string, unknown>>): Decoded<Idempo
 }
 
 /**
- * The answer of the reservation function: reserved, or the existing record and the instant of the decision.
- *
- * @internal
+ * The answer of the reservation function: reserved, or the existing record and the instant of the
+ * decision (one of the engine's public types: `SqlStoreEngine`).
  */
 export type ReserveRow =
   | { readonly reserved: true; readonly attempt: number; readonly leaseUntil: number; readonly expiresAt: number }
