@@ -74,7 +74,7 @@ for (const engine of engines) {
           engine === "mariadb"
             ? "SELECT UNIX_TIMESTAMP(NOW(3)) * 1000 AS ms"
             : "SELECT (unixepoch('subsec') * 1000) AS ms"
-        ).withoutTransform.pipe(Effect.map((rows) => Math.floor(Number((rows[0] as { readonly ms: unknown }).ms))))),
+        ).withoutTransform.pipe(Effect.map((rows) => Math.round(Number((rows[0] as { readonly ms: unknown }).ms))))),
       timeout: "2 minutes"
     }
   )

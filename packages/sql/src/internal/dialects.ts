@@ -29,10 +29,11 @@ const syntax: Record<Dialect, Syntax> = {
     greatest: "GREATEST",
     startsWith: (index) => sql`LEFT(id, CHAR_LENGTH(${arg(index)})) = ${arg(index)}`
   },
-  // 'now' is the same instant for every use within one statement
+  // 'now' is the same instant for every use within one statement, in whole milliseconds: rounded,
+  // the day fraction's floating-point error cannot take a millisecond off
   sqlite: {
     quote: (identifier) => `"${identifier.replaceAll("\"", "\"\"")}"`,
-    clock: "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+    clock: "CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER)",
     clockArgument: sql`CAST(${arg(0)} AS INTEGER)`,
     greatest: "MAX",
     startsWith: (index) => sql`substr(id, 1, length(${arg(index)})) = ${arg(index)}`
