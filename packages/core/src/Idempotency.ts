@@ -55,96 +55,63 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type { YieldWrap } from "effect/Utils"
+import * as Attempt from "./Attempt.js"
 import * as Fingerprint from "./Fingerprint.js"
 import type * as IdempotencyContext from "./IdempotencyContext.js"
 import type { IdempotencyConflict, IdempotencyError } from "./IdempotencyError.js"
 import { describeParseError, InvalidPayload, isIdempotencyError } from "./IdempotencyError.js"
 import * as IdempotencyKey from "./IdempotencyKey.js"
-import type { FailurePolicy, InProgressPolicy, TimeoutPolicy } from "./IdempotencyPolicy.js"
+import type { FailurePolicy, TimeoutPolicy } from "./IdempotencyPolicy.js"
 import type { IdempotencyStore } from "./IdempotencyStore.js"
-import * as internal from "./internal/attempt.js"
+import * as internal from "./internal/attempt/run.js"
 import { inSpan } from "./internal/span.js"
 import * as Telemetry from "./internal/telemetry.js"
 import * as Tracing from "./Tracing.js"
 
 /**
- * The default downstream timeout.
+ * The default downstream timeout (`Attempt.DEFAULT_TIMEOUT`).
  *
  * @since 0.1.0
  * @category constants
  */
-export const DEFAULT_TIMEOUT: Duration.Duration = Duration.seconds(30)
+export const DEFAULT_TIMEOUT: Duration.Duration = Attempt.DEFAULT_TIMEOUT
 
 /**
- * The default time a record lives after its outcome is recorded.
+ * The default time a record lives after its outcome is recorded (`Attempt.DEFAULT_TTL`).
  *
  * @since 0.1.0
  * @category constants
  */
-export const DEFAULT_TTL: Duration.Duration = Duration.hours(24)
+export const DEFAULT_TTL: Duration.Duration = Attempt.DEFAULT_TTL
 
 /**
  * The time a lease outlasts the downstream timeout, so the attempt can record its outcome or its
- * timeout policy before another attempt may take over.
+ * timeout policy before another attempt may take over (`Attempt.LEASE_MARGIN`).
  *
  * @since 0.1.0
  * @category constants
  */
-export const LEASE_MARGIN: Duration.Duration = Duration.seconds(1)
+export const LEASE_MARGIN: Duration.Duration = Attempt.LEASE_MARGIN
 
 /**
- * The default retry of a completion that hit `StoreUnavailable`: 3 retries, 50 ms doubling.
+ * The default retry of a completion that hit `StoreUnavailable`: 3 retries, 50 ms doubling
+ * (`Attempt.DEFAULT_COMPLETE_RETRY`).
  *
  * @since 0.1.0
  * @category constants
  */
-export const DEFAULT_COMPLETE_RETRY: Schedule.Schedule<unknown> = Schedule.exponential("50 millis").pipe(
-  Schedule.intersect(Schedule.recurs(3))
-)
+export const DEFAULT_COMPLETE_RETRY: Schedule.Schedule<unknown> = Attempt.DEFAULT_COMPLETE_RETRY
 
 /**
  * The time settings and policies of an operation: what every entry point accepts, and what
- * `makeConfig` can read from `Config`.
+ * `makeConfig` can read from `Config` (see `Attempt.Settings`). Settings no attempt can honour (a
+ * heartbeat not shorter than the lease, a duration that is not positive) are refused when the
+ * operation is built: the entry point throws `InvalidSettings`.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Settings {
-  /**
-   * How long the downstream may run, counted from the reservation's request, before it is
-   * interrupted and its outcome counts as unknown. Default 30 seconds.
-   */
-  readonly timeout?: Duration.DurationInput | undefined
-  /**
-   * How long a reservation blocks other attempts. Without a heartbeat it is at least the timeout
-   * plus the lease margin, which is also the default.
-   */
-  readonly lease?: Duration.DurationInput | undefined
-  /** How long the lease outlasts the timeout, to record the outcome. Default `LEASE_MARGIN` (1 second). */
-  readonly leaseMargin?: Duration.DurationInput | undefined
-  /** Extend the lease at this interval while the downstream runs (for calls longer than the lease). */
-  readonly heartbeat?: Duration.DurationInput | undefined
-  /** How long a recorded outcome is replayed. Default 24 hours. */
-  readonly ttl?: Duration.DurationInput | undefined
-  /**
-   * The timeout policy, for a downstream whose outcome is unknown when its time is up. Default
-   * `keepLease`. A downstream that still ends (success or failure) while it is being interrupted has
-   * a known outcome, which is recorded like any other.
-   */
-  readonly onTimeout?: TimeoutPolicy | undefined
-  /**
-   * What a defect of the downstream (a thrown exception, `Effect.die`) does to the record. A defect
-   * may come after the downstream's write (a response parser that throws), so its outcome is
-   * unknown: by default it gets the timeout policy. Choose `release` where a defect always means
-   * that nothing was written. A downstream whose construction throws (before any effect runs) is
-   * always released.
-   */
-  readonly onDefect?: TimeoutPolicy | undefined
-  /** What to do when another attempt holds the key. Default: fail with `IdempotencyConflict`. */
-  readonly inProgress?: InProgressPolicy | undefined
-  /** The retry of a completion that hit `StoreUnavailable`. Default `DEFAULT_COMPLETE_RETRY`. */
-  readonly completeRetry?: Schedule.Schedule<unknown> | undefined
-}
+export type Settings = Attempt.Settings
 
 /**
  * The definition of an idempotent operation, as `make` takes it.
@@ -175,49 +142,20 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF> extends Settings {
 }
 
 /**
- * One call of an operation.
+ * One call of an operation (see `Attempt.Request`).
  *
  * @since 0.1.0
  * @category models
  */
-export interface Request<P> {
-  /** The client's key (bare or quoted); validated before any store is touched. */
-  readonly key: string
-  readonly payload: P
-  /** A tenant or user id: keys of different scopes never share a record. */
-  readonly scope?: string | undefined
-  /** A shorter timeout for this call. */
-  readonly timeout?: Duration.DurationInput | undefined
-  /**
-   * An absolute deadline, in epoch milliseconds of the `Clock`, by which the attempt must have
-   * answered (for example the platform's cut-off). Every store call is bounded by it, retries
-   * included: a store that does not answer in time counts as unavailable. The downstream must end
-   * the lease margin before it, so the outcome can be recorded: it gets the smaller of the timeout
-   * and the time left, counted from the reservation's request. If no time is left for it once the
-   * reservation is made, the reservation is released without calling the downstream and the call
-   * fails with `DownstreamTimeout` (policy `release`). A downstream that could not be stopped (an
-   * uninterruptible region) and ends past that point has held the attempt there already: recording
-   * its outcome gets the lease margin after its end, within the lease kept while it ran, so that no
-   * retry runs it again.
-   */
-  readonly deadline?: number | undefined
-}
+export type Request<P> = Attempt.Request<P>
 
 /**
- * A success, and how it came about: `Idempotency.result` gives it for any run.
+ * A success, and how it came about: `Idempotency.result` gives it for any run (see `Attempt.Result`).
  *
  * @since 0.1.0
  * @category models
  */
-export interface Result<A> {
-  readonly value: A
-  /** `true` when an earlier attempt's recorded outcome was returned without running the downstream. */
-  readonly replayed: boolean
-  /** The execution attempt that produced the value (1, or more after takeovers). */
-  readonly attempt: number
-  /** `false` when the value is fresh but could not be recorded (the store failed). */
-  readonly recorded: boolean
-}
+export type Result<A> = Attempt.Result<A>
 
 /**
  * An idempotent operation.
@@ -251,9 +189,9 @@ const operationOf = <P, IP, A, IA, E, R, EF, IEF>(
 ): Operation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>> => {
   const failureSchema = options.failure
   const isStorableFailure = failureSchema === undefined ? () => false : Schema.is(failureSchema)
-  const onTimeout: TimeoutPolicy = options.onTimeout ?? "keepLease"
   const attempt = internal.make<P, A, E, Exclude<R, IdempotencyContext.IdempotencyContext>>({
     name: options.name,
+    settings: Attempt.resolve(options.name, options),
     fingerprint: options.fingerprint,
     encodeSuccess: Schema.encode(options.success),
     decodeSuccess: Schema.decodeUnknown(options.success),
@@ -263,16 +201,7 @@ const operationOf = <P, IP, A, IA, E, R, EF, IEF>(
     decodeFailure: failureSchema === undefined ? undefined : Schema.decodeUnknown(failureSchema),
     failurePolicy: (error) =>
       options.onFailure !== undefined ? options.onFailure(error) : isStorableFailure(error) ? "store" : "release",
-    ttl: Duration.decode(options.ttl ?? DEFAULT_TTL),
-    timeout: Duration.decode(options.timeout ?? DEFAULT_TIMEOUT),
-    lease: options.lease === undefined ? undefined : Duration.decode(options.lease),
-    leaseMargin: Duration.decode(options.leaseMargin ?? LEASE_MARGIN),
-    heartbeat: options.heartbeat === undefined ? undefined : Duration.decode(options.heartbeat),
-    onTimeout,
-    onDefect: options.onDefect ?? onTimeout,
-    inProgress: options.inProgress,
     key: options.key,
-    completeRetry: options.completeRetry ?? DEFAULT_COMPLETE_RETRY,
     // the context is provided by the attempt
     execute: options.execute as (payload: P) => Effect.Effect<A, E, Exclude<R, IdempotencyContext.IdempotencyContext>>
   })

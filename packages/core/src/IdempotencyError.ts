@@ -371,6 +371,36 @@ export class InvalidPayload extends Schema.TaggedError<InvalidPayload>("@effect-
 }
 
 /**
+ * A setting of an operation, or of one call, that no attempt can honour: a heartbeat not shorter
+ * than the lease, a lease margin not shorter than the lease, a duration that is not a positive
+ * number, a `deadline` that is not a number. `Idempotency.make` (and every entry point) throws it
+ * when the operation is built; a call whose own `deadline` or `timeout` is invalid fails with it
+ * before any store is touched. `reason` says what the setting must be, never its value.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class InvalidSettings extends Schema.TaggedError<InvalidSettings>("@effect-idempotency/core/InvalidSettings")(
+  "InvalidSettings",
+  {
+    operation: Schema.String,
+    setting: Schema.String,
+    reason: Schema.String
+  }
+) {
+  /**
+   * @since 0.1.0
+   */
+  declare readonly [TypeId]: TypeId
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `Invalid setting "${this.setting}" of operation "${this.operation}": ${this.reason}`
+  }
+}
+
+/**
  * Every error an idempotent operation adds to the downstream effect's own errors.
  *
  * @since 0.1.0
@@ -388,6 +418,7 @@ export type IdempotencyError =
   | StoredOutcomeInvalid
   | OutcomeNotReplayable
   | InvalidPayload
+  | InvalidSettings
 
 for (
   const error of [
@@ -401,7 +432,8 @@ for (
     CleanupFailed,
     StoredOutcomeInvalid,
     OutcomeNotReplayable,
-    InvalidPayload
+    InvalidPayload,
+    InvalidSettings
   ]
 ) {
   Object.defineProperty(error.prototype, TypeId, { value: TypeId })
@@ -467,7 +499,7 @@ export const isStoreFailure = (u: unknown): u is StoreFailure =>
  * | `InvalidIdempotencyKey`, `InvalidPayload` | 400 |
  * | `IdempotencyConflict`, `LeaseLost` | 409 |
  * | `KeyReused` | 422 |
- * | `StoredOutcomeInvalid`, `OutcomeNotReplayable` | 500 |
+ * | `StoredOutcomeInvalid`, `OutcomeNotReplayable`, `InvalidSettings` | 500 |
  * | `CleanupFailed`, `StoreUnavailable`, `StoreError` | 503 |
  * | `DownstreamTimeout` | 504 |
  *
@@ -486,6 +518,7 @@ export const httpStatus = (error: IdempotencyError): number => {
       return 422
     case "StoredOutcomeInvalid":
     case "OutcomeNotReplayable":
+    case "InvalidSettings":
       return 500
     case "CleanupFailed":
     case "StoreUnavailable":

@@ -4,9 +4,9 @@
  * gets. A store package calls `suite` once with its Layer, as it calls `StoreConformance.suite`:
  *
  * The exits: a heartbeat whose extension fails once, or for good, or finds the lease lost; a
- * success that does not encode; a defect (before or after the write); a downstream that ends while
- * it is being interrupted, or that ignores interruption past its lease margin, or past the attempt's
- * deadline (its outcome then recorded by a slow store); a store that hangs after the reservation,
+ * success that does not encode; a defect (before or after the write); a downstream that finishes an
+ * uninterruptible region after its interruption, past its lease margin, or past the attempt's
+ * deadline (its lease kept until it ends, its timeout policy applied then); a store that hangs after the reservation,
  * on the completion, on a policy's write, or on the reservation itself.
  * Faults are injected in front of the store; time is `TestClock`, started at the wall clock and
  * moved one scheduled wake-up at a time, only while no store request is in flight.
@@ -382,24 +382,34 @@ export const suite = <E>(
           env.track(Effect.uninterruptible(Effect.as(Effect.sleep(Duration.millis(millis)), "written")))
       })
 
-    test("a downstream that ends while being interrupted has a known outcome: recorded, replayed", (env) =>
+    test("a downstream that finishes an uninterruptible region after its interruption: its lease is kept until it ends, then its timeout policy applies", (env) =>
       Effect.gen(function*() {
         const key = keyOf()
         const operation = stubborn(env, 1500)
-        const first = yield* Effect.fork(env.provide(operation.runDetailed({ key, payload: null })))
+        const first = yield* Effect.fork(Effect.flip(env.provide(operation.runDetailed({ key, payload: null }))))
+        yield* env.advance("1200 millis")
+        // interrupted at 1 s, it still runs: nothing is released under it
+        assert.deepStrictEqual(env.calls.filter((call) => call.method === "release"), [])
+        yield* env.advance("300 millis")
+        // an interrupted region's value is lost (as in any Effect program): its outcome is unknown
+        assert.strictEqual((yield* Fiber.join(first))._tag, "DownstreamTimeout")
+        const released = env.calls.find((call) => call.method === "release")
+        assert.isAtLeast(released!.at, 1500, "the record was released once the downstream had ended")
+        // `release` chose at-least-once for an unknown outcome: a retry executes
+        const patient = stubborn(env, 1500, { timeout: "3 seconds" })
+        const retry = yield* Effect.fork(env.provide(patient.runDetailed({ key, payload: null })))
         yield* env.advance("1500 millis")
-        const result = yield* Fiber.join(first)
-        assert.deepStrictEqual([result.value, result.recorded, result.replayed], ["written", true, false])
-        const retry = yield* env.provide(operation.runDetailed({ key, payload: null }))
-        assert.deepStrictEqual([retry.value, retry.replayed], ["written", true])
-        assert.strictEqual(env.runs.length, 1)
+        const result = yield* Fiber.join(retry)
+        assert.deepStrictEqual([result.value, result.replayed], ["written", false])
+        assert.strictEqual(env.runs.length, 2)
+        assert.isAtLeast(env.runs[1]!.start, env.runs[0]!.end!, "the retry ran after the first had ended")
       }))
 
     test("a downstream that ignores interruption past the margin keeps its lease: no retry overlaps it", (env) =>
       Effect.gen(function*() {
         const key = keyOf()
         const operation = stubborn(env, 10_000)
-        const first = yield* Effect.fork(env.provide(operation.runDetailed({ key, payload: null })))
+        const first = yield* Effect.fork(Effect.flip(env.provide(operation.runDetailed({ key, payload: null }))))
         yield* env.advance("5 seconds")
         // the lease (timeout + 1 s margin) would have ended at 2 s
         assert.strictEqual(
@@ -407,35 +417,27 @@ export const suite = <E>(
           "IdempotencyConflict"
         )
         yield* env.advance("5 seconds")
-        const result = yield* Fiber.join(first)
-        assert.deepStrictEqual([result.value, result.recorded], ["written", true])
+        assert.strictEqual((yield* Fiber.join(first))._tag, "DownstreamTimeout")
         assert.strictEqual(env.runs.length, 1)
       }))
 
-    test("an outcome that ends past the deadline, by a downstream that could not be stopped, is recorded within the lease", (env) =>
+    test("a downstream that could not be stopped by the deadline holds the attempt and its lease until it ends", (env) =>
       Effect.gen(function*() {
         const key = keyOf()
         const operation = stubborn(env, 10_000, { leaseMargin: "3 seconds", onTimeout: "keepLease" })
-        // the completion takes longer than the watchdog waits between two looks at the downstream, so
-        // the watchdog sees the recording under way, past the attempt's deadline
-        yield* env.slow("complete", 1200)
         const deadline = (yield* Clock.currentTimeMillis) + 5000
-        const first = yield* Effect.fork(env.provide(operation.runDetailed({ key, payload: null, deadline })))
+        const first = yield* Effect.fork(
+          Effect.flip(env.provide(operation.runDetailed({ key, payload: null, deadline })))
+        )
         yield* env.advance("7 seconds")
         assert.strictEqual(
           (yield* Effect.flip(env.provide(operation.run({ key, payload: null }))))._tag,
           "IdempotencyConflict"
         )
-        yield* env.advance("5 seconds")
-        const result = yield* Fiber.join(first)
-        assert.deepStrictEqual([result.value, result.recorded, result.replayed], ["written", true, false])
-        assert.isAtLeast(
-          env.calls.find((call) => call.method === "complete")!.at,
-          10_000,
-          "the completion went out when the downstream ended, past the deadline"
-        )
-        const retry = yield* env.provide(operation.runDetailed({ key, payload: null }))
-        assert.deepStrictEqual([retry.value, retry.replayed], ["written", true])
+        yield* env.advance("3100 millis")
+        const error = yield* Fiber.join(first)
+        assert.strictEqual(error._tag, "DownstreamTimeout")
+        assert.isAtLeast(yield* env.elapsed, 10_000, "the attempt answered once the downstream had ended")
         assert.strictEqual(env.runs.length, 1)
       }))
 
@@ -446,15 +448,14 @@ export const suite = <E>(
         // the lease (timeout + 1 s margin) ends at 2 s; the first extension takes 800 ms to arrive
         yield* env.slow("extend", 800)
         // daemons: should the test fail, nothing waits for a downstream that cannot be stopped
-        const first = yield* Effect.forkDaemon(env.provide(operation.runDetailed({ key, payload: null })))
+        const first = yield* Effect.forkDaemon(Effect.flip(env.provide(operation.runDetailed({ key, payload: null }))))
         yield* env.advance("2200 millis")
         const retry = yield* Effect.forkDaemon(Effect.flip(env.provide(operation.run({ key, payload: null }))))
         yield* env.advance("100 millis")
         assert.strictEqual(env.runs.length, 1, "the retry did not run the downstream beside the first")
         assert.strictEqual((yield* Fiber.join(retry))._tag, "IdempotencyConflict")
         yield* env.advance("8 seconds")
-        const result = yield* Fiber.join(first)
-        assert.deepStrictEqual([result.value, result.recorded], ["written", true])
+        assert.strictEqual((yield* Fiber.join(first))._tag, "DownstreamTimeout")
         assert.strictEqual(env.runs.length, 1)
       }))
 
@@ -612,22 +613,27 @@ export const suite = <E>(
         assert.strictEqual(env.runs.length, 1)
       }))
 
-    test("the caller interrupted while the downstream cannot be stopped: its outcome is recorded", (env) =>
+    test("the caller interrupted while the downstream cannot be stopped: it waits for its end, then the timeout policy applies", (env) =>
       Effect.gen(function*() {
         const key = keyOf()
         const operation = stubborn(env, 3000, { timeout: "5 seconds" })
         const first = yield* Effect.fork(env.provide(operation.run({ key, payload: null })))
         yield* env.advance("1 second")
         const interrupted = yield* Effect.fork(Fiber.interrupt(first))
-        yield* env.advance("3 seconds")
+        yield* env.advance("1 second")
+        // the downstream still runs: its lease is held, nothing is released under it
+        assert.isNull(interrupted.unsafePoll(), "the interruption waits for the downstream's end")
+        assert.deepStrictEqual(env.calls.filter((call) => call.method === "release"), [])
+        yield* env.advance("2 seconds")
         yield* Fiber.join(interrupted)
-        yield* env.advance("10 seconds")
-        // a daemon: should the downstream run again, it is not left for the test's end to wait on
+        const released = env.calls.find((call) => call.method === "release")
+        assert.isAtLeast(released!.at, 3000, "released (`release`) once the downstream had ended")
+        // a daemon: should the test fail, nothing waits for the retry's downstream
         const retry = yield* Effect.forkDaemon(env.provide(operation.runDetailed({ key, payload: null })))
         yield* env.advance("4 seconds")
         const result = yield* Fiber.join(retry)
-        assert.deepStrictEqual([result.value, result.replayed], ["written", true])
-        assert.strictEqual(env.runs.length, 1)
+        assert.deepStrictEqual([result.value, result.replayed], ["written", false])
+        assert.strictEqual(env.runs.length, 2)
       }))
 
     test("the caller interrupted while the downstream runs: the timeout policy is applied (markUnknown)", (env) =>

@@ -29,7 +29,12 @@ export type Ended<A> =
   | { readonly _tag: "Done"; readonly result: Result<A> }
   | { readonly _tag: "Refused"; readonly error: unknown; readonly outcome: string }
 
+/**
+ * The JSON text of a recorded value; the empty text is a top-level `undefined` (which JSON cannot
+ * hold, and which no JSON text is), so that `Schema.UndefinedOr(...)` replays it.
+ */
 export const parseJson = (text: string): Either.Either<unknown, Cause.UnknownException> => {
+  if (text === "") return Either.right(undefined)
   try {
     return Either.right(JSON.parse(text) as unknown)
   } catch (error) {
@@ -38,6 +43,7 @@ export const parseJson = (text: string): Either.Either<unknown, Cause.UnknownExc
 }
 
 const toJson = (value: unknown): Either.Either<string, Cause.UnknownException> => {
+  if (value === undefined) return Either.right("")
   try {
     return Either.right(JSON.stringify(value) ?? "null")
   } catch (error) {

@@ -164,6 +164,8 @@ interface Execution {
   wrote: boolean
   /** The downstream reached its end (its outcome was decided, whatever the fiber saw after). */
   finished: boolean
+  /** When its time is up: past it, the engine interrupts it (an uninterruptible region then ends interrupted). */
+  readonly until: number
 }
 
 interface Completion {
@@ -187,6 +189,7 @@ interface Returned {
 /** The behaviour of the downstream in the attempt that runs it, and that attempt's index. */
 const currentBehaviour = FiberRef.unsafeMake<Behaviour>({ _tag: "Succeed", after: 0 })
 const currentRun = FiberRef.unsafeMake<number>(-1)
+const currentDeadline = FiberRef.unsafeMake<number>(Infinity)
 
 const Value = Schema.Number.pipe(Schema.nonNegative())
 
@@ -355,7 +358,8 @@ export const play = (cfg: Config, scenario: ReadonlyArray<Attempt>) =>
           token: context.token,
           start: now,
           wrote: false,
-          finished: false
+          finished: false,
+          until: Math.min(now + cfg.timeoutMs, (yield* FiberRef.get(currentDeadline)) - 1000)
         }
         executions.push(execution)
         active++
@@ -372,8 +376,13 @@ export const play = (cfg: Config, scenario: ReadonlyArray<Attempt>) =>
               execution.end = end
               execution.exit = exitKind(exit)
               active--
-              // 5. an outcome that was decided is never thrown away as unknown, unless the attempt crashed
-              if (execution.finished && execution.exit === "interrupted" && !crashed.has(execution.run)) {
+              // 5. an outcome that was decided in its time is never thrown away as unknown, unless the
+              // attempt crashed (an uninterruptible region that ends past its time ends interrupted, as in
+              // any Effect program: its value is lost)
+              if (
+                execution.finished && execution.exit === "interrupted" && !crashed.has(execution.run) &&
+                end < execution.until
+              ) {
                 violations.push(`execution ${index} finished, but its outcome was discarded as unknown`)
               }
               // 6. an execution never outlives its attempt's lease
@@ -447,7 +456,8 @@ export const play = (cfg: Config, scenario: ReadonlyArray<Attempt>) =>
           }).pipe(
             Effect.provide(layer),
             Effect.locally(currentBehaviour, a.behaviour),
-            Effect.locally(currentRun, i)
+            Effect.locally(currentRun, i),
+            Effect.locally(currentDeadline, cfg.deadlineMs === undefined ? Infinity : at + cfg.deadlineMs)
           )
         )
         returned.push({ attempt: i, at: yield* Clock.currentTimeMillis, exit })

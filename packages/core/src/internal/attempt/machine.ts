@@ -1,0 +1,256 @@
+/**
+ * One attempt as a state machine, from the reservation to the answer: the reservation
+ * (`reservation.ts`), the execution while the downstream runs (`execution.ts`) and the recording of
+ * how it ended (`recording.ts`), composed. Its states and events are data, and `step` gives the next
+ * state and the commands to run; it reads no clock (the driver passes `now` with every event),
+ * sleeps nowhere and forks nothing. The driver (`driver.ts`) runs the commands and feeds what
+ * happened back; `wakeAt` says when it must wake the machine if nothing else happens first.
+ *
+ * ```
+ * Reserving ──Reserved──▶ Executing ──DownstreamEnded──▶ Recording ──▶ Answered
+ *    │ Found, failed, interrupted (what may be reserved is given back)      ▲
+ *    └──────────────────────────────────────────────────────────────────────┘
+ * ```
+ *
+ * `test/AttemptMachine.test.ts` explores it exhaustively; `test/AttemptDriver.test.ts` runs the same
+ * orderings through the driver with real Effect downstreams.
+ *
+ * @internal
+ */
+import * as Cause from "effect/Cause"
+import type { Found } from "../../Attempt.js"
+import { DownstreamTimeout } from "../../IdempotencyError.js"
+import * as Execution from "./execution.js"
+import type { Fixed } from "./fixed.js"
+import * as Recording from "./recording.js"
+import * as Reservation from "./reservation.js"
+
+/** How an attempt ends. */
+export type Answer =
+  /** A fresh value of attempt `attempt`, recorded or not. */
+  | { readonly _tag: "Value"; readonly value: unknown; readonly recorded: boolean; readonly attempt: number }
+  /** A record found by the reservation: replayed, or a refusal that is data. */
+  | { readonly _tag: "Found"; readonly found: Found }
+  | { readonly _tag: "Fail"; readonly cause: Cause.Cause<unknown> }
+  /** The caller was interrupted: once everything it started is settled, its interruption takes effect. */
+  | { readonly _tag: "Interrupted" }
+
+export type State =
+  | { readonly _tag: "Reserving"; readonly reservation: Reservation.State; readonly interrupted: boolean }
+  | {
+    readonly _tag: "Executing"
+    readonly attempt: number
+    readonly times: Execution.Times
+    readonly execution: Execution.State
+    readonly interrupted: boolean
+  }
+  | {
+    readonly _tag: "Recording"
+    readonly attempt: number
+    readonly recordEnd: number
+    readonly recording: Recording.State
+    readonly interrupted: boolean
+  }
+  | { readonly _tag: "Answered"; readonly answer: Answer }
+
+export type Event =
+  | Exclude<Reservation.Event, { readonly _tag: "CallerInterrupted" }>
+  /** The downstream could not be built (its construction threw, or gave no effect): nothing ran. */
+  | { readonly _tag: "NotStarted"; readonly defect: unknown }
+  | { readonly _tag: "DownstreamEnded"; readonly ended: Recording.Ended }
+  | Exclude<Execution.Event, { readonly _tag: "CallerInterrupted" | "Tick" }>
+  | Exclude<Recording.Event, { readonly _tag: "Tick" }>
+  | { readonly _tag: "CallerInterrupted" }
+  /** Nothing but the clock: the wake-up `wakeAt` asked for. */
+  | { readonly _tag: "Tick" }
+
+export type Command =
+  | Exclude<Reservation.Command, { readonly _tag: "Done" }>
+  /** Builds the downstream and starts it, with the context of attempt `attempt`; feeds `DownstreamEnded`. */
+  | { readonly _tag: "Start"; readonly attempt: number }
+  | Execution.Command
+  | Recording.Command
+  | { readonly _tag: "Answer"; readonly answer: Answer }
+
+export type Step = readonly [State, ReadonlyArray<Command>]
+
+const answered = (answer: Answer, commands: ReadonlyArray<Command> = []): Step => [
+  { _tag: "Answered", answer },
+  [...commands, { _tag: "Answer", answer }]
+]
+
+const INTERRUPTED: Answer = { _tag: "Interrupted" }
+
+/** The first step: the first reservation, unless the downstream would get no time at all (then no store is touched). */
+export const start = (fixed: Fixed): Step => {
+  if (fixed.timeoutMs <= 0) {
+    const error = new DownstreamTimeout({
+      operation: fixed.operation,
+      key: fixed.key,
+      timeoutMillis: 0,
+      policy: "release",
+      replayed: false
+    })
+    return answered({ _tag: "Fail", cause: Cause.fail(error) })
+  }
+  const [reservation, command] = Reservation.start
+  return [{ _tag: "Reserving", reservation, interrupted: false }, [command]]
+}
+
+/** The next state and the commands to run, from `state`, what happened, and the clock. */
+export const step = (fixed: Fixed, state: State, event: Event, now: number): Step => {
+  switch (state._tag) {
+    case "Reserving":
+      return reserving(fixed, state, event, now)
+    case "Executing":
+      return executing(fixed, state, event, now)
+    case "Recording":
+      return recording(fixed, state, event, now)
+    case "Answered":
+      return [state, []]
+  }
+}
+
+/** When the machine must be woken (`Tick`) if nothing happens before; `Infinity` when it needs no wake-up. */
+export const wakeAt = (state: State): number =>
+  state._tag === "Executing"
+    ? Execution.wakeAt(state.times, state.execution)
+    : state._tag === "Recording"
+    ? Recording.wakeAt(state.recording)
+    : Infinity
+
+const reserving = (
+  fixed: Fixed,
+  state: Extract<State, { readonly _tag: "Reserving" }>,
+  event: Event,
+  now: number
+): Step => {
+  if (event._tag === "Tick") return [state, []]
+  const interrupted = state.interrupted || event._tag === "CallerInterrupted"
+  const [reservation, command] = Reservation.step(fixed, state.reservation, event as Reservation.Event, now)
+  if (command._tag !== "Done") return [{ _tag: "Reserving", reservation, interrupted }, [command]]
+  const outcome = command.outcome
+  switch (outcome._tag) {
+    case "Execute":
+      return execute(fixed, outcome.attempt, outcome.sentAt, interrupted, now)
+    case "Found":
+      return answered(interrupted ? INTERRUPTED : { _tag: "Found", found: outcome.found })
+    case "Fail":
+      return answered(interrupted ? INTERRUPTED : { _tag: "Fail", cause: outcome.cause })
+    case "Interrupted":
+      return answered(INTERRUPTED)
+  }
+}
+
+/** Gives back a reservation that nothing used, then answers `then`. */
+const giveBack = (fixed: Fixed, now: number, then: Reservation.Outcome, interrupted: boolean): Step => {
+  const [reservation, command] = Reservation.giveBack(fixed, now, then)
+  return [{ _tag: "Reserving", reservation, interrupted }, [command]]
+}
+
+/** A reservation was made at `sentAt`: the downstream starts, if it has time and its caller still waits. */
+const execute = (fixed: Fixed, attempt: number, sentAt: number, interrupted: boolean, now: number): Step => {
+  if (interrupted) return giveBack(fixed, now, { _tag: "Interrupted" }, true)
+  const times: Execution.Times = {
+    leaseMs: fixed.leaseMs,
+    heartbeatMs: fixed.heartbeatMs,
+    marginMs: fixed.marginMs,
+    // the downstream's time counts from the reservation's request; it ends a margin before the deadline
+    downstreamDeadline: Math.min(sentAt + fixed.timeoutMs, fixed.deadline - fixed.marginMs),
+    attemptDeadline: fixed.deadline
+  }
+  if (now >= times.downstreamDeadline) {
+    // the reservation took the downstream's time: nothing ran, so it is given back
+    const error = new DownstreamTimeout({
+      operation: fixed.operation,
+      key: fixed.key,
+      timeoutMillis: 0,
+      policy: "release",
+      replayed: false
+    })
+    return giveBack(fixed, now, { _tag: "Fail", cause: Cause.fail(error) }, false)
+  }
+  return [{
+    _tag: "Executing",
+    attempt,
+    times,
+    execution: Execution.initial(times, now, sentAt + fixed.leaseMs),
+    interrupted: false
+  }, [{ _tag: "Start", attempt }]]
+}
+
+const executing = (
+  fixed: Fixed,
+  state: Extract<State, { readonly _tag: "Executing" }>,
+  event: Event,
+  now: number
+): Step => {
+  switch (event._tag) {
+    case "NotStarted":
+      // building the downstream threw: nothing ran, so the reservation is given back
+      return giveBack(fixed, now, { _tag: "Fail", cause: Cause.die(event.defect) }, state.interrupted)
+    case "DownstreamEnded": {
+      const recordEnd = Execution.recordEnd(state.times, state.execution, now)
+      const [recording, commands] = Recording.start(fixed, state.execution, event.ended, now, recordEnd)
+      return recorded(state.attempt, recordEnd, recording, commands, state.interrupted)
+    }
+    case "Extended":
+    case "ExtensionFailed":
+    case "ExtensionRefused":
+    case "CallerInterrupted":
+    case "Tick": {
+      const [execution, commands] = Execution.step(state.times, state.execution, event, now)
+      return [{ ...state, execution, interrupted: state.interrupted || event._tag === "CallerInterrupted" }, commands]
+    }
+  }
+  throw new Error(`attempt: ${event._tag} is not expected while Executing`)
+}
+
+const recording = (
+  fixed: Fixed,
+  state: Extract<State, { readonly _tag: "Recording" }>,
+  event: Event,
+  now: number
+): Step => {
+  switch (event._tag) {
+    case "CallerInterrupted":
+      // a recording under way finishes: the interruption takes effect once it is over
+      return [{ ...state, interrupted: true }, []]
+    case "Extended":
+    case "ExtensionFailed":
+    case "ExtensionRefused":
+      // an extension sent before the downstream ended: the recording keeps its bound
+      return [state, []]
+    case "Encoded":
+    case "NotEncoded":
+    case "FailureEncoded":
+    case "Chosen":
+    case "ChoiceThrew":
+    case "Written":
+    case "WriteFailed":
+    case "Tick": {
+      const [next, commands] = Recording.step(fixed, state.recording, event, now, state.recordEnd)
+      return recorded(state.attempt, state.recordEnd, next, commands, state.interrupted)
+    }
+  }
+  throw new Error(`attempt: ${event._tag} is not expected while Recording`)
+}
+
+const recorded = (
+  attempt: number,
+  recordEnd: number,
+  recording: Recording.State,
+  commands: ReadonlyArray<Recording.Command>,
+  interrupted: boolean
+): Step => {
+  if (recording._tag !== "Done") return [{ _tag: "Recording", attempt, recordEnd, recording, interrupted }, commands]
+  const answer = recording.answer
+  return answered(
+    interrupted || answer._tag === "Interrupted"
+      ? INTERRUPTED
+      : answer._tag === "Value"
+      ? { _tag: "Value", value: answer.value, recorded: answer.recorded, attempt }
+      : answer,
+    commands
+  )
+}
