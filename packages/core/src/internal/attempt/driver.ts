@@ -26,6 +26,7 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
+import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Attempt from "../../Attempt.js"
@@ -62,7 +63,25 @@ export interface Run<P, A, E, R> {
   readonly id: RecordId
   readonly token: string
   readonly lease: Duration.Duration
+  /** Told every step of the machine, when a test listens (`currentTrace`). */
+  readonly trace: Trace | undefined
 }
+
+/** A listener of every step of an attempt's machine: the event, with the clock, and where it led. */
+export type Trace = (
+  event: Machine.Event,
+  now: number,
+  next: Machine.State,
+  commands: ReadonlyArray<Machine.Command>
+) => void
+
+/**
+ * The listener of the steps of the attempts run on a fiber, for the tests that hold the driver to
+ * the machine.
+ *
+ * @internal
+ */
+export const currentTrace = FiberRef.unsafeMake<Trace | undefined>(undefined)
 
 /** A store call that dies is a `StoreError` of its method: a failure with a policy, never a dead fiber. */
 const typed = <X, Y>(method: string, call: Effect.Effect<X, Y>): Effect.Effect<X, Y | StoreError> =>
@@ -445,13 +464,13 @@ export const drive = <P, A, E, R>(run: Run<P, A, E, R>): Effect.Effect<Machine.A
       const event = inbox.shift()
       if (event === undefined) return Effect.flatMap(next(state), () => loop(state, [], 0))
       if (event._tag === "Tick" && alarmAt <= now()) alarmAt = Infinity
-      if (event._tag === "DownstreamEnded") {
-        // what the downstream did to its fiber's references reaches the caller, as with plain composition
-        const [nextState, nextCommands] = Machine.step(fixed, state, event, now())
-        return Effect.flatMap(Fiber.inheritAll(downstream!), () => loop(nextState, nextCommands, 0))
-      }
-      const [nextState, nextCommands] = Machine.step(fixed, state, event, now())
-      return loop(nextState, nextCommands, 0)
+      const at = now()
+      const [nextState, nextCommands] = Machine.step(fixed, state, event, at)
+      if (run.trace !== undefined) run.trace(event, at, nextState, nextCommands)
+      // what the downstream did to its fiber's references reaches the caller, as with plain composition
+      return event._tag === "DownstreamEnded"
+        ? Effect.flatMap(Fiber.inheritAll(downstream!), () => loop(nextState, nextCommands, 0))
+        : loop(nextState, nextCommands, 0)
     }
 
     const [state, commands] = Machine.start(fixed)

@@ -200,7 +200,8 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       clock,
       id,
       token: globalThis.crypto.randomUUID(),
-      lease: Duration.millis(leaseMs)
+      lease: Duration.millis(leaseMs),
+      trace: fiber.getFiberRef(Driver.currentTrace)
     }
     return Effect.flatMap(Driver.drive(run), (answer): Effect.Effect<Ended<A>, E | IdempotencyError> => {
       switch (answer._tag) {
