@@ -13,8 +13,10 @@ for (const name of packages) {
 }
 const deep = await import("@effect-idempotency/core/IdempotencyError")
 ok(typeof deep.isLeaseLost === "function", "a deep import reaches the module")
-const internal: string = "@effect-idempotency/core/internal/memoryStore"
-await rejects(import(internal), { code: "ERR_PACKAGE_PATH_NOT_EXPORTED" })
+// one module of each private folder: the engine, the stores' shared code, the primitives
+for (const internal of ["internal/telemetry", "store/memory", "base/sha256"]) {
+  await rejects(import(`@effect-idempotency/core/${internal}`), { code: "ERR_PACKAGE_PATH_NOT_EXPORTED" })
+}
 
 // the testing kit's public types resolve from its declarations
 export type Suite = typeof Testing.StoreConformance

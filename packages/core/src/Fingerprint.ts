@@ -22,7 +22,7 @@ import { identity } from "effect/Function"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as AST from "effect/SchemaAST"
-import * as Sha256 from "./internal/sha256.js"
+import * as Sha256 from "./base/sha256.js"
 
 /**
  * A fingerprint string, `<algorithm>:<hex digest>`.

@@ -50,7 +50,7 @@ import * as IdempotencyKey from "./IdempotencyKey.js"
 import type { IdempotencyRecord, OutcomeKind, Status } from "./IdempotencyRecord.js"
 import { makeRecordId, outcomeToColumns } from "./IdempotencyRecord.js"
 import { IdempotencyStore } from "./IdempotencyStore.js"
-import * as internal from "./internal/admin.js"
+import * as internal from "./store/admin.js"
 
 /**
  * Where a store keeps its admin primitives.
@@ -155,11 +155,7 @@ export interface ListQuery {
  * @since 0.1.0
  * @category models
  */
-export interface Count {
-  readonly operation: string
-  readonly state: State
-  readonly count: number
-}
+export type Count = internal.Count
 
 /**
  * A record's identity, as the admin takes it.
@@ -186,7 +182,7 @@ export class UnblockRefused extends Schema.TaggedError<UnblockRefused>("@effect-
   {
     operation: Schema.String,
     keyHash: Schema.String,
-    reason: Schema.Literal("absent", "changed", "running", "completed", "omitted"),
+    reason: internal.Refusal,
     attempt: Schema.optional(Schema.Number)
   }
 ) {
@@ -227,10 +223,7 @@ export class AdminUnsupported extends Schema.TaggedError<AdminUnsupported>(
  * @since 0.1.0
  * @category models
  */
-export interface StoredRecord {
-  readonly recordId: string
-  readonly record: IdempotencyRecord
-}
+export type StoredRecord = internal.StoredRecord
 
 /**
  * What a store's `unblock` did.
@@ -238,9 +231,7 @@ export interface StoredRecord {
  * @since 0.1.0
  * @category models
  */
-export type UnblockResult =
-  | { readonly _tag: "Unblocked" }
-  | { readonly _tag: "Refused"; readonly reason: UnblockRefused["reason"]; readonly attempt?: number | undefined }
+export type UnblockResult = internal.UnblockResult
 
 /**
  * What a store implements for the admin service. Times are the store's clock.
@@ -248,37 +239,7 @@ export type UnblockResult =
  * @since 0.1.0
  * @category models
  */
-export interface AdminStore {
-  /**
-   * A page of records in the order of their ids, after `cursor` (an id), filtered: by state, by
-   * operation, by a lease that ended at or before `leaseEndedBy` (`now - olderThan`). A store that
-   * cannot filter on its side filters what it reads; a page may then hold fewer than `limit`
-   * records while `cursor` is not at the end.
-   */
-  readonly list: (query: {
-    readonly state: State | undefined
-    readonly operation: string | undefined
-    readonly olderThanMillis: number | undefined
-    readonly limit: number
-    readonly cursor: string | undefined
-  }) => Effect.Effect<
-    { readonly records: ReadonlyArray<StoredRecord>; readonly now: number; readonly cursor: string | undefined },
-    StoreFailure
-  >
-  /** Reads a record with the store's clock. */
-  readonly read: (
-    recordId: string
-  ) => Effect.Effect<{ readonly record: Option.Option<IdempotencyRecord>; readonly now: number }, StoreFailure>
-  /**
-   * Deletes the record in one atomic conditional write, only while its attempt is `attempt` and its
-   * state is one of `unblockable`; otherwise says why not.
-   */
-  readonly unblock: (
-    request: { readonly recordId: string; readonly attempt: number }
-  ) => Effect.Effect<UnblockResult, StoreFailure>
-  /** Counts of live records by operation and state. */
-  readonly stats: Effect.Effect<ReadonlyArray<Count>, StoreFailure>
-}
+export type AdminStore = internal.AdminStore
 
 /**
  * Whether a store keeps admin primitives.

@@ -8,9 +8,9 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
+import * as Sha256 from "./base/sha256.js"
 import type { IdempotencyKey } from "./IdempotencyKey.js"
 import type { RecordId } from "./IdempotencyRecord.js"
-import * as Sha256 from "./internal/sha256.js"
 
 /**
  * The current attempt of an idempotent operation.

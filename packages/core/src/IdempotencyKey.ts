@@ -12,8 +12,8 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as Sha256 from "./base/sha256.js"
 import { InvalidIdempotencyKey } from "./IdempotencyError.js"
-import * as Sha256 from "./internal/sha256.js"
 
 /**
  * The default maximum length of a key, in characters.

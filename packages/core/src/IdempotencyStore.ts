@@ -13,11 +13,9 @@ import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import type * as Option from "effect/Option"
-import type { LeaseLost, StoreFailure } from "./IdempotencyError.js"
-import type { IdempotencyRecord, RecordId, ReserveResult, StoredOutcome } from "./IdempotencyRecord.js"
-import * as internalCache from "./internal/cachedStore.js"
-import * as internal from "./internal/memoryStore.js"
+import * as cache from "./store/cache.js"
+import * as memory from "./store/memory.js"
+import type * as service from "./store/service.js"
 
 /**
  * A reservation request.
@@ -25,21 +23,7 @@ import * as internal from "./internal/memoryStore.js"
  * @since 0.1.0
  * @category models
  */
-export interface ReserveRequest {
-  readonly id: RecordId
-  /** The fencing token the caller will hold if the reservation succeeds. */
-  readonly token: string
-  readonly fingerprint: string
-  /** How long the record blocks other attempts. */
-  readonly lease: Duration.Duration
-  /** How long the record lives (at least as long as the lease). */
-  readonly ttl: Duration.Duration
-  /**
-   * Whether an IN_PROGRESS record whose lease ended may be taken over. `false` for at-most-once
-   * operations: a crashed attempt's outcome is unknown, so its key stays blocked until it expires.
-   */
-  readonly takeover: boolean
-}
+export type ReserveRequest = service.ReserveRequest
 
 /**
  * A token-checked write request.
@@ -47,10 +31,7 @@ export interface ReserveRequest {
  * @since 0.1.0
  * @category models
  */
-export interface TokenRequest {
-  readonly id: RecordId
-  readonly token: string
-}
+export type TokenRequest = service.TokenRequest
 
 /**
  * Completion: the record becomes COMPLETED with `outcome`, and lives for `ttl` from now.
@@ -58,10 +39,7 @@ export interface TokenRequest {
  * @since 0.1.0
  * @category models
  */
-export interface CompleteRequest extends TokenRequest {
-  readonly outcome: StoredOutcome
-  readonly ttl: Duration.Duration
-}
+export type CompleteRequest = service.CompleteRequest
 
 /**
  * Marking failed: the record becomes FAILED for `ttl` from now; a retry with the same
@@ -70,9 +48,7 @@ export interface CompleteRequest extends TokenRequest {
  * @since 0.1.0
  * @category models
  */
-export interface MarkFailedRequest extends TokenRequest {
-  readonly ttl: Duration.Duration
-}
+export type MarkFailedRequest = service.MarkFailedRequest
 
 /**
  * Extending the lease: `leaseUntil` becomes now + `lease` (and `expiresAt` at least that).
@@ -80,37 +56,18 @@ export interface MarkFailedRequest extends TokenRequest {
  * @since 0.1.0
  * @category models
  */
-export interface ExtendRequest extends TokenRequest {
-  readonly lease: Duration.Duration
-}
+export type ExtendRequest = service.ExtendRequest
 
 /**
- * The store service.
+ * The store service: `reserve`, then token-checked `complete`, `release`, `markFailed` and
+ * `extend`; `get` and `purgeExpired`.
  *
  * @since 0.1.0
  * @category tags
  */
 export class IdempotencyStore extends Context.Tag("@effect-idempotency/core/IdempotencyStore")<
   IdempotencyStore,
-  {
-    /**
-     * One atomic conditional write: creates the record, or takes over an expired lease or a FAILED
-     * record created by the same fingerprint; otherwise returns the existing record.
-     */
-    readonly reserve: (request: ReserveRequest) => Effect.Effect<ReserveResult, StoreFailure>
-    /** Records the outcome. */
-    readonly complete: (request: CompleteRequest) => Effect.Effect<void, LeaseLost | StoreFailure>
-    /** Deletes the record so the next attempt executes again. */
-    readonly release: (request: TokenRequest) => Effect.Effect<void, LeaseLost | StoreFailure>
-    /** Keeps a FAILED record that a retry may take over. */
-    readonly markFailed: (request: MarkFailedRequest) => Effect.Effect<void, LeaseLost | StoreFailure>
-    /** Extends the lease of a long call (a heartbeat). */
-    readonly extend: (request: ExtendRequest) => Effect.Effect<void, LeaseLost | StoreFailure>
-    /** Reads a record; an expired record reads as absent. */
-    readonly get: (id: RecordId) => Effect.Effect<Option.Option<IdempotencyRecord>, StoreFailure>
-    /** Deletes up to `limit` expired records and returns how many it deleted. */
-    readonly purgeExpired: (options?: { readonly limit?: number | undefined }) => Effect.Effect<number, StoreFailure>
-  }
+  service.Service
 >() {}
 
 /**
@@ -135,14 +92,7 @@ export type ClockSource = "server" | "effect"
  * @since 0.1.0
  * @category models
  */
-export interface MemoryOptions {
-  /** Run `purgeExpired` in the background at this interval, for the life of the layer (see `layerPurge`). */
-  readonly purgeInterval?: Duration.DurationInput | undefined
-  /** How many expired records each background purge deletes at most. Default 10,000. */
-  readonly purgeLimit?: number | undefined
-  /** Log a warning that the store is per-process (default `true`). */
-  readonly warn?: boolean | undefined
-}
+export type MemoryOptions = memory.MemoryOptions
 
 /**
  * Builds a memory store. Correct under any number of concurrent fibers; expiry and leases are
@@ -152,7 +102,7 @@ export interface MemoryOptions {
  * @since 0.1.0
  * @category constructors
  */
-export const makeMemory: (options?: MemoryOptions) => Effect.Effect<IdempotencyStore["Type"]> = internal.make
+export const makeMemory: (options?: MemoryOptions) => Effect.Effect<IdempotencyStore["Type"]> = memory.make
 
 /**
  * Options of the background purge.
@@ -192,7 +142,7 @@ export const layerPurge = (
   options?: PurgeOptions
 ): Layer.Layer<never, never, IdempotencyStore> =>
   Layer.scopedDiscard(
-    Effect.flatMap(IdempotencyStore, (store) => Effect.forkScoped(internal.purgeLoop(store, interval, options)))
+    Effect.flatMap(IdempotencyStore, (store) => Effect.forkScoped(memory.purgeLoop(store, interval, options)))
   )
 
 /**
@@ -220,7 +170,7 @@ export const withPurge = <E, R>(
  * @category layers
  */
 export const layerMemoryWith = (options?: MemoryOptions): Layer.Layer<IdempotencyStore> =>
-  withPurge(Layer.effect(IdempotencyStore, internal.make(options)), options)
+  withPurge(Layer.effect(IdempotencyStore, memory.make(options)), options)
 
 /**
  * A memory store layer (it logs a warning that it is per-process).
@@ -236,10 +186,7 @@ export const layerMemory: Layer.Layer<IdempotencyStore> = layerMemoryWith()
  * @since 0.1.0
  * @category models
  */
-export interface CacheOptions {
-  /** The most completed records (and in-flight reservations) kept. Default 10,000. */
-  readonly capacity?: number | undefined
-}
+export type CacheOptions = cache.CacheOptions
 
 /**
  * Wraps a store with a warm-instance cache of completed outcomes: a replay of a key this instance
@@ -257,7 +204,7 @@ export interface CacheOptions {
 export const makeCached: (
   store: IdempotencyStore["Type"],
   options?: CacheOptions
-) => Effect.Effect<IdempotencyStore["Type"]> = internalCache.make
+) => Effect.Effect<IdempotencyStore["Type"]> = cache.make
 
 /**
  * The warm-instance cache (see `makeCached`) over the `IdempotencyStore` of the context.

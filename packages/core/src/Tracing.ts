@@ -22,7 +22,7 @@ import type * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
 import * as Tracer from "effect/Tracer"
-import { inSpan } from "./internal/span.js"
+import { inSpan } from "./base/span.js"
 
 /** Effect's own tracer, the one in place when none was installed. */
 const defaultTracer: Tracer.Tracer = Context.get(DefaultServices.liveServices, Tracer.Tracer)

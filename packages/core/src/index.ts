@@ -1,6 +1,11 @@
 /**
  * @since 0.1.0
  */
+export * as Attempt from "./Attempt.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as Fingerprint from "./Fingerprint.js"
 
 /**

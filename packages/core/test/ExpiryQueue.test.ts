@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as FastCheck from "effect/FastCheck"
-import { ExpiryQueue } from "../src/internal/expiryQueue.js"
+import { ExpiryQueue } from "../src/store/expiryQueue.js"
 
 describe("ExpiryQueue", () => {
   it.prop("pops entries in expiry order, interleaved with pushes", [

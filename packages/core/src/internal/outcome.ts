@@ -10,7 +10,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as ParseResult from "effect/ParseResult"
-import type { Result } from "../Idempotency.js"
+import type { Result } from "../Attempt.js"
 import {
   describeParseError,
   DownstreamTimeout,

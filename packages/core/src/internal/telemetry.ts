@@ -12,7 +12,7 @@ import * as MetricKey from "effect/MetricKey"
 import type * as MetricLabel from "effect/MetricLabel"
 import * as MetricLabels from "effect/MetricLabel"
 import * as Option from "effect/Option"
-import type { Result } from "../Idempotency.js"
+import type { Result } from "../Attempt.js"
 import { isIdempotencyError } from "../IdempotencyError.js"
 
 /** How a run ended, as its span's `idempotency.outcome` and its metrics' `idempotency.outcome`. */

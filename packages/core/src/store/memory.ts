@@ -2,21 +2,34 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import type { AdminStore, StoredRecord, UnblockResult } from "../IdempotencyAdmin.js"
 import { LeaseLost } from "../IdempotencyError.js"
 import type { IdempotencyRecord } from "../IdempotencyRecord.js"
 import { canTakeOver, isLive, ReserveResult } from "../IdempotencyRecord.js"
-import type { IdempotencyStore, MemoryOptions, TokenRequest } from "../IdempotencyStore.js"
-import type { State } from "./admin.js"
+import type { AdminStore, State, StoredRecord, UnblockResult } from "./admin.js"
 import { AdminTypeId, parseRecordId, stateOf, unblockable } from "./admin.js"
-
 import { ExpiryQueue } from "./expiryQueue.js"
 import { flat, flatOutcome } from "./flat.js"
+import type { Service, TokenRequest } from "./service.js"
 
 const DEFAULT_PURGE_LIMIT = 10_000
 
+/**
+ * Options of the memory store.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface MemoryOptions {
+  /** Run `purgeExpired` in the background at this interval, for the life of the layer (see `layerPurge`). */
+  readonly purgeInterval?: Duration.DurationInput | undefined
+  /** How many expired records each background purge deletes at most. Default 10,000. */
+  readonly purgeLimit?: number | undefined
+  /** Log a warning that the store is per-process (default `true`). */
+  readonly warn?: boolean | undefined
+}
+
 /** @internal */
-export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["Type"]> =>
+export const make = (options?: MemoryOptions): Effect.Effect<Service> =>
   Effect.gen(function*() {
     if (options?.warn !== false) {
       yield* Effect.logWarning(
@@ -63,7 +76,7 @@ export const make = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["T
     const atNow = <X, Y>(f: (now: number) => Effect.Effect<X, Y>): Effect.Effect<X, Y> =>
       Effect.clockWith((clock) => f(clock.unsafeCurrentTimeMillis()))
 
-    const store: IdempotencyStore["Type"] = {
+    const store: Service = {
       reserve: (request) =>
         atNow((now): Effect.Effect<ReserveResult> => {
           const existing = live(request.id.value, now)
@@ -197,7 +210,7 @@ const refusalOf = (state: State): "running" | "completed" | "omitted" =>
 
 /** @internal */
 export const purgeLoop = (
-  store: IdempotencyStore["Type"],
+  store: Service,
   interval: Duration.DurationInput,
   options?: { readonly limit?: number | undefined }
 ): Effect.Effect<never> =>

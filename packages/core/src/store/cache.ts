@@ -4,10 +4,21 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { IdempotencyRecord } from "../IdempotencyRecord.js"
 import { ReserveResult } from "../IdempotencyRecord.js"
-import type { CacheOptions, IdempotencyStore } from "../IdempotencyStore.js"
 import { flat, flatOutcome } from "./flat.js"
+import type { Service } from "./service.js"
 
 const DEFAULT_CAPACITY = 10_000
+
+/**
+ * Options of the warm-instance cache.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CacheOptions {
+  /** The most completed records (and in-flight reservations) kept. Default 10,000. */
+  readonly capacity?: number | undefined
+}
 
 interface Entry {
   readonly record: IdempotencyRecord
@@ -46,9 +57,9 @@ const bounded = <V>(capacity: number) => {
 
 /** @internal */
 export const make = (
-  store: IdempotencyStore["Type"],
+  store: Service,
   options?: CacheOptions
-): Effect.Effect<IdempotencyStore["Type"]> =>
+): Effect.Effect<Service> =>
   Effect.sync(() => {
     const capacity = Math.max(1, options?.capacity ?? DEFAULT_CAPACITY)
     // COMPLETED records only: no store method changes one before it expires, so a copy is exact
@@ -70,7 +81,7 @@ export const make = (
     const settled = <A, E>(effect: Effect.Effect<A, E>, id: string, token: string) =>
       Effect.ensuring(effect, Effect.sync(() => reservations.delete(ownKey(id, token))))
 
-    const cachedStore: IdempotencyStore["Type"] = {
+    const cachedStore: Service = {
       reserve: (request) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => {
           const entry = hit(request.id.value, now)
