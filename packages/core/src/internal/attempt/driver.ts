@@ -129,354 +129,416 @@ const GIVEN_BACK: Machine.Event = { _tag: "GivenBack" }
 const WRITTEN: Machine.Event = { _tag: "Written" }
 const NOT_ENCODED = StoredOutcome.Omitted({ reason: "its encoding failed" })
 
+/** Something to run in a fiber of the driver's, and the event its end posts (none: nobody waits for it). */
+interface Job {
+  readonly effect: Effect.Effect<unknown, unknown>
+  readonly toEvent: (exit: Exit.Exit<unknown, unknown>) => Machine.Event | undefined
+}
+
 /**
  * Runs the attempt to its answer. It never fails: a failure of the attempt is in the answer; only the
  * caller's interruption ends it as an interruption, once everything the attempt started is settled.
  */
 export const drive = <P, A, E, R>(run: Run<P, A, E, R>): Effect.Effect<Machine.Answer, never, R> =>
-  Effect.uninterruptibleMask((restore) => {
-    const { clock, fixed, id, operation, store, token } = run
-    const now = () => clock.unsafeCurrentTimeMillis()
+  Effect.uninterruptibleMask((restore) => new Driver(run, restore).run())
 
-    /** The caller's interruption, once it came. */
-    let interruption: Cause.Cause<never> | undefined
-    /** What happened and is not yet stepped, in order: what a command gave at once, what fibers posted. */
-    const inbox: Array<Machine.Event> = []
-    /** Rung by a post while the driver waits. */
-    let bell: Deferred.Deferred<void> | undefined
-    let downstream: Fiber.RuntimeFiber<void> | undefined
-    let extension: Fiber.RuntimeFiber<void> | undefined
-    let pending: Fiber.RuntimeFiber<void> | undefined
-    let alarm: Fiber.RuntimeFiber<void> | undefined
-    let alarmAt = Infinity
-    let waiter: Schedule.ScheduleDriver<unknown, IdempotencyConflict> | undefined
+/** The state of one attempt's driver: written by the driver's fiber, and by the posts of its fibers. */
+class Driver<P, A, E, R> {
+  /** The caller's interruption, once it came. */
+  interruption: Cause.Cause<never> | undefined = undefined
+  /** What happened and is not yet stepped, in order: what a command gave at once, what fibers posted. */
+  readonly inbox: Array<Machine.Event> = []
+  /** Rung by a post while the driver waits. */
+  bell: Deferred.Deferred<void> | undefined = undefined
+  /** The fiber that runs the downstream, or the step of the recording under way (one at a time). */
+  worker: Fiber.RuntimeFiber<void> | undefined = undefined
+  extension: Fiber.RuntimeFiber<void> | undefined = undefined
+  extensionSentAt = -Infinity
+  alarm: Fiber.RuntimeFiber<void> | undefined = undefined
+  alarmAt = Infinity
+  waiter: Schedule.ScheduleDriver<unknown, IdempotencyConflict> | undefined = undefined
 
-    const post = (event: Machine.Event) => {
-      inbox.push(event)
-      if (bell !== undefined) {
-        const rung = bell
-        bell = undefined
-        Deferred.unsafeDone(rung, Effect.void)
+  constructor(
+    readonly attempt: Run<P, A, E, R>,
+    readonly restore: <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>
+  ) {}
+
+  run(): Effect.Effect<Machine.Answer, never, R> {
+    const [state, commands] = Machine.start(this.attempt.fixed)
+    return Effect.flatMap(this.loop(state, commands, 0), (answer) => {
+      // what still runs is stopped (without waiting): a fiber whose end was stepped has none left
+      let end: Effect.Effect<Machine.Answer> = this.interruption === undefined
+        ? Effect.succeed(answer)
+        : Effect.failCause(this.interruption)
+      for (const fiber of [this.alarm, this.extension, this.worker]) {
+        if (fiber !== undefined) end = Effect.zipRight(Fiber.interruptAsFork(fiber, fiber.id()), end)
       }
-    }
-
-    /** Whether the caller was interrupted: `restore` fails at once on an interrupted fiber. */
-    const probe = (then: Machine.Event) =>
-      Effect.matchCause(restore(Effect.void), {
-        onFailure: (cause) => {
-          interruption = cause
-          inbox.push(CALLER_INTERRUPTED)
-        },
-        onSuccess: () => {
-          inbox.push(then)
-        }
-      })
-
-    /**
-     * Runs `effect` in a fiber of its own, interruptible, and posts its end as an event; `toEvent`
-     * gives none for an end nobody waits for (the interruption of a step given up on).
-     */
-    const spawn = <X, Y, Z>(
-      effect: Effect.Effect<X, Y, Z>,
-      toEvent: (exit: Exit.Exit<X, Y>) => Machine.Event | undefined
-    ): Effect.Effect<Fiber.RuntimeFiber<void>, never, Z> =>
-      Effect.forkDaemon(Effect.flatMap(Effect.exit(Effect.interruptible(effect)), (exit) =>
-        Effect.sync(() => {
-          const event = toEvent(exit)
-          if (event !== undefined) post(event)
-        })))
-
-    const interrupt = (fiber: Fiber.RuntimeFiber<void> | undefined) =>
-      fiber === undefined ? undefined : Fiber.interruptAsFork(fiber, fiber.id())
-
-    /** The attempt's write of the record, `complete` retried while the store is unavailable. */
-    const write = (w: Recording.Write): Effect.Effect<void, LeaseLost | StoreFailure> =>
-      w._tag === "Complete"
-        ? complete(w.outcome)
-        : w._tag === "MarkFailed"
-        ? typed("markFailed", store.markFailed({ id, token, ttl: operation.ttl }))
-        : typed("release", store.release({ id, token }))
-
-    const complete = (outcome: StoredOutcome): Effect.Effect<void, LeaseLost | StoreFailure> => {
-      const request = { id, token, outcome, ttl: operation.ttl }
-      // a retried completion whose first try was applied but whose answer was lost sees its own
-      // COMPLETED record: that is this attempt's outcome, recorded, not a lost lease
-      const ownRecord = (error: LeaseLost) =>
-        Effect.flatMap(
-          typed("get", store.get(id)),
-          (record) =>
-            Option.isSome(record) && record.value.status === "COMPLETED" && record.value.token === token
-              ? Effect.void
-              : Effect.fail(error)
-        )
-      const once = typed("complete", store.complete(request))
-      return Effect.catchAll(once, (error) => {
-        if (isLeaseLost(error)) return ownRecord(error)
-        if (error._tag !== "StoreUnavailable") return Effect.fail(error)
-        return Effect.catchIf(
-          Effect.retry(once, { schedule: operation.completeRetry, while: (e) => e._tag === "StoreUnavailable" }),
-          isLeaseLost,
-          ownRecord
-        )
-      })
-    }
-
-    const reserve = (): Effect.Effect<void> => {
-      const sentAt = now()
-      const call = store.reserve({
-        id,
-        token,
-        fingerprint: fixed.fingerprint,
-        lease: run.lease,
-        ttl: operation.ttl,
-        takeover: fixed.onTimeout !== "markUnknown"
-      })
-      return Effect.matchCauseEffect(restore(bounded(clock, "reserve", fixed.until, call)), {
-        onFailure: (cause) =>
-          // an interruption is the caller's, or the store's own call's
-          probe({ _tag: "ReserveFailed", cause: storeCause(cause) }),
-        onSuccess: (result) => {
-          if (result._tag === "Reserved") {
-            // a caller interrupted just after the reservation answered gives it back
-            return probe({ _tag: "Reserved", attempt: result.attempt, sentAt })
-          }
-          inbox.push({
-            _tag: "Found",
-            found: Attempt.found({
-              operation: fixed.operation,
-              key: fixed.key,
-              fingerprint: fixed.fingerprint,
-              record: result.record,
-              now: result.now,
-              onTimeout: fixed.onTimeout,
-              timeoutMillis: fixed.timeoutMs
-            })
-          })
-          return Effect.void
-        }
-      })
-    }
-
-    const wait = (conflict: IdempotencyConflict, until: number): Effect.Effect<void> => {
-      const left = until - now()
-      if (left <= 0) return Effect.sync(() => inbox.push({ _tag: "Waited", again: false }))
-      const next = Effect.suspend(() =>
-        waiter === undefined
-          ? Effect.flatMap(Schedule.driver(operation.waitSchedule!), (driver) => {
-            waiter = driver
-            return driver.next(conflict)
-          })
-          : waiter.next(conflict)
-      )
-      // the schedule's wait is cut off at `until`: the answer never waits past it
-      return Effect.matchCauseEffect(restore(Effect.timeoutOption(next, Duration.millis(left))), {
-        onFailure: () => probe({ _tag: "Waited", again: false }),
-        onSuccess: (slept) => Effect.sync(() => inbox.push({ _tag: "Waited", again: Option.isSome(slept) }))
-      })
-    }
-
-    /** Builds the downstream and starts it in a fiber of its own; a construction that throws ran nothing. */
-    const start = (attempt: number): Effect.Effect<void, never, R> | undefined => {
-      let effect: Effect.Effect<A, E, R>
-      try {
-        effect = operation.execute(run.payload)
-      } catch (defect) {
-        inbox.push({ _tag: "NotStarted", defect })
-        return undefined
-      }
-      if (!Effect.isEffect(effect)) {
-        inbox.push({ _tag: "NotStarted", defect: new TypeError("the operation's execute returned no Effect") })
-        return undefined
-      }
-      const withContext = Effect.provideService(
-        effect,
-        IdempotencyContext.IdempotencyContext,
-        IdempotencyContext.make({ id, token, attempt })
-      ) as Effect.Effect<A, E, R>
-      // interruptible even when the caller runs in an uninterruptible region; its end always posts
-      return Effect.map(
-        spawn(withContext, (exit): Machine.Event => ({ _tag: "DownstreamEnded", ended: endedOf(exit) })),
-        (fiber) => {
-          downstream = fiber
-        }
-      )
-    }
-
-    /** Runs one command: an effect to run, or `undefined` when it was done at once. */
-    const execute = (command: Machine.Command): Effect.Effect<void, never, R> | undefined => {
-      switch (command._tag) {
-        case "Reserve":
-          return reserve()
-        case "Wait":
-          return wait(command.conflict, command.until)
-        case "GiveBack":
-          return Effect.matchCause(
-            bounded(clock, "release", command.until, typed("release", store.release({ id, token }))),
-            {
-              onFailure: () => inbox.push(GIVEN_BACK),
-              onSuccess: () => inbox.push(GIVEN_BACK)
-            }
-          )
-        case "Start":
-          return start(command.attempt)
-        case "Extend": {
-          const sentAt = command.sentAt
-          return Effect.map(
-            spawn(typed("extend", store.extend({ id, token, lease: run.lease })), (exit): Machine.Event | undefined => {
-              if (Exit.isSuccess(exit)) return { _tag: "Extended", sentAt }
-              const failure = Cause.failureOption(exit.cause)
-              if (Option.isNone(failure)) return undefined
-              return isLeaseLost(failure.value)
-                ? { _tag: "ExtensionRefused", sentAt }
-                : { _tag: "ExtensionFailed", sentAt }
-            }),
-            (fiber) => {
-              extension = fiber
-            }
-          )
-        }
-        case "AbandonExtension":
-          return interrupt(extension)
-        case "Interrupt":
-          return interrupt(downstream)
-        case "Encode": {
-          const encoded = operation.codec.success(command.value as A)
-          const toEvent = (e: Outcome.EncodedSuccess<A>): Machine.Event =>
-            Either.isRight(e)
-              ? { _tag: "Encoded", json: e.right.json, value: e.right.value }
-              : { _tag: "NotEncoded", reason: e.left }
-          // a synchronous schema gives a plain `Either`: read at once, without a fiber
-          if (Either.isEither(encoded)) {
-            inbox.push(toEvent(Either.getOrThrow(encoded as Either.Either<Outcome.EncodedSuccess<A>>)))
-            return undefined
-          }
-          return Effect.map(
-            spawn(encoded, (exit) => Exit.isSuccess(exit) ? toEvent(exit.value) : undefined),
-            (fiber) => {
-              pending = fiber
-            }
-          )
-        }
-        case "EncodeFailure":
-          return Effect.map(
-            spawn(operation.codec.failure(command.error as E), (exit): Machine.Event | undefined =>
-              Exit.isSuccess(exit)
-                ? { _tag: "FailureEncoded", outcome: exit.value }
-                : Cause.isInterruptedOnly(exit.cause)
-                ? undefined
-                : { _tag: "FailureEncoded", outcome: NOT_ENCODED }),
-            (fiber) => {
-              pending = fiber
-            }
-          )
-        case "Choose":
-          try {
-            inbox.push({ _tag: "Chosen", policy: operation.failurePolicy(command.error as E) })
-          } catch (defect) {
-            inbox.push({ _tag: "ChoiceThrew", defect })
-          }
-          return undefined
-        case "Write":
-          return Effect.map(
-            spawn(write(command.write), (exit): Machine.Event | undefined => {
-              if (Exit.isSuccess(exit)) return WRITTEN
-              const failure = Cause.failureOption(exit.cause)
-              if (Option.isSome(failure)) return { _tag: "WriteFailed", error: failure.value }
-              return Cause.isInterruptedOnly(exit.cause) ? undefined : {
-                _tag: "WriteFailed",
-                error: new StoreError({ method: methodOf(command.write), cause: Cause.squash(exit.cause) })
-              }
-            }),
-            (fiber) => {
-              pending = fiber
-            }
-          )
-        case "Abandon":
-          return interrupt(pending)
-        case "Log":
-          return command.level === "Error"
-            ? Effect.logError(command.message, command.cause)
-            : Effect.logWarning(command.message, command.cause)
-        case "Answer":
-          return undefined
-      }
-    }
-
-    /** Waits for the next event: one yield first, then with the machine's wake-up set. */
-    const next = (state: Machine.State): Effect.Effect<void> =>
-      Effect.flatMap(Effect.yieldNow(), () => {
-        if (inbox.length > 0) return Effect.void
-        const wake = Machine.wakeAt(state)
-        const at = now()
-        if (wake <= at) {
-          inbox.push(TICK)
-          return Effect.void
-        }
-        let arm: Effect.Effect<void> = Effect.void
-        if (wake < alarmAt || alarmAt <= at) {
-          const stop = interrupt(alarm)
-          alarmAt = wake
-          if (wake !== Infinity) {
-            const sleep = spawn(Effect.sleep(Duration.millis(wake - at)), (exit) =>
-              Exit.isSuccess(exit) ? TICK : undefined)
-            arm = Effect.map(stop === undefined ? sleep : Effect.zipRight(stop, sleep), (fiber) => {
-              alarm = fiber
-            })
-          } else if (stop !== undefined) {
-            arm = stop
-          }
-        }
-        return Effect.zipRight(
-          arm,
-          Effect.suspend(() => {
-            if (inbox.length > 0) {
-              return Effect.void
-            }
-            const rung = Deferred.unsafeMake<void>(FiberId.none)
-            bell = rung
-            const ring = Deferred.await(rung)
-            return interruption === undefined
-              ? Effect.catchAllCause(restore(ring), (cause) =>
-                Effect.sync(() => {
-                  bell = undefined
-                  interruption = cause as Cause.Cause<never>
-                  inbox.push(CALLER_INTERRUPTED)
-                }))
-              : ring
-          })
-        )
-      })
-
-    /** Runs `commands` from `i`, then steps the machine on the next event, until it answers. */
-    const loop = (
-      state: Machine.State,
-      commands: ReadonlyArray<Machine.Command>,
-      i: number
-    ): Effect.Effect<Machine.Answer, never, R> => {
-      for (; i < commands.length; i++) {
-        const effect = execute(commands[i]!)
-        if (effect !== undefined) {
-          const from = i + 1
-          return Effect.flatMap(effect, () => loop(state, commands, from))
-        }
-      }
-      if (state._tag === "Answered") return Effect.succeed(state.answer)
-      const event = inbox.shift()
-      if (event === undefined) return Effect.flatMap(next(state), () => loop(state, [], 0))
-      if (event._tag === "Tick" && alarmAt <= now()) alarmAt = Infinity
-      const at = now()
-      const [nextState, nextCommands] = Machine.step(fixed, state, event, at)
-      if (run.trace !== undefined) run.trace(event, at, nextState, nextCommands)
-      // what the downstream did to its fiber's references reaches the caller, as with plain composition
-      return event._tag === "DownstreamEnded"
-        ? Effect.flatMap(Fiber.inheritAll(downstream!), () => loop(nextState, nextCommands, 0))
-        : loop(nextState, nextCommands, 0)
-    }
-
-    const [state, commands] = Machine.start(fixed)
-    return Effect.flatMap(loop(state, commands, 0), (answer) => {
-      const stops = [interrupt(alarm), interrupt(extension), interrupt(pending)].filter((stop) => stop !== undefined)
-      const end = interruption === undefined ? Effect.succeed(answer) : Effect.failCause(interruption)
-      return stops.length === 0 ? end : Effect.zipRight(Effect.all(stops, { discard: true }), end)
+      return end
     })
-  })
+  }
+
+  now(): number {
+    return this.attempt.clock.unsafeCurrentTimeMillis()
+  }
+
+  post(event: Machine.Event): void {
+    this.inbox.push(event)
+    if (this.bell !== undefined) {
+      const rung = this.bell
+      this.bell = undefined
+      Deferred.unsafeDone(rung, Effect.void)
+    }
+  }
+
+  /** Whether the caller was interrupted (`restore` fails at once on an interrupted fiber): `then` if not. */
+  probe(then: Machine.Event): Effect.Effect<void> {
+    return Effect.matchCause(this.restore(Effect.void), {
+      onFailure: (cause) => {
+        this.interruption = cause
+        this.inbox.push(CALLER_INTERRUPTED)
+      },
+      onSuccess: () => {
+        this.inbox.push(then)
+      }
+    })
+  }
+
+  /** Runs `effect` in a fiber of its own, interruptible; its end posts the event `toEvent` gives. */
+  spawn<X, Y, Z>(
+    effect: Effect.Effect<X, Y, Z>,
+    toEvent: (exit: Exit.Exit<X, Y>) => Machine.Event | undefined
+  ): Effect.Effect<Fiber.RuntimeFiber<void>, never, Z> {
+    return Effect.forkDaemon(Effect.flatMap(Effect.exit(Effect.interruptible(effect)), (exit) =>
+      Effect.sync(() => {
+        const event = toEvent(exit)
+        if (event !== undefined) this.post(event)
+      })))
+  }
+
+  /** Runs `job` in a fiber of its own: the worker, the only one that runs the downstream or a step of the recording. */
+  work(job: Job): Effect.Effect<void, never, R> {
+    return Effect.map(this.spawn(job.effect, job.toEvent), (fiber) => {
+      this.worker = fiber
+    })
+  }
+
+  /** Stops the worker (without waiting): a step given up on. */
+  stopWorker(): Effect.Effect<void> | undefined {
+    const worker = this.worker
+    if (worker === undefined) return undefined
+    this.worker = undefined
+    return Fiber.interruptAsFork(worker, worker.id())
+  }
+
+  /** The attempt's write of the record, `complete` retried while the store is unavailable. */
+  write(w: Recording.Write): Effect.Effect<void, LeaseLost | StoreFailure> {
+    const { id, operation, store, token } = this.attempt
+    return w._tag === "Complete"
+      ? this.complete(w.outcome)
+      : w._tag === "MarkFailed"
+      ? typed("markFailed", store.markFailed({ id, token, ttl: operation.ttl }))
+      : typed("release", store.release({ id, token }))
+  }
+
+  complete(outcome: StoredOutcome): Effect.Effect<void, LeaseLost | StoreFailure> {
+    const { id, operation, store, token } = this.attempt
+    const request = { id, token, outcome, ttl: operation.ttl }
+    // a retried completion whose first try was applied but whose answer was lost sees its own
+    // COMPLETED record: that is this attempt's outcome, recorded, not a lost lease
+    const ownRecord = (error: LeaseLost) =>
+      Effect.flatMap(
+        typed("get", store.get(id)),
+        (record) =>
+          Option.isSome(record) && record.value.status === "COMPLETED" && record.value.token === token
+            ? Effect.void
+            : Effect.fail(error)
+      )
+    const once = typed("complete", store.complete(request))
+    return Effect.catchAll(once, (error) => {
+      if (isLeaseLost(error)) return ownRecord(error)
+      if (error._tag !== "StoreUnavailable") return Effect.fail(error)
+      return Effect.catchIf(
+        Effect.retry(once, { schedule: operation.completeRetry, while: (e) => e._tag === "StoreUnavailable" }),
+        isLeaseLost,
+        ownRecord
+      )
+    })
+  }
+
+  reserve(): Effect.Effect<void> {
+    const { clock, fixed, id, operation, store, token } = this.attempt
+    const sentAt = this.now()
+    const call = store.reserve({
+      id,
+      token,
+      fingerprint: fixed.fingerprint,
+      lease: this.attempt.lease,
+      ttl: operation.ttl,
+      takeover: fixed.onTimeout !== "markUnknown"
+    })
+    return Effect.matchCauseEffect(this.restore(bounded(clock, "reserve", fixed.until, call)), {
+      // an interruption is the caller's, or the store's own call's
+      onFailure: (cause) => this.probe({ _tag: "ReserveFailed", cause: storeCause(cause) }),
+      onSuccess: (result) => {
+        // a caller interrupted just after the reservation answered gives it back
+        if (result._tag === "Reserved") return this.probe({ _tag: "Reserved", attempt: result.attempt, sentAt })
+        this.inbox.push({
+          _tag: "Found",
+          found: Attempt.found({
+            operation: fixed.operation,
+            key: fixed.key,
+            fingerprint: fixed.fingerprint,
+            record: result.record,
+            now: result.now,
+            onTimeout: fixed.onTimeout,
+            timeoutMillis: fixed.timeoutMs
+          })
+        })
+        return Effect.void
+      }
+    })
+  }
+
+  wait(conflict: IdempotencyConflict, until: number): Effect.Effect<void> {
+    const left = until - this.now()
+    if (left <= 0) return Effect.sync(() => this.inbox.push({ _tag: "Waited", again: false }))
+    const next = Effect.suspend(() =>
+      this.waiter === undefined
+        ? Effect.flatMap(Schedule.driver(this.attempt.operation.waitSchedule!), (driver) => {
+          this.waiter = driver
+          return driver.next(conflict)
+        })
+        : this.waiter.next(conflict)
+    )
+    // the schedule's wait is cut off at `until`: the answer never waits past it
+    return Effect.matchCauseEffect(this.restore(Effect.timeoutOption(next, Duration.millis(left))), {
+      onFailure: () => this.probe({ _tag: "Waited", again: false }),
+      onSuccess: (slept) => Effect.sync(() => this.inbox.push({ _tag: "Waited", again: Option.isSome(slept) }))
+    })
+  }
+
+  /** Builds the downstream and starts it on the worker; a construction that throws ran nothing. */
+  start(attempt: number): Effect.Effect<void, never, R> | undefined {
+    const { id, operation, token } = this.attempt
+    let effect: Effect.Effect<A, E, R>
+    try {
+      effect = operation.execute(this.attempt.payload)
+    } catch (defect) {
+      this.inbox.push({ _tag: "NotStarted", defect })
+      return undefined
+    }
+    if (!Effect.isEffect(effect)) {
+      this.inbox.push({ _tag: "NotStarted", defect: new TypeError("the operation's execute returned no Effect") })
+      return undefined
+    }
+    const withContext = Effect.provideService(
+      effect,
+      IdempotencyContext.IdempotencyContext,
+      IdempotencyContext.make({ id, token, attempt })
+    ) as Effect.Effect<unknown, unknown>
+    // interruptible even when the caller runs in an uninterruptible region; its end always posts
+    return this.work({ effect: withContext, toEvent: downstreamEnded })
+  }
+
+  /** Runs one command: an effect to run, or `undefined` when it was done at once. */
+  execute(command: Machine.Command): Effect.Effect<void, never, R> | undefined {
+    const { clock, id, operation, store, token } = this.attempt
+    switch (command._tag) {
+      case "Reserve":
+        return this.reserve()
+      case "Wait":
+        return this.wait(command.conflict, command.until)
+      case "GiveBack":
+        return Effect.matchCause(
+          bounded(clock, "release", command.until, typed("release", store.release({ id, token }))),
+          { onFailure: () => this.inbox.push(GIVEN_BACK), onSuccess: () => this.inbox.push(GIVEN_BACK) }
+        )
+      case "Start":
+        return this.start(command.attempt)
+      case "Extend": {
+        const sentAt = command.sentAt
+        const extend = typed("extend", store.extend({ id, token, lease: this.attempt.lease }))
+        return Effect.map(
+          this.spawn(extend, (exit): Machine.Event | undefined => {
+            if (Exit.isSuccess(exit)) return { _tag: "Extended", sentAt }
+            const failure = Cause.failureOption(exit.cause)
+            if (Option.isNone(failure)) return undefined
+            return isLeaseLost(failure.value)
+              ? { _tag: "ExtensionRefused", sentAt }
+              : { _tag: "ExtensionFailed", sentAt }
+          }),
+          (fiber) => {
+            this.extension = fiber
+            this.extensionSentAt = sentAt
+          }
+        )
+      }
+      case "AbandonExtension": {
+        const extension = this.extension
+        this.extension = undefined
+        return extension === undefined ? undefined : Fiber.interruptAsFork(extension, extension.id())
+      }
+      case "Interrupt":
+        return this.worker === undefined ? undefined : Fiber.interruptAsFork(this.worker, this.worker.id())
+      case "Encode": {
+        const encoded = operation.codec.success(command.value as A)
+        // a synchronous schema gives a plain `Either`: read at once, without the worker
+        if (Either.isEither(encoded)) {
+          this.inbox.push(encodedEvent(Either.getOrThrow(encoded as Either.Either<Outcome.EncodedSuccess<unknown>>)))
+          return undefined
+        }
+        return this.work({
+          effect: encoded,
+          toEvent: (exit) =>
+            Exit.isSuccess(exit) ? encodedEvent(exit.value as Outcome.EncodedSuccess<unknown>) : undefined
+        })
+      }
+      case "EncodeFailure":
+        return this.work({
+          effect: operation.codec.failure(command.error as E),
+          toEvent: (exit) =>
+            Exit.isSuccess(exit)
+              ? { _tag: "FailureEncoded", outcome: exit.value as StoredOutcome }
+              : Cause.isInterruptedOnly(exit.cause)
+              ? undefined
+              : { _tag: "FailureEncoded", outcome: NOT_ENCODED }
+        })
+      case "Choose":
+        try {
+          this.inbox.push({ _tag: "Chosen", policy: operation.failurePolicy(command.error as E) })
+        } catch (defect) {
+          this.inbox.push({ _tag: "ChoiceThrew", defect })
+        }
+        return undefined
+      case "Write": {
+        const method = methodOf(command.write)
+        return this.work({
+          effect: this.write(command.write),
+          toEvent: (exit) => {
+            if (Exit.isSuccess(exit)) return WRITTEN
+            const failure = Cause.failureOption(exit.cause)
+            if (Option.isSome(failure)) return { _tag: "WriteFailed", error: failure.value as LeaseLost | StoreFailure }
+            return Cause.isInterruptedOnly(exit.cause)
+              ? undefined
+              : { _tag: "WriteFailed", error: new StoreError({ method, cause: Cause.squash(exit.cause) }) }
+          }
+        })
+      }
+      case "Abandon":
+        return this.stopWorker()
+      case "Log":
+        return command.level === "Error"
+          ? Effect.logError(command.message, command.cause)
+          : Effect.logWarning(command.message, command.cause)
+      case "Answer":
+        return undefined
+    }
+  }
+
+  /** Waits for the next event: one yield first, then with the machine's wake-up set. */
+  next(state: Machine.State): Effect.Effect<void> {
+    return Effect.flatMap(Effect.yieldNow(), () => {
+      if (this.inbox.length > 0) return Effect.void
+      const wake = Machine.wakeAt(state)
+      const at = this.now()
+      if (wake <= at) {
+        this.inbox.push(TICK)
+        return Effect.void
+      }
+      return Effect.zipRight(this.arm(wake, at), Effect.suspend(() => this.ring()))
+    })
+  }
+
+  /** Sets the alarm for `wake`, unless it is set for that time or earlier. */
+  arm(wake: number, at: number): Effect.Effect<void> {
+    if (wake >= this.alarmAt && this.alarmAt > at) return Effect.void
+    const previous = this.alarm
+    this.alarm = undefined
+    this.alarmAt = wake
+    const stop = previous === undefined ? Effect.void : Fiber.interruptAsFork(previous, previous.id())
+    if (wake === Infinity) return stop
+    const sleep = this.spawn(
+      Effect.sleep(Duration.millis(wake - at)),
+      (exit) => Exit.isSuccess(exit) ? TICK : undefined
+    )
+    return Effect.zipRight(
+      stop,
+      Effect.map(sleep, (fiber) => {
+        this.alarm = fiber
+      })
+    )
+  }
+
+  /** Waits for a post: interruptible by the caller until the caller was interrupted. */
+  ring(): Effect.Effect<void> {
+    if (this.inbox.length > 0) return Effect.void
+    const rung = Deferred.unsafeMake<void>(FiberId.none)
+    this.bell = rung
+    const ring = Deferred.await(rung)
+    return this.interruption !== undefined ?
+      ring :
+      Effect.catchAllCause(this.restore(ring), (cause) =>
+        Effect.sync(() => {
+          this.bell = undefined
+          this.interruption = cause as Cause.Cause<never>
+          this.inbox.push(CALLER_INTERRUPTED)
+        }))
+  }
+
+  /** Runs `commands` from `i`, then steps the machine on the next event, until it answers. */
+  loop(
+    state: Machine.State,
+    commands: ReadonlyArray<Machine.Command>,
+    i: number
+  ): Effect.Effect<Machine.Answer, never, R> {
+    for (; i < commands.length; i++) {
+      const effect = this.execute(commands[i]!)
+      if (effect !== undefined) {
+        const from = i + 1
+        return Effect.flatMap(effect, () => this.loop(state, commands, from))
+      }
+    }
+    if (state._tag === "Answered") return Effect.succeed(state.answer)
+    const event = this.inbox.shift()
+    if (event === undefined) return Effect.flatMap(this.next(state), () => this.loop(state, [], 0))
+    const at = this.now()
+    // a fiber whose end this is has nothing left to stop
+    switch (event._tag) {
+      case "Tick":
+        if (this.alarmAt <= at) {
+          this.alarmAt = Infinity
+          this.alarm = undefined
+        }
+        break
+      case "Extended":
+      case "ExtensionFailed":
+      case "ExtensionRefused":
+        if (event.sentAt === this.extensionSentAt) this.extension = undefined
+        break
+      case "Encoded":
+      case "NotEncoded":
+      case "FailureEncoded":
+      case "Written":
+      case "WriteFailed":
+        this.worker = undefined
+        break
+    }
+    const [nextState, nextCommands] = Machine.step(this.attempt.fixed, state, event, at)
+    if (this.attempt.trace !== undefined) this.attempt.trace(event, at, nextState, nextCommands)
+    // what the downstream did to its fiber's references reaches the caller, as with plain composition
+    if (event._tag !== "DownstreamEnded") return this.loop(nextState, nextCommands, 0)
+    const worker = this.worker!
+    this.worker = undefined
+    return Effect.flatMap(Fiber.inheritAll(worker), () => this.loop(nextState, nextCommands, 0))
+  }
+}
+
+const downstreamEnded = (exit: Exit.Exit<unknown, unknown>): Machine.Event => ({
+  _tag: "DownstreamEnded",
+  ended: endedOf(exit)
+})
+
+const encodedEvent = (e: Outcome.EncodedSuccess<unknown>): Machine.Event =>
+  Either.isRight(e)
+    ? { _tag: "Encoded", json: e.right.json, value: e.right.value }
+    : { _tag: "NotEncoded", reason: e.left }
