@@ -38,6 +38,7 @@ import type { RecordId } from "../../IdempotencyRecord.js"
 import { StoredOutcome } from "../../IdempotencyRecord.js"
 import type { IdempotencyStore } from "../../IdempotencyStore.js"
 import type * as Outcome from "../outcome.js"
+import type * as Alarms from "./alarms.js"
 import type { Fixed } from "./fixed.js"
 import * as Machine from "./machine.js"
 import type * as Recording from "./recording.js"
@@ -45,6 +46,8 @@ import { methodOf, NOT_IN_TIME } from "./recording.js"
 
 /** What an operation gives each of its attempts: its codec, its policies, its downstream. */
 export interface Operation<P, A, E, R> {
+  /** The wake-ups of the operation's attempts. */
+  readonly alarms: Alarms.Alarms
   readonly codec: Outcome.Codec<A, E>
   readonly failurePolicy: (error: E) => FailurePolicy
   readonly completeRetry: Schedule.Schedule<unknown>
@@ -78,8 +81,6 @@ export type Trace = (
 /**
  * The listener of the steps of the attempts run on a fiber, for the tests that hold the driver to
  * the machine.
- *
- * @internal
  */
 export const currentTrace = FiberRef.unsafeMake<Trace | undefined>(undefined)
 
@@ -123,6 +124,9 @@ const storeCause = (cause: Cause.Cause<unknown>): Cause.Cause<unknown> => {
     : Cause.fail(new StoreError({ method: "reserve", cause: Cause.squash(cause) }))
 }
 
+const isUnavailable = (error: unknown): error is StoreUnavailable =>
+  isIdempotencyError(error) && error._tag === "StoreUnavailable"
+
 const TICK: Machine.Event = { _tag: "Tick" }
 const CALLER_INTERRUPTED: Machine.Event = { _tag: "CallerInterrupted" }
 const GIVEN_BACK: Machine.Event = { _tag: "GivenBack" }
@@ -154,8 +158,8 @@ class Driver<P, A, E, R> {
   worker: Fiber.RuntimeFiber<void> | undefined = undefined
   extension: Fiber.RuntimeFiber<void> | undefined = undefined
   extensionSentAt = -Infinity
-  alarm: Fiber.RuntimeFiber<void> | undefined = undefined
-  alarmAt = Infinity
+  /** The machine's next wake-up, once one was set: `at` is `Infinity` while it is not set. */
+  alarm: Alarms.Alarm | undefined = undefined
   waiter: Schedule.ScheduleDriver<unknown, IdempotencyConflict> | undefined = undefined
 
   constructor(
@@ -170,7 +174,10 @@ class Driver<P, A, E, R> {
       let end: Effect.Effect<Machine.Answer> = this.interruption === undefined
         ? Effect.succeed(answer)
         : Effect.failCause(this.interruption)
-      for (const fiber of [this.alarm, this.extension, this.worker]) {
+      if (this.alarm !== undefined) {
+        end = Effect.zipRight(this.attempt.operation.alarms.cancel(this.attempt.clock, this.alarm), end)
+      }
+      for (const fiber of [this.extension, this.worker]) {
         if (fiber !== undefined) end = Effect.zipRight(Fiber.interruptAsFork(fiber, fiber.id()), end)
       }
       return end
@@ -254,14 +261,19 @@ class Driver<P, A, E, R> {
             : Effect.fail(error)
       )
     const once = typed("complete", store.complete(request))
+    // an unavailable store is tried again after each wait of the schedule (built only when needed)
+    const retried = (first: StoreUnavailable) =>
+      Effect.flatMap(Schedule.driver(operation.completeRetry), (driver) => {
+        const again = (error: StoreUnavailable): Effect.Effect<void, LeaseLost | StoreFailure> =>
+          Effect.matchEffect(driver.next(error), {
+            onFailure: () => Effect.fail(error),
+            onSuccess: () => Effect.catchIf(once, isUnavailable, again)
+          })
+        return again(first)
+      })
     return Effect.catchAll(once, (error) => {
-      if (isLeaseLost(error)) return ownRecord(error)
-      if (error._tag !== "StoreUnavailable") return Effect.fail(error)
-      return Effect.catchIf(
-        Effect.retry(once, { schedule: operation.completeRetry, while: (e) => e._tag === "StoreUnavailable" }),
-        isLeaseLost,
-        ownRecord
-      )
+      const retry = isUnavailable(error) ? retried(error) : Effect.fail(error)
+      return Effect.catchIf(retry, isLeaseLost, ownRecord)
     })
   }
 
@@ -342,17 +354,20 @@ class Driver<P, A, E, R> {
 
   /** Runs one command: an effect to run, or `undefined` when it was done at once. */
   execute(command: Machine.Command): Effect.Effect<void, never, R> | undefined {
-    const { clock, id, operation, store, token } = this.attempt
+    const { id, operation, store, token } = this.attempt
     switch (command._tag) {
       case "Reserve":
         return this.reserve()
       case "Wait":
         return this.wait(command.conflict, command.until)
       case "GiveBack":
-        return Effect.matchCause(
-          bounded(clock, "release", command.until, typed("release", store.release({ id, token }))),
-          { onFailure: () => this.inbox.push(GIVEN_BACK), onSuccess: () => this.inbox.push(GIVEN_BACK) }
-        )
+        // in a fiber of its own: the caller's interruption must not cut it off
+        return this.work({
+          effect: typed("release", store.release({ id, token })),
+          toEvent: (exit) => Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause) ? undefined : GIVEN_BACK
+        })
+      case "AbandonGiveBack":
+        return this.stopWorker()
       case "Start":
         return this.start(command.attempt)
       case "Extend": {
@@ -449,22 +464,22 @@ class Driver<P, A, E, R> {
     })
   }
 
-  /** Sets the alarm for `wake`, unless it is set for that time or earlier. */
+  /** Sets the machine's wake-up for `wake`, unless it is set for that time or earlier. */
   arm(wake: number, at: number): Effect.Effect<void> {
-    if (wake >= this.alarmAt && this.alarmAt > at) return Effect.void
-    const previous = this.alarm
-    this.alarm = undefined
-    this.alarmAt = wake
-    const stop = previous === undefined ? Effect.void : Fiber.interruptAsFork(previous, previous.id())
-    if (wake === Infinity) return stop
-    const sleep = this.spawn(
-      Effect.sleep(Duration.millis(wake - at)),
-      (exit) => Exit.isSuccess(exit) ? TICK : undefined
-    )
+    const alarms = this.attempt.operation.alarms
+    let alarm = this.alarm
+    if (alarm !== undefined && wake >= alarm.at && alarm.at > at) return Effect.void
+    if (alarm === undefined) {
+      alarm = { at: wake, ring: () => this.post(TICK) }
+      this.alarm = alarm
+      return alarms.set(this.attempt.clock, alarm)
+    }
+    const set = alarm
     return Effect.zipRight(
-      stop,
-      Effect.map(sleep, (fiber) => {
-        this.alarm = fiber
+      alarms.cancel(this.attempt.clock, set),
+      Effect.suspend(() => {
+        set.at = wake
+        return wake === Infinity ? Effect.void : alarms.set(this.attempt.clock, set)
       })
     )
   }
@@ -505,10 +520,8 @@ class Driver<P, A, E, R> {
     // a fiber whose end this is has nothing left to stop
     switch (event._tag) {
       case "Tick":
-        if (this.alarmAt <= at) {
-          this.alarmAt = Infinity
-          this.alarm = undefined
-        }
+        // a wake-up that rang is no longer set
+        if (this.alarm !== undefined && this.alarm.at <= at) this.alarm.at = Infinity
         break
       case "Extended":
       case "ExtensionFailed":
@@ -520,6 +533,7 @@ class Driver<P, A, E, R> {
       case "FailureEncoded":
       case "Written":
       case "WriteFailed":
+      case "GivenBack":
         this.worker = undefined
         break
     }

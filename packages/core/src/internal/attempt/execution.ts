@@ -61,14 +61,14 @@ export type Command =
   /** Interrupts the downstream, without waiting for it to end. */
   | { readonly _tag: "Interrupt" }
 
-export const initial = (times: Times, startedAt: number, leaseEnd: number): State => ({
+/** The state once the reservation sent at `leaseStart` was made: the heartbeat counts from there, as the lease does. */
+export const initial = (times: Times, leaseStart: number, leaseEnd: number): State => ({
   reason: undefined,
   interrupted: false,
   interruptedAt: Infinity,
   windingDown: false,
   leaseEnd,
-  // the heartbeat counts from the downstream's start
-  nextBeat: times.heartbeatMs === undefined ? Infinity : startedAt + times.heartbeatMs,
+  nextBeat: times.heartbeatMs === undefined ? Infinity : leaseStart + times.heartbeatMs,
   retryAt: -Infinity,
   extension: undefined
 })

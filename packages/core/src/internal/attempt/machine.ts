@@ -54,7 +54,7 @@ export type State =
   | { readonly _tag: "Answered"; readonly answer: Answer }
 
 export type Event =
-  | Exclude<Reservation.Event, { readonly _tag: "CallerInterrupted" }>
+  | Exclude<Reservation.Event, { readonly _tag: "CallerInterrupted" | "Tick" }>
   /** The downstream could not be built (its construction threw, or gave no effect): nothing ran. */
   | { readonly _tag: "NotStarted"; readonly defect: unknown }
   | { readonly _tag: "DownstreamEnded"; readonly ended: Recording.Ended }
@@ -112,12 +112,18 @@ export const step = (fixed: Fixed, state: State, event: Event, now: number): Ste
 }
 
 /** When the machine must be woken (`Tick`) if nothing happens before; `Infinity` when it needs no wake-up. */
-export const wakeAt = (state: State): number =>
-  state._tag === "Executing"
-    ? Execution.wakeAt(state.times, state.execution)
-    : state._tag === "Recording"
-    ? Recording.wakeAt(state.recording)
-    : Infinity
+export const wakeAt = (state: State): number => {
+  switch (state._tag) {
+    case "Reserving":
+      return Reservation.wakeAt(state.reservation)
+    case "Executing":
+      return Execution.wakeAt(state.times, state.execution)
+    case "Recording":
+      return Recording.wakeAt(state.recording)
+    case "Answered":
+      return Infinity
+  }
+}
 
 const reserving = (
   fixed: Fixed,
@@ -125,20 +131,36 @@ const reserving = (
   event: Event,
   now: number
 ): Step => {
-  if (event._tag === "Tick") return [state, []]
   const interrupted = state.interrupted || event._tag === "CallerInterrupted"
   const [reservation, command] = Reservation.step(fixed, state.reservation, event as Reservation.Event, now)
+  if (command === undefined) return [{ _tag: "Reserving", reservation, interrupted }, []]
+  if (command._tag === "AbandonGiveBack") {
+    // a give-back not answered in time is given up on: the attempt answers as it would have
+    const [, done] = Reservation.step(fixed, reservation, { _tag: "GivenBack" }, now)
+    return finished(fixed, done as Extract<Reservation.Command, { readonly _tag: "Done" }>, interrupted, now, [command])
+  }
   if (command._tag !== "Done") return [{ _tag: "Reserving", reservation, interrupted }, [command]]
+  return finished(fixed, command, interrupted, now, [])
+}
+
+/** The reservation's end. */
+const finished = (
+  fixed: Fixed,
+  command: Extract<Reservation.Command, { readonly _tag: "Done" }>,
+  interrupted: boolean,
+  now: number,
+  before: ReadonlyArray<Command>
+): Step => {
   const outcome = command.outcome
   switch (outcome._tag) {
     case "Execute":
       return execute(fixed, outcome.attempt, outcome.sentAt, interrupted, now)
     case "Found":
-      return answered(interrupted ? INTERRUPTED : { _tag: "Found", found: outcome.found })
+      return answered(interrupted ? INTERRUPTED : { _tag: "Found", found: outcome.found }, before)
     case "Fail":
-      return answered(interrupted ? INTERRUPTED : { _tag: "Fail", cause: outcome.cause })
+      return answered(interrupted ? INTERRUPTED : { _tag: "Fail", cause: outcome.cause }, before)
     case "Interrupted":
-      return answered(INTERRUPTED)
+      return answered(INTERRUPTED, before)
   }
 }
 
@@ -174,7 +196,7 @@ const execute = (fixed: Fixed, attempt: number, sentAt: number, interrupted: boo
     _tag: "Executing",
     attempt,
     times,
-    execution: Execution.initial(times, now, sentAt + fixed.leaseMs),
+    execution: Execution.initial(times, sentAt, sentAt + fixed.leaseMs),
     interrupted: false
   }, [{ _tag: "Start", attempt }]]
 }

@@ -22,7 +22,7 @@ export type Outcome =
 export type State =
   | { readonly _tag: "Reserving"; readonly reservations: number }
   | { readonly _tag: "Waiting"; readonly reservations: number; readonly conflict: IdempotencyConflict }
-  | { readonly _tag: "GivingBack"; readonly then: Outcome }
+  | { readonly _tag: "GivingBack"; readonly then: Outcome; readonly until: number }
   | { readonly _tag: "Done"; readonly outcome: Outcome }
 
 export type Event =
@@ -38,34 +38,44 @@ export type Event =
   | { readonly _tag: "GivenBack" }
   /** The caller was interrupted: a reservation in flight was abandoned, a wait ended. */
   | { readonly _tag: "CallerInterrupted" }
+  /** Nothing but the clock. */
+  | { readonly _tag: "Tick" }
 
 export type Command =
   | { readonly _tag: "Reserve" }
   | { readonly _tag: "Wait"; readonly conflict: IdempotencyConflict; readonly until: number }
-  /** Releases what may have been reserved, bounded by `until`; feeds `GivenBack`. */
+  /** Releases what may have been reserved (in a fiber of its own), waited for until `until`; feeds `GivenBack`. */
   | { readonly _tag: "GiveBack"; readonly until: number }
+  /** Stops waiting for the give-back: it did not answer in time. */
+  | { readonly _tag: "AbandonGiveBack" }
   | { readonly _tag: "Done"; readonly outcome: Outcome }
 
-export type Step = readonly [State, Command]
+export type Step = readonly [State, Command | undefined]
 
 /** A step that does not end the reservation. */
 export type Going = Exclude<Command, { readonly _tag: "Done" }>
 
 const RESERVE: Command = { _tag: "Reserve" }
+const NOTHING = undefined
+const ABANDON: Command = { _tag: "AbandonGiveBack" }
 const INTERRUPTED: Outcome = { _tag: "Interrupted" }
 
 const done = (outcome: Outcome): Step => [{ _tag: "Done", outcome }, { _tag: "Done", outcome }]
 
 /** Gives back what may have been reserved, within a lease from `now` and the attempt's deadline, then `then`. */
-export const giveBack = (fixed: Fixed, now: number, then: Outcome): readonly [State, Going] => [
-  { _tag: "GivingBack", then },
-  { _tag: "GiveBack", until: Math.min(fixed.deadline, now + fixed.leaseMs) }
-]
+export const giveBack = (fixed: Fixed, now: number, then: Outcome): readonly [State, Going] => {
+  const until = Math.min(fixed.deadline, now + fixed.leaseMs)
+  return [{ _tag: "GivingBack", then, until }, { _tag: "GiveBack", until }]
+}
 
 export const start: readonly [State, Going] = [{ _tag: "Reserving", reservations: 1 }, { _tag: "Reserve" }]
 
-/** The next state and command, from `state`, what happened and the clock. */
+/** When the reservation must be woken if nothing happens before: the bound of a give-back. */
+export const wakeAt = (state: State): number => state._tag === "GivingBack" ? state.until : Infinity
+
+/** The next state and command (none while it waits), from `state`, what happened and the clock. */
 export const step = (fixed: Fixed, state: State, event: Event, now: number): Step => {
+  if (event._tag === "Tick" && state._tag !== "GivingBack") return [state, NOTHING]
   switch (state._tag) {
     case "Reserving":
       switch (event._tag) {
@@ -96,7 +106,10 @@ export const step = (fixed: Fixed, state: State, event: Event, now: number): Ste
       }
       break
     case "GivingBack":
+      // the give-back goes on whatever the caller does, until it answers or its bound passes
       if (event._tag === "GivenBack") return done(state.then)
+      if (event._tag === "CallerInterrupted") return [state, NOTHING]
+      if (event._tag === "Tick") return now >= state.until ? [state, ABANDON] : [state, NOTHING]
       break
     case "Done":
       break

@@ -30,6 +30,7 @@ import * as Tracing from "../../Tracing.js"
 import type { Ended } from "../outcome.js"
 import * as Outcome from "../outcome.js"
 import * as Telemetry from "../telemetry.js"
+import * as Alarms from "./alarms.js"
 import * as Driver from "./driver.js"
 import type { Fixed } from "./fixed.js"
 
@@ -98,6 +99,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   const heartbeatMs = settings.heartbeat === undefined ? undefined : Duration.toMillis(settings.heartbeat)
   const codec = Outcome.make<A, E>(name, def)
   const operation: Driver.Operation<P, A, E, R> = {
+    alarms: Alarms.make(),
     codec,
     failurePolicy: def.failurePolicy,
     completeRetry: settings.completeRetry,
