@@ -290,9 +290,11 @@ export const window = (options: {
  *
  * - `KeyReused`: another request used the key;
  * - `Replay`: its outcome is recorded;
- * - `Unknown`: its lease ended and the store refused to take it over (the operation's timeout policy
- *   is `markUnknown`): an earlier attempt crashed, its outcome is unknown, and the key stays blocked;
- * - `Conflict`: another attempt holds a live lease, for `retryAfterMillis` at most.
+ * - `Conflict`: another attempt holds a live lease, for `retryAfterMillis` at most;
+ * - `Unknown`: its lease ended and may not be taken over (the operation's timeout policy is
+ *   `markUnknown`): an earlier attempt crashed, its outcome is unknown, and the key stays blocked;
+ * - `Free`: its lease ended (or it is FAILED): the attempt may take it over. A store's reservation
+ *   takes such a record over itself; an engine that reads before it writes does it.
  *
  * @since 0.1.0
  * @category models
@@ -302,6 +304,7 @@ export type Found =
   | { readonly _tag: "Replay"; readonly record: IdempotencyRecord }
   | { readonly _tag: "Unknown"; readonly error: DownstreamTimeout }
   | { readonly _tag: "Conflict"; readonly error: IdempotencyConflict }
+  | { readonly _tag: "Free"; readonly record: IdempotencyRecord }
 
 /**
  * What a record found by a reservation means (see `Found`), at `now` on the store's clock.
@@ -315,7 +318,7 @@ export const found = (options: {
   readonly fingerprint: string
   readonly record: IdempotencyRecord
   readonly now: number
-  /** The operation's timeout policy, named by the `DownstreamTimeout` of an unknown outcome. */
+  /** The operation's timeout policy: under `markUnknown` an ended lease is not taken over. */
   readonly onTimeout: TimeoutPolicy
   /** The timeout the attempt would have had, named by the `DownstreamTimeout` of an unknown outcome. */
   readonly timeoutMillis: number
@@ -325,7 +328,13 @@ export const found = (options: {
     return { _tag: "KeyReused", error: new KeyReused({ operation, key }) }
   }
   if (record.status === "COMPLETED") return { _tag: "Replay", record }
-  if (record.status === "IN_PROGRESS" && record.leaseUntil <= now) {
+  if (record.status === "IN_PROGRESS" && record.leaseUntil > now) {
+    return {
+      _tag: "Conflict",
+      error: new IdempotencyConflict({ operation, key, retryAfterMillis: record.leaseUntil - now })
+    }
+  }
+  if (record.status === "IN_PROGRESS" && options.onTimeout === "markUnknown") {
     return {
       _tag: "Unknown",
       error: new DownstreamTimeout({
@@ -337,8 +346,5 @@ export const found = (options: {
       })
     }
   }
-  return {
-    _tag: "Conflict",
-    error: new IdempotencyConflict({ operation, key, retryAfterMillis: Math.max(0, record.leaseUntil - now) })
-  }
+  return { _tag: "Free", record }
 }

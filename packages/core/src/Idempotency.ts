@@ -47,6 +47,7 @@ import * as Context from "effect/Context"
 import * as DefaultServices from "effect/DefaultServices"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
@@ -656,7 +657,9 @@ export const instrumented = (operation: string, key: unknown) => {
  * The time limits of one attempt, for an engine of its own: the downstream's timeout (the
  * operation's `timeout`, the request's, and its `deadline` less `margin`), the point by which the
  * downstream must end (`until`), and the one by which the attempt answers (`end`: the request's
- * deadline, or `until` plus `margin`). A `timeoutMillis` of 0 or less leaves no time to run.
+ * deadline, or `until` plus `margin`). A `timeoutMillis` of 0 or less leaves no time to run. The
+ * same as `Attempt.window`, which gives a request's invalid `deadline` or `timeout` as
+ * `InvalidSettings` where this throws it.
  *
  * @since 0.1.0
  * @category engines
@@ -666,17 +669,8 @@ export const attemptWindow = (options: {
   readonly timeout: Duration.Duration
   readonly margin: Duration.Duration
   readonly now: number
-}): { readonly timeoutMillis: number; readonly until: number; readonly end: number } => {
-  const { now, request } = options
-  const marginMs = Duration.toMillis(options.margin)
-  let timeoutMillis = Duration.toMillis(options.timeout)
-  if (request.timeout !== undefined) {
-    timeoutMillis = Math.min(timeoutMillis, Duration.toMillis(Duration.decode(request.timeout)))
-  }
-  if (request.deadline !== undefined) timeoutMillis = Math.min(timeoutMillis, request.deadline - marginMs - now)
-  const until = now + timeoutMillis
-  return { timeoutMillis, until, end: request.deadline ?? until + marginMs }
-}
+}): { readonly timeoutMillis: number; readonly until: number; readonly end: number } =>
+  Either.getOrThrow(Attempt.window({ ...options, operation: "attemptWindow" }))
 
 /**
  * Runs `attempt` again when it fails with `IdempotencyConflict`, as `schedule` allows, until

@@ -70,8 +70,9 @@
  * @since 0.1.0
  */
 import type { TransactWriteItem } from "@aws-sdk/client-dynamodb"
+import * as Attempt from "@effect-idempotency/core/Attempt"
 import type * as Idempotency from "@effect-idempotency/core/Idempotency"
-import { DEFAULT_TIMEOUT, DEFAULT_TTL, fingerprintOf, LEASE_MARGIN } from "@effect-idempotency/core/Idempotency"
+import { fingerprintOf } from "@effect-idempotency/core/Idempotency"
 import type * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
 import type { IdempotencyError } from "@effect-idempotency/core/IdempotencyError"
 import * as OutcomeCodec from "@effect-idempotency/core/OutcomeCodec"
@@ -181,6 +182,8 @@ export interface Operation<P, A, E, R> {
 export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
   options: Options<P, IP, A, IA, E, R, EF, IEF>
 ): Operation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>> => {
+  // the defaults and checks every engine shares (a timeout or TTL that is not a positive duration throws)
+  const settings = Attempt.resolve(options.name, { ttl: options.ttl, timeout: options.timeout })
   const failureSchema = options.failure
   const isStorableFailure = failureSchema === undefined ? () => false : Schema.is(failureSchema)
   const onFailure = options.onFailure
@@ -197,9 +200,9 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
     }),
     failurePolicy: (error) =>
       onFailure !== undefined ? onFailure(error) : isStorableFailure(error) ? "store" : "release",
-    ttl: Duration.decode(options.ttl ?? DEFAULT_TTL),
-    timeout: Duration.decode(options.timeout ?? DEFAULT_TIMEOUT),
-    margin: LEASE_MARGIN,
+    ttl: settings.ttl,
+    timeout: settings.timeout,
+    margin: settings.leaseMargin,
     inProgress: options.inProgress,
     key: options.key,
     retry: table.retrySchedule ?? defaultRetrySchedule,

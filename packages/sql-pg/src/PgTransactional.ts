@@ -72,13 +72,13 @@
  *
  * @since 0.1.0
  */
+import * as Attempt from "@effect-idempotency/core/Attempt"
 import type * as Idempotency from "@effect-idempotency/core/Idempotency"
-import { DEFAULT_TIMEOUT, DEFAULT_TTL, fingerprintOf, LEASE_MARGIN } from "@effect-idempotency/core/Idempotency"
+import { fingerprintOf } from "@effect-idempotency/core/Idempotency"
 import type * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
 import type { IdempotencyError } from "@effect-idempotency/core/IdempotencyError"
 import * as OutcomeCodec from "@effect-idempotency/core/OutcomeCodec"
 import type * as SqlClient from "@effect/sql/SqlClient"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as internal from "./internal/transactional.js"
@@ -132,6 +132,8 @@ export interface Operation<P, A, E, R> {
 export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
   options: Options<P, IP, A, IA, E, R, EF, IEF>
 ): Operation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>> => {
+  // the defaults and checks every engine shares (a timeout or TTL that is not a positive duration throws)
+  const settings = Attempt.resolve(options.name, { ttl: options.ttl, timeout: options.timeout })
   const failureSchema = options.failure
   const isStorableFailure = failureSchema === undefined ? () => false : Schema.is(failureSchema)
   const onFailure = options.onFailure
@@ -147,9 +149,9 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
     failurePolicy: (error) =>
       onFailure !== undefined ? onFailure(error) : isStorableFailure(error) ? "store" : "release",
     savepoint: failureSchema !== undefined || onFailure !== undefined,
-    ttl: Duration.decode(options.ttl ?? DEFAULT_TTL),
-    timeout: Duration.decode(options.timeout ?? DEFAULT_TIMEOUT),
-    margin: LEASE_MARGIN,
+    ttl: settings.ttl,
+    timeout: settings.timeout,
+    margin: settings.leaseMargin,
     inProgress: options.inProgress,
     key: options.key,
     // the context is provided by the attempt

@@ -16,14 +16,14 @@
  */
 import type { TransactWriteItem } from "@aws-sdk/client-dynamodb"
 import { GetItemCommand, TransactWriteItemsCommand } from "@aws-sdk/client-dynamodb"
+import * as Attempt from "@effect-idempotency/core/Attempt"
 import type { Request, Result } from "@effect-idempotency/core/Idempotency"
-import { attemptWindow, instrumented, retryOnConflict } from "@effect-idempotency/core/Idempotency"
+import { instrumented, retryOnConflict } from "@effect-idempotency/core/Idempotency"
 import * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
 import type { IdempotencyError, InvalidPayload, StoreFailure } from "@effect-idempotency/core/IdempotencyError"
 import {
   DownstreamTimeout,
   IdempotencyConflict,
-  KeyReused,
   OutcomeNotReplayable,
   StoreError,
   StoreUnavailable
@@ -153,7 +153,8 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       const id = makeRecordId({ operation: name, key, scope: request.scope })
       const start = yield* Clock.currentTimeMillis
       // the downstream ends a margin before the attempt's deadline, to record and commit
-      const { end, timeoutMillis: timeoutMs, until } = attemptWindow({
+      const { end, timeoutMillis: timeoutMs, until } = yield* Attempt.window({
+        operation: name,
         request,
         timeout: def.timeout,
         margin: def.margin,
@@ -300,18 +301,30 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         const now = yield* Clock.currentTimeMillis
         let attempt = 1
         if (Option.isSome(seen) && isLive(seen.value, now)) {
-          const record = seen.value
-          if (record.fingerprint !== fingerprint) return yield* Effect.fail(new KeyReused({ operation: name, key }))
-          if (record.status === "COMPLETED") {
-            return yield* def.codec.replay(record, { key, timeoutMillis: timeoutMs }) as Effect.Effect<
-              Result<A>,
-              E | IdempotencyError
-            >
+          // what the record means, by the rules every engine shares: a record whose lease ended is
+          // taken over (the transaction is conditioned on what was read)
+          const found = Attempt.found({
+            operation: name,
+            key,
+            fingerprint,
+            record: seen.value,
+            now,
+            onTimeout: "keepLease",
+            timeoutMillis: timeoutMs
+          })
+          switch (found._tag) {
+            case "KeyReused":
+            case "Conflict":
+            case "Unknown":
+              return yield* Effect.fail(found.error)
+            case "Replay":
+              return yield* def.codec.replay(found.record, { key, timeoutMillis: timeoutMs }) as Effect.Effect<
+                Result<A>,
+                E | IdempotencyError
+              >
+            case "Free":
+              attempt = found.record.attempt + 1
           }
-          if (record.status === "IN_PROGRESS" && record.leaseUntil > now) {
-            return yield* Effect.fail(conflict(record.leaseUntil - now))
-          }
-          attempt = record.attempt + 1
         }
         const token = globalThis.crypto.randomUUID()
         const context = IdempotencyContext.make({ id, token, attempt })

@@ -16,14 +16,14 @@
  * A failure the policy does not record, a defect, an interruption, a timeout or a crash rolls the
  * whole transaction back, so the outcome of every exit is known.
  */
+import * as Attempt from "@effect-idempotency/core/Attempt"
 import type { Request, Result } from "@effect-idempotency/core/Idempotency"
-import { attemptWindow, instrumented, retryOnConflict } from "@effect-idempotency/core/Idempotency"
+import { instrumented, retryOnConflict } from "@effect-idempotency/core/Idempotency"
 import * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
 import type { IdempotencyError, InvalidPayload } from "@effect-idempotency/core/IdempotencyError"
 import {
   DownstreamTimeout,
   IdempotencyConflict,
-  KeyReused,
   LeaseLost,
   OutcomeNotReplayable,
   StoreError,
@@ -141,7 +141,8 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       const id = makeRecordId({ operation: name, key, scope: request.scope })
       const start = yield* Clock.currentTimeMillis
       // the downstream ends a margin before the attempt's deadline, to record and commit
-      const { end, timeoutMillis: timeoutMs, until } = attemptWindow({
+      const { end, timeoutMillis: timeoutMs, until } = yield* Attempt.window({
+        operation: name,
         request,
         timeout: def.timeout,
         margin: def.margin,
@@ -349,15 +350,30 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
             case "Failed":
               return Effect.failCause(committed.cause) as Effect.Effect<never, E>
             case "Existing": {
-              const { now, record } = committed
-              if (record.fingerprint !== fingerprint) return Effect.fail(new KeyReused({ operation: name, key }))
-              if (record.status === "COMPLETED") {
-                return def.codec.replay(record, { key: id.key, timeoutMillis: timeoutMs }) as Effect.Effect<
-                  Result<A>,
-                  E
-                >
+              // what the record means, by the rules every engine shares; the reservation takes over a
+              // record whose lease ended, so one found free changed meanwhile: a conflict over now
+              const found = Attempt.found({
+                operation: name,
+                key,
+                fingerprint,
+                record: committed.record,
+                now: committed.now,
+                onTimeout: "keepLease",
+                timeoutMillis: timeoutMs
+              })
+              switch (found._tag) {
+                case "KeyReused":
+                case "Conflict":
+                case "Unknown":
+                  return Effect.fail(found.error)
+                case "Replay":
+                  return def.codec.replay(found.record, { key: id.key, timeoutMillis: timeoutMs }) as Effect.Effect<
+                    Result<A>,
+                    E
+                  >
+                case "Free":
+                  return Effect.fail(conflict(0))
               }
-              return Effect.fail(conflict(record.leaseUntil - now))
             }
           }
         }

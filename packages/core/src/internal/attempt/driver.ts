@@ -31,8 +31,14 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Attempt from "../../Attempt.js"
 import * as IdempotencyContext from "../../IdempotencyContext.js"
-import type { IdempotencyConflict, LeaseLost, StoreFailure } from "../../IdempotencyError.js"
-import { isIdempotencyError, isLeaseLost, StoreError, StoreUnavailable } from "../../IdempotencyError.js"
+import type { LeaseLost, StoreFailure } from "../../IdempotencyError.js"
+import {
+  IdempotencyConflict,
+  isIdempotencyError,
+  isLeaseLost,
+  StoreError,
+  StoreUnavailable
+} from "../../IdempotencyError.js"
 import type { FailurePolicy } from "../../IdempotencyPolicy.js"
 import type { RecordId } from "../../IdempotencyRecord.js"
 import { StoredOutcome } from "../../IdempotencyRecord.js"
@@ -294,17 +300,24 @@ class Driver<P, A, E, R> {
       onSuccess: (result) => {
         // a caller interrupted just after the reservation answered gives it back
         if (result._tag === "Reserved") return this.probe({ _tag: "Reserved", attempt: result.attempt, sentAt })
+        const found = Attempt.found({
+          operation: fixed.operation,
+          key: fixed.key,
+          fingerprint: fixed.fingerprint,
+          record: result.record,
+          now: result.now,
+          onTimeout: fixed.onTimeout,
+          timeoutMillis: fixed.timeoutMs
+        })
+        // a record the store should have taken over (it changed meanwhile): a conflict over now
         this.inbox.push({
           _tag: "Found",
-          found: Attempt.found({
-            operation: fixed.operation,
-            key: fixed.key,
-            fingerprint: fixed.fingerprint,
-            record: result.record,
-            now: result.now,
-            onTimeout: fixed.onTimeout,
-            timeoutMillis: fixed.timeoutMs
-          })
+          found: found._tag === "Free"
+            ? {
+              _tag: "Conflict",
+              error: new IdempotencyConflict({ operation: fixed.operation, key: fixed.key, retryAfterMillis: 0 })
+            }
+            : found
         })
         return Effect.void
       }

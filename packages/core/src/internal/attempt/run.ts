@@ -225,6 +225,9 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
               return Effect.succeed({ _tag: "Refused", error: found.error, outcome: "replayed" })
             case "Conflict":
               return Effect.succeed({ _tag: "Refused", error: found.error, outcome: "IdempotencyConflict" })
+            case "Free":
+              // the driver reads a record the store should have taken over as a conflict
+              return Effect.die(new Error("attempt: a free record reached the answer"))
             case "Replay": {
               const record = found.record
               const replay = byDeadline(
