@@ -18,7 +18,6 @@
  * @internal
  */
 import * as Cause from "effect/Cause"
-import type * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -32,112 +31,32 @@ import * as Schedule from "effect/Schedule"
 import * as Attempt from "../../Attempt.js"
 import * as IdempotencyContext from "../../IdempotencyContext.js"
 import type { LeaseLost, StoreFailure } from "../../IdempotencyError.js"
-import {
-  IdempotencyConflict,
-  isIdempotencyError,
-  isLeaseLost,
-  StoreError,
-  StoreUnavailable
-} from "../../IdempotencyError.js"
-import type { FailurePolicy } from "../../IdempotencyPolicy.js"
-import type { RecordId } from "../../IdempotencyRecord.js"
-import { StoredOutcome } from "../../IdempotencyRecord.js"
-import type { IdempotencyStore } from "../../IdempotencyStore.js"
+import { IdempotencyConflict, isLeaseLost, StoreError } from "../../IdempotencyError.js"
+import type { StoredOutcome } from "../../IdempotencyRecord.js"
 import type * as Outcome from "../outcome.js"
 import type * as Alarms from "./alarms.js"
-import type { Fixed } from "./fixed.js"
+import type { Run, Trace } from "./calls.js"
+import * as Calls from "./calls.js"
+import {
+  bounded,
+  CALLER_INTERRUPTED,
+  downstreamEnded,
+  encodedEvent,
+  GIVEN_BACK,
+  NOT_ENCODED,
+  storeCause,
+  TICK,
+  typed,
+  WRITTEN
+} from "./calls.js"
 import * as Machine from "./machine.js"
-import type * as Recording from "./recording.js"
-import { methodOf, NOT_IN_TIME } from "./recording.js"
-
-/** What an operation gives each of its attempts: its codec, its policies, its downstream. */
-export interface Operation<P, A, E, R> {
-  /** The wake-ups of the operation's attempts. */
-  readonly alarms: Alarms.Alarms
-  readonly codec: Outcome.Codec<A, E>
-  readonly failurePolicy: (error: E) => FailurePolicy
-  readonly completeRetry: Schedule.Schedule<unknown>
-  readonly waitSchedule: Schedule.Schedule<unknown, IdempotencyConflict> | undefined
-  readonly ttl: Duration.Duration
-  readonly execute: (payload: P) => Effect.Effect<A, E, R>
-}
-
-/** One attempt's fixed data: the machine's, and what the commands need. */
-export interface Run<P, A, E, R> {
-  readonly fixed: Fixed
-  readonly operation: Operation<P, A, E, R>
-  readonly payload: P
-  readonly store: IdempotencyStore["Type"]
-  readonly clock: Clock.Clock
-  readonly id: RecordId
-  readonly token: string
-  readonly lease: Duration.Duration
-  /** Told every step of the machine, when a test listens (`currentTrace`). */
-  readonly trace: Trace | undefined
-}
-
-/** A listener of every step of an attempt's machine: the event, with the clock, and where it led. */
-export type Trace = (
-  event: Machine.Event,
-  now: number,
-  next: Machine.State,
-  commands: ReadonlyArray<Machine.Command>
-) => void
+import { methodOf } from "./recording.js"
 
 /**
  * The listener of the steps of the attempts run on a fiber, for the tests that hold the driver to
  * the machine.
  */
 export const currentTrace = FiberRef.unsafeMake<Trace | undefined>(undefined)
-
-/** A store call that dies is a `StoreError` of its method: a failure with a policy, never a dead fiber. */
-const typed = <X, Y>(method: string, call: Effect.Effect<X, Y>): Effect.Effect<X, Y | StoreError> =>
-  Effect.catchAllDefect(call, (defect) =>
-    Effect.zipRight(
-      Effect.logError(`idempotency: the store's ${method} died`, defect),
-      Effect.fail(new StoreError({ method, cause: defect }))
-    ))
-
-/** A call bounded by `until` on `clock`: past it, it is interrupted and fails as unavailable. */
-const bounded = <X, Y>(
-  clock: Clock.Clock,
-  method: string,
-  until: number,
-  call: Effect.Effect<X, Y>
-): Effect.Effect<X, Y | StoreUnavailable> => {
-  if (until === Infinity) return call
-  const left = until - clock.unsafeCurrentTimeMillis()
-  const late = () => new StoreUnavailable({ method, cause: NOT_IN_TIME })
-  return left <= 0
-    ? Effect.fail(late())
-    : Effect.timeoutFail(Effect.interruptible(call), { duration: Duration.millis(left), onTimeout: late })
-}
-
-/** How a downstream's exit reads to the machine. */
-const endedOf = <A, E>(exit: Exit.Exit<A, E>): Recording.Ended => {
-  if (Exit.isSuccess(exit)) return { _tag: "Succeeded", value: exit.value }
-  const cause = exit.cause
-  if (Cause.isInterruptedOnly(cause)) return { _tag: "Interrupted", cause }
-  const failure = Cause.failureOption(cause)
-  return Option.isSome(failure) ? { _tag: "Failed", error: failure.value, cause } : { _tag: "Died", cause }
-}
-
-/** The cause of a failed reservation, typed: what is not a failure of the store's is a `StoreError`. */
-const storeCause = (cause: Cause.Cause<unknown>): Cause.Cause<unknown> => {
-  const failure = Cause.failureOption(cause)
-  return Option.isSome(failure) && isIdempotencyError(failure.value)
-    ? cause
-    : Cause.fail(new StoreError({ method: "reserve", cause: Cause.squash(cause) }))
-}
-
-const isUnavailable = (error: unknown): error is StoreUnavailable =>
-  isIdempotencyError(error) && error._tag === "StoreUnavailable"
-
-const TICK: Machine.Event = { _tag: "Tick" }
-const CALLER_INTERRUPTED: Machine.Event = { _tag: "CallerInterrupted" }
-const GIVEN_BACK: Machine.Event = { _tag: "GivenBack" }
-const WRITTEN: Machine.Event = { _tag: "Written" }
-const NOT_ENCODED = StoredOutcome.Omitted({ reason: "its encoding failed" })
 
 /** Something to run in a fiber of the driver's, and the event its end posts (none: nobody waits for it). */
 interface Job {
@@ -241,46 +160,6 @@ class Driver<P, A, E, R> {
     if (worker === undefined) return undefined
     this.worker = undefined
     return Fiber.interruptAsFork(worker, worker.id())
-  }
-
-  /** The attempt's write of the record, `complete` retried while the store is unavailable. */
-  write(w: Recording.Write): Effect.Effect<void, LeaseLost | StoreFailure> {
-    const { id, operation, store, token } = this.attempt
-    return w._tag === "Complete"
-      ? this.complete(w.outcome)
-      : w._tag === "MarkFailed"
-      ? typed("markFailed", store.markFailed({ id, token, ttl: operation.ttl }))
-      : typed("release", store.release({ id, token }))
-  }
-
-  complete(outcome: StoredOutcome): Effect.Effect<void, LeaseLost | StoreFailure> {
-    const { id, operation, store, token } = this.attempt
-    const request = { id, token, outcome, ttl: operation.ttl }
-    // a retried completion whose first try was applied but whose answer was lost sees its own
-    // COMPLETED record: that is this attempt's outcome, recorded, not a lost lease
-    const ownRecord = (error: LeaseLost) =>
-      Effect.flatMap(
-        typed("get", store.get(id)),
-        (record) =>
-          Option.isSome(record) && record.value.status === "COMPLETED" && record.value.token === token
-            ? Effect.void
-            : Effect.fail(error)
-      )
-    const once = typed("complete", store.complete(request))
-    // an unavailable store is tried again after each wait of the schedule (built only when needed)
-    const retried = (first: StoreUnavailable) =>
-      Effect.flatMap(Schedule.driver(operation.completeRetry), (driver) => {
-        const again = (error: StoreUnavailable): Effect.Effect<void, LeaseLost | StoreFailure> =>
-          Effect.matchEffect(driver.next(error), {
-            onFailure: () => Effect.fail(error),
-            onSuccess: () => Effect.catchIf(once, isUnavailable, again)
-          })
-        return again(first)
-      })
-    return Effect.catchAll(once, (error) => {
-      const retry = isUnavailable(error) ? retried(error) : Effect.fail(error)
-      return Effect.catchIf(retry, isLeaseLost, ownRecord)
-    })
   }
 
   reserve(): Effect.Effect<void> {
@@ -441,7 +320,7 @@ class Driver<P, A, E, R> {
       case "Write": {
         const method = methodOf(command.write)
         return this.work({
-          effect: this.write(command.write),
+          effect: Calls.write(this.attempt, command.write),
           toEvent: (exit) => {
             if (Exit.isSuccess(exit)) return WRITTEN
             const failure = Cause.failureOption(exit.cause)
@@ -559,13 +438,3 @@ class Driver<P, A, E, R> {
     return Effect.flatMap(Fiber.inheritAll(worker), () => this.loop(nextState, nextCommands, 0))
   }
 }
-
-const downstreamEnded = (exit: Exit.Exit<unknown, unknown>): Machine.Event => ({
-  _tag: "DownstreamEnded",
-  ended: endedOf(exit)
-})
-
-const encodedEvent = (e: Outcome.EncodedSuccess<unknown>): Machine.Event =>
-  Either.isRight(e)
-    ? { _tag: "Encoded", json: e.right.json, value: e.right.value }
-    : { _tag: "NotEncoded", reason: e.left }

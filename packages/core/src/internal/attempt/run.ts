@@ -31,6 +31,7 @@ import type { Ended } from "../outcome.js"
 import * as Outcome from "../outcome.js"
 import * as Telemetry from "../telemetry.js"
 import * as Alarms from "./alarms.js"
+import type * as Calls from "./calls.js"
 import * as Driver from "./driver.js"
 import type { Fixed } from "./fixed.js"
 
@@ -98,7 +99,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   const marginMs = Duration.toMillis(settings.leaseMargin)
   const heartbeatMs = settings.heartbeat === undefined ? undefined : Duration.toMillis(settings.heartbeat)
   const codec = Outcome.make<A, E>(name, def)
-  const operation: Driver.Operation<P, A, E, R> = {
+  const operation: Calls.Operation<P, A, E, R> = {
     alarms: Alarms.make(),
     codec,
     failurePolicy: def.failurePolicy,
@@ -194,7 +195,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       until: deadline - marginMs,
       deadline
     }
-    const run: Driver.Run<P, A, E, R> = {
+    const run: Calls.Run<P, A, E, R> = {
       fixed,
       operation,
       payload: request.payload,
