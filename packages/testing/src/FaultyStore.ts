@@ -30,9 +30,13 @@
  */
 import { IdempotencyError, IdempotencyStore } from "@effect-idempotency/core"
 import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as FastCheck from "effect/FastCheck"
+import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
 import { dual } from "effect/Function"
 import * as Layer from "effect/Layer"
@@ -70,8 +74,9 @@ export type CrashPoint = "beforeReserve" | "afterReserve" | "afterDownstream" | 
  *   request first and only the answer was lost.
  * - `Latency`: the call takes `millis` longer: before the request reaches the store, or, with
  *   `applied`, after the store applied it (the instance paused before it saw the answer).
- * - `Crash`: the attempt's fiber is interrupted at `point`, like a platform that kills the instance:
- *   the record keeps its lease, which bounds how long the key stays blocked.
+ * - `Crash`: the attempt dies at `point`, like an instance the platform kills: no store call of the
+ *   attempt reaches the store after that point (see `withFaults`), and its caller sees it end
+ *   interrupted. The record keeps its lease, which bounds how long the key stays blocked.
  *
  * @since 0.1.0
  * @category models
@@ -123,7 +128,8 @@ export const pauseAfterReserve = (duration: Duration.DurationInput): Fault =>
   latency("reserve", duration, { applied: true })
 
 /**
- * The attempt crashes at `point`.
+ * The attempt crashes at `point`, as a killed instance: none of its calls reaches the store after it
+ * (see `withFaults`).
  *
  * @since 0.1.0
  * @category constructors
@@ -156,24 +162,112 @@ const CRASH_POINTS: Record<CrashPoint, string> = {
   afterComplete: "after complete"
 }
 
-/** The faults of the current fiber (and the fibers it forks), consumed as they apply. */
-const currentFaults = FiberRef.unsafeMake<Array<Fault>>([])
+/** The faults of one attempt (`withFaults`), consumed as they apply, and whether it died. */
+interface AttemptFaults {
+  readonly faults: Array<Fault>
+  /** Set at its crash (or kill): from then on, no call of the attempt reaches the store. */
+  dead: boolean
+  /** Done when the attempt ends, or dies: its caller stops waiting for it. */
+  readonly settled: Deferred.Deferred<void>
+}
+
+/** The faults of the attempt that the current fiber (or the fiber that forked it) runs. */
+const currentFaults = FiberRef.unsafeMake<AttemptFaults | undefined>(undefined)
+
+/**
+ * Options of `withFaults`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface FaultsOptions {
+  /**
+   * What an interruption of the attempt's caller does. `"interrupt"` (the default): the attempt is
+   * interrupted and waited for, as in any Effect program (the engine settles what it started:
+   * gives back, records, applies its timeout policy, bounded). `"kill"`: the attempt dies there, as
+   * at a crash: none of its calls reaches the store after it, and nothing waits for it (a platform
+   * that stops the instance at its time limit; `RetryProperty` plays its attempts so).
+   */
+  readonly onInterrupt?: "interrupt" | "kill" | undefined
+}
 
 /**
  * Runs `effect` with `faults`: each applies once, to the first matching call that a fault-injecting
  * store receives from `effect` or the fibers it forks. Give each attempt of a simulated retry its own.
  *
+ * A crash is a killed process: from its crash point on, no call of the attempt reaches the store,
+ * from any of its fibers (the engine's own cleanup included: a give-back, a recording or an extension
+ * never arrives, and a call the store already applied never answers), and the attempt never answers
+ * its caller, which ends at once, interrupted. With a crash among `faults` (or `onInterrupt: "kill"`),
+ * `effect` runs in a fiber of its own, so that a crash can leave it behind: that fiber is interrupted
+ * and not waited for, and whatever it still does, it does without the store. Otherwise `effect` runs
+ * on the caller's fiber.
+ *
  * @since 0.1.0
  * @category combinators
  */
 export const withFaults: {
-  (faults: Iterable<Fault>): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  <A, E, R>(effect: Effect.Effect<A, E, R>, faults: Iterable<Fault>): Effect.Effect<A, E, R>
+  (
+    faults: Iterable<Fault>,
+    options?: FaultsOptions | undefined
+  ): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  <A, E, R>(
+    effect: Effect.Effect<A, E, R>,
+    faults: Iterable<Fault>,
+    options?: FaultsOptions | undefined
+  ): Effect.Effect<A, E, R>
 } = dual(
-  2,
-  <A, E, R>(effect: Effect.Effect<A, E, R>, faults: Iterable<Fault>): Effect.Effect<A, E, R> =>
-    Effect.suspend(() => Effect.locally(effect, currentFaults, Array.from(faults)))
+  (args) => Effect.isEffect(args[0]),
+  <A, E, R>(
+    effect: Effect.Effect<A, E, R>,
+    faults: Iterable<Fault>,
+    options?: FaultsOptions | undefined
+  ): Effect.Effect<A, E, R> =>
+    Effect.suspend(() => {
+      const attempt: AttemptFaults = {
+        faults: Array.from(faults),
+        dead: false,
+        settled: Deferred.unsafeMake<void>(FiberId.none)
+      }
+      const faulty = Effect.locally(effect, currentFaults, attempt)
+      const kill = options?.onInterrupt === "kill"
+      return kill || attempt.faults.some((fault) => fault._tag === "Crash") ? crashable(faulty, attempt, kill) : faulty
+    })
 )
+
+/**
+ * Runs `effect` in a fiber of its own and waits for its end, or for its crash: then that fiber is
+ * interrupted without waiting (a dead process's cleanup answers nobody) and the caller ends
+ * interrupted. With `kill`, the caller's interruption is a crash.
+ */
+const crashable = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  attempt: AttemptFaults,
+  kill: boolean
+): Effect.Effect<A, E, R> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(
+      Effect.forkDaemon(Effect.ensuring(restore(effect), Deferred.done(attempt.settled, Exit.void))),
+      (fiber) => {
+        const leave = Effect.fiberIdWith((id) => Fiber.interruptAsFork(fiber, id))
+        return Effect.zipRight(
+          Effect.onInterrupt(restore(Deferred.await(attempt.settled)), () =>
+            Effect.suspend(() => {
+              if (kill) die(attempt)
+              // an interruption stops the attempt and waits for its end, unless it is dead
+              return attempt.dead ? leave : Fiber.interrupt(fiber)
+            })),
+          Effect.suspend(() => attempt.dead ? Effect.zipRight(leave, Effect.interrupt) : Fiber.join(fiber))
+        )
+      }
+    )
+  )
+
+/** The attempt dies: none of its calls reaches the store from now on, and its caller stops waiting. */
+const die = (attempt: AttemptFaults): void => {
+  attempt.dead = true
+  Deferred.unsafeDone(attempt.settled, Exit.void)
+}
 
 const RECORDING: ReadonlyArray<Method> = ["complete", "release", "markFailed"]
 
@@ -192,25 +286,48 @@ const matches = (fault: Fault, method: Method, after: boolean): boolean => {
   }
 }
 
-/** Takes the fault of the current fiber that applies to the call, if any, and applies it. */
-const inject = (method: Method, after: boolean): Effect.Effect<void, IdempotencyError.StoreUnavailable> =>
-  Effect.flatMap(FiberRef.get(currentFaults), (faults) => {
-    const index = faults.findIndex((fault) => matches(fault, method, after))
+/** The attempt crashes at this call, which never ends. */
+const crashNow = (attempt: AttemptFaults): Effect.Effect<never> =>
+  Effect.zipRight(Effect.sync(() => die(attempt)), Effect.never)
+
+/** A crashed attempt goes no further: its call never reaches the store, its answer never arrives. */
+const alive = (attempt: AttemptFaults): Effect.Effect<void> =>
+  Effect.suspend(() => attempt.dead ? Effect.never : Effect.void)
+
+/** Takes the fault of the attempt that applies to the call, if any, and applies it. */
+const inject = (
+  attempt: AttemptFaults,
+  method: Method,
+  after: boolean
+): Effect.Effect<void, IdempotencyError.StoreUnavailable> =>
+  Effect.suspend(() => {
+    if (attempt.dead) return Effect.never
+    const index = attempt.faults.findIndex((fault) => matches(fault, method, after))
     if (index < 0) return Effect.void
-    const fault = faults.splice(index, 1)[0]!
+    const fault = attempt.faults.splice(index, 1)[0]!
     return Effect.zipRight(
       trace.record("fault", describe(fault)),
       Fault.$match(fault, {
         Unavailable: () =>
           Effect.fail(new IdempotencyError.StoreUnavailable({ method, cause: "injected fault: store unavailable" })),
-        Latency: ({ millis }) => Effect.sleep(Duration.millis(millis)),
-        Crash: () => Effect.interrupt
+        // the attempt still runs after a pause: a crash meanwhile ends it there
+        Latency: ({ millis }) => Effect.zipRight(Effect.sleep(Duration.millis(millis)), alive(attempt)),
+        Crash: () => crashNow(attempt)
       })
     )
   })
 
+/** A call meets the faults of its attempt; the answer of a call that was in flight at a crash never arrives. */
 const wrap = <A, E>(method: Method, call: Effect.Effect<A, E>) =>
-  inject(method, false).pipe(Effect.zipRight(call), Effect.tap(() => inject(method, true)))
+  Effect.flatMap(
+    FiberRef.get(currentFaults),
+    (attempt) =>
+      attempt === undefined ? call : inject(attempt, method, false).pipe(
+        Effect.zipRight(call),
+        Effect.tapErrorCause(() => alive(attempt)),
+        Effect.tap(() => inject(attempt, method, true))
+      )
+  )
 
 /**
  * Wraps a store: its calls meet the faults of the calling fiber (`withFaults`); without any, it is

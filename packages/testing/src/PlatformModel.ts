@@ -369,6 +369,12 @@ const describeOutcome = <A, E>(outcome: AttemptOutcome<A, E>, timeLimitMs: numbe
  * older than the maximum event age). Advances `TestClock` until every attempt has ended, and returns
  * the attempts in the order they started.
  *
+ * An attempt is stopped by interrupting it, and its end is waited for. A platform kills the instance
+ * instead: to play that, make the interruption a kill inside `invoke`, with
+ * `FaultyStore.withFaults(faults, { onInterrupt: "kill" })` (as `RetryProperty` does): the attempt
+ * then ends at once, and none of its store calls reaches the store after its time limit. An attempt
+ * that ends interrupted before its time limit reads as a crash (`FaultyStore.crash`).
+ *
  * @since 0.1.0
  * @category simulation
  */

@@ -396,7 +396,8 @@ const findViolations = (input: {
       const error = failure.value
       if (UNEXPECTED.includes(error._tag)) {
         violations.push(Violation.UnexpectedFailure({ attempt: label, detail: describeError(error) }))
-      } else if (error._tag === "DownstreamTimeout" && error.replayed && error.policy !== "markUnknown") {
+      } else if (error._tag === "IdempotencyConflict" && error.retryAfterMillis === 0) {
+        // the engine found a record whose lease had ended and that the store did not take over
         violations.push(Violation.BlockedPastLease({
           attempt: label,
           detail: `the lease had ended, but the store did not let the attempt take the key over (${
@@ -525,7 +526,8 @@ export const play = <P, A, E, R, ROut = never, RS = never>(
               : { timeout: Duration.millis(Math.max(0, attempt.deadline - now - marginMs)) })
           })).pipe(
             SimulatedDownstream.scripted(attempt.value.downstream),
-            FaultyStore.withFaults(attempt.value.faults),
+            // the platform's time limit kills the attempt, as it kills an instance: no store call after it
+            FaultyStore.withFaults(attempt.value.faults, { onInterrupt: "kill" }),
             Effect.provide(context)
           )
       const describe = (outcome: PlatformModel.AttemptOutcome<Idempotency.Result<A>, unknown>) =>

@@ -58,7 +58,7 @@ import * as trace from "./internal/trace.js"
  * | `ApplyThenFail` | applies the write after `latencyMs`, then fails with `code` |
  * | `Die` | dies (`SimulatedDefect`) after `latencyMs`; applies nothing |
  * | `ApplyThenDie` | applies the write after `latencyMs`, then dies: a defect whose outcome is unknown |
- * | `IgnoreInterruption` | like `AnswerLate`, uninterruptible: a caller that gives up waits for it, and then knows its outcome |
+ * | `IgnoreInterruption` | like `AnswerLate`, uninterruptible: a caller that gives up waits for it; the write is applied and the call answers, but the caller, interrupted, ends interrupted (as in any Effect program): the outcome is unknown to it |
  * | `WriteLandsLate` | like `AnswerLate`, but the write is applied after `applyAfterMs` even when the caller gave up before: the request had reached the server |
  *
  * Every other behaviour applies nothing once its caller gave up.

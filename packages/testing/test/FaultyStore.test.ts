@@ -52,6 +52,34 @@ const downstream = SimulatedDownstream.SimulatedDownstream
 const writes = Effect.flatMap(downstream, (downstream) => downstream.writes)
 const calls = Effect.flatMap(downstream, (downstream) => downstream.calls)
 
+/**
+ * The order operation on a fault-injecting memory store whose calls that reached the store are
+ * listed (`reached`), and a simulated orders API without deduplication.
+ */
+const countedWorld = Effect.gen(function*() {
+  const base = yield* IdempotencyStore.makeMemory({ warn: false })
+  const reached: Array<string> = []
+  const count = <A, E>(method: string, call: Effect.Effect<A, E>) =>
+    Effect.zipRight(Effect.sync(() => reached.push(method)), call)
+  const counted: IdempotencyStore.IdempotencyStore["Type"] = {
+    reserve: (request) => count("reserve", base.reserve(request)),
+    complete: (request) => count("complete", base.complete(request)),
+    release: (request) => count("release", base.release(request)),
+    markFailed: (request) => count("markFailed", base.markFailed(request)),
+    extend: (request) => count("extend", base.extend(request)),
+    get: (id) => count("get", base.get(id)),
+    purgeExpired: (options) => count("purgeExpired", base.purgeExpired(options))
+  }
+  const layer = Layer.mergeAll(
+    Layer.succeed(IdempotencyStore.IdempotencyStore, FaultyStore.make(counted)),
+    OrdersApiSimulated.pipe(Layer.provideMerge(SimulatedDownstream.layer({ deduplicate: false })))
+  )
+  return { reached, layer }
+})
+
+/** Under `release`, an attempt that settles what it started gives its reservation back. */
+const release: Config = { timeout: "2 seconds", onTimeout: "release" }
+
 const failureTag = <A, E>(exit: Exit.Exit<A, E>): string | undefined =>
   Exit.isFailure(exit) && exit.cause._tag === "Fail" ? (exit.cause.error as { readonly _tag: string })._tag : undefined
 
@@ -170,6 +198,62 @@ describe("FaultyStore", () => {
       assert.isTrue(Exit.isSuccess(retry) && retry.value.replayed && retry.value.value.orderId === 1)
       assert.strictEqual((yield* writes).length, 1)
     }).pipe(Effect.provide(world(false))))
+
+  it.effect("a crash is a killed process: its caller ends at once, and none of its calls reaches the store after it", () =>
+    Effect.gen(function*() {
+      const cases: ReadonlyArray<readonly [FaultyStore.CrashPoint, ReadonlyArray<string>]> = [
+        ["beforeReserve", []],
+        ["afterReserve", ["reserve"]],
+        ["afterDownstream", ["reserve"]],
+        ["beforeComplete", ["reserve"]],
+        ["afterComplete", ["reserve", "complete"]]
+      ]
+      for (const [point, expected] of cases) {
+        const { layer, reached } = yield* countedWorld
+        yield* Effect.gen(function*() {
+          const crashed = yield* Effect.fork(
+            createOrder(release).runDetailed({ key: KEY, payload: order }).pipe(
+              FaultyStore.withFaults([FaultyStore.crash(point)])
+            )
+          )
+          // it ends without the clock moving: nothing waits for the engine's own cleanup
+          for (let i = 0; i < 100 && Option.isNone(yield* Fiber.poll(crashed)); i++) yield* Effect.yieldNow()
+          const exit = yield* Fiber.poll(crashed)
+          assert.isTrue(Option.isSome(exit) && Exit.isInterrupted(exit.value), point)
+          // what the attempt still does (give back, record, under `release`) never reaches the store
+          yield* TestClock.adjust("1 minute")
+          assert.deepStrictEqual(reached, expected, point)
+        }).pipe(Effect.provide(layer))
+      }
+    }))
+
+  it.effect("with onInterrupt kill, the caller's interruption kills the attempt; by default the engine settles it", () =>
+    Effect.gen(function*() {
+      for (const onInterrupt of ["kill", "interrupt"] as const) {
+        const { layer, reached } = yield* countedWorld
+        yield* Effect.gen(function*() {
+          const running = yield* Effect.fork(
+            createOrder(release).runDetailed({ key: KEY, payload: order }).pipe(
+              FaultyStore.withFaults([], { onInterrupt }),
+              SimulatedDownstream.scripted([SimulatedDownstream.neverAnswer()])
+            )
+          )
+          yield* TestClock.adjust("500 millis")
+          assert.isTrue(Exit.isInterrupted(yield* Fiber.interrupt(running)))
+          yield* TestClock.adjust("1 minute")
+          if (onInterrupt === "kill") {
+            // a killed instance does not give its lease back: the record waits for the lease's end
+            assert.deepStrictEqual(reached, ["reserve"])
+            const stored = yield* record
+            assert.isTrue(Option.isSome(stored) && stored.value.status === "IN_PROGRESS")
+          } else {
+            // the engine stopped the downstream and applied its timeout policy (`release`)
+            assert.deepStrictEqual(reached, ["reserve", "release"])
+            assert.isTrue(Option.isNone(yield* record))
+          }
+        }).pipe(Effect.provide(layer))
+      }
+    }))
 
   it.effect("a fiber's faults stay with that fiber and the fibers it forks", () =>
     Effect.gen(function*() {

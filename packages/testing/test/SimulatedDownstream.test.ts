@@ -156,6 +156,8 @@ describe("SimulatedDownstream", () => {
       // the interruption waited for the call: its write was applied and it answered
       assert.deepStrictEqual((yield* downstream.writes).map((write) => write.body), [2, 3])
       assert.strictEqual((yield* downstream.calls)[2]!.answer, "succeeded")
+      // its caller, interrupted, ends interrupted (as any Effect): the answer is lost to it
+      assert.isTrue(Exit.isInterrupted(yield* Fiber.await(stubborn)))
     }))
 
   it.effect("deduplicates by the key on the endpoints named: the retry gets the original write", () =>
