@@ -42,7 +42,7 @@
  */
 import type { ClockSource } from "@effect-idempotency/core/IdempotencyStore"
 import { IdempotencyStore, withPurge } from "@effect-idempotency/core/IdempotencyStore"
-import type * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
@@ -106,12 +106,20 @@ export const make = (
     const table = yield* SqlIdempotencyTable.make(options?.table)
     const dialect = yield* SqlIdempotencyMigration.dialect
     if (options?.migrate === true) yield* SqlIdempotencyMigration.migrateTable(dialect, table)
+    const callTimeout = options?.callTimeout === undefined
+      ? SqlStoreEngine.DEFAULT_CALL_TIMEOUT
+      : Duration.decode(options.callTimeout)
+    if (dialect === "sqlite") {
+      // a file another process writes to: its lock is waited for (up to the call's time) rather than
+      // met as SQLITE_BUSY, after which a libSQL connection no longer commits (see the README). D1
+      // and Durable Objects refuse the pragma: they have no other process to wait for
+      const millis = Duration.isFinite(callTimeout) ? Math.ceil(Duration.toMillis(callTimeout)) : 5000
+      yield* Effect.ignore(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`PRAGMA busy_timeout = ${millis}`)))
+    }
     return yield* SqlStoreEngine.make(Dialects.statements(dialect, table), {
       name: "SqlIdempotencyStore",
       clock: options?.clock ?? "server",
-      callTimeout: options?.callTimeout === undefined
-        ? SqlStoreEngine.DEFAULT_CALL_TIMEOUT
-        : Duration.decode(options.callTimeout)
+      callTimeout
     })
   })
 

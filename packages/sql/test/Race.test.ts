@@ -1,7 +1,7 @@
 /**
  * Races between clients that share nothing but the database: two connection pools on the run's
- * MariaDB database, a `better-sqlite3` client and a libSQL client on one SQLite file, and two
- * processes on one SQLite file. Whatever interleaves, each key is reserved once, and the attempts
+ * MariaDB database, two `better-sqlite3` clients on one SQLite file (one driver per file: two copies
+ * of SQLite in one process must not share a file), and two processes on one SQLite file. Whatever interleaves, each key is reserved once, and the attempts
  * that lose see the winner's record.
  */
 import type { IdempotencyStore } from "@effect-idempotency/core"
@@ -76,13 +76,13 @@ describe("SqlIdempotencyStore races", () => {
     }).pipe(Effect.scoped), 60_000)
 
   it.live(
-    "SQLite: 200 keys, 4 attempts each over a better-sqlite3 and a libSQL client of one file",
+    "SQLite: 200 keys, 4 attempts each over two better-sqlite3 clients of one file",
     () =>
       Effect.gen(function*() {
         const file = yield* scopedDatabaseFile
         const table = uniqueTable("idem_race")
         const a = yield* store("sqlite", table, file)
-        const b = yield* store("libsql", table, file)
+        const b = yield* store("sqlite", table, file)
         yield* race([a, b], 200, 4)
       }).pipe(Effect.scoped),
     60_000

@@ -14,7 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { Options, Statement, Statements } from "../SqlStoreEngine.js"
 import * as Detach from "./detach.js"
-import { toStoreFailure } from "./errors.js"
+import { breaksLibsqlConnection, toStoreFailure } from "./errors.js"
 import type { Decoded, ReserveRow } from "./rows.js"
 import {
   isRow,
@@ -31,6 +31,10 @@ import {
   unblockRowOf,
   wholeMillis
 } from "./rows.js"
+
+/** Why a store whose libSQL connection met `SQLITE_BUSY` fails every call. */
+const BROKEN_CONNECTION = "the libSQL connection met SQLITE_BUSY, after which @libsql/client 0.12 answers writes " +
+  "that never reach the file: every call of this store fails until the process opens a new client"
 
 /** @internal */
 export const DEFAULT_CALL_TIMEOUT: Duration.Duration = Duration.seconds(5)
@@ -90,6 +94,17 @@ export const make = (
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const detach = Detach.make(options.callTimeout)
+    /**
+     * Set once a libSQL connection met `SQLITE_BUSY` (see `breaksLibsqlConnection`): from then on it
+     * would answer writes as done that never reach the file, so every call fails, and no outcome is
+     * ever answered as recorded on it. Only a new client (a new process) recovers.
+     */
+    let broken: StoreError | undefined
+    const breaks = (method: string, error: unknown): Effect.Effect<void> => {
+      if (broken !== undefined || !breaksLibsqlConnection(error)) return Effect.void
+      broken = new StoreError({ method, cause: BROKEN_CONNECTION })
+      return Effect.logError(`idempotency: ${BROKEN_CONNECTION}`)
+    }
 
     /** A statement's answer, as `Statement` describes it. */
     const send = (statement: Statement, args: ReadonlyArray<unknown>) => {
@@ -118,16 +133,19 @@ export const make = (
       statement: Statement,
       args: (now: number | null) => ReadonlyArray<unknown>
     ): Effect.Effect<A, StoreFailure> => {
-      const sent = (now: number | null) =>
-        Effect.matchEffect(detach(send(statement, args(now))), {
-          onFailure: (error) => Effect.fail(toStoreFailure(method)(error)),
-          onSuccess: (rows) => {
-            const decoded = rows instanceof RowInvalid ? rows : decode(rows)
-            return decoded instanceof RowInvalid
-              ? Effect.fail(new StoreError({ method, cause: decoded.message }))
-              : Effect.succeed(decoded)
+      const sent = (now: number | null): Effect.Effect<A, StoreFailure> =>
+        broken !== undefined ? Effect.fail(new StoreError({ method, cause: BROKEN_CONNECTION })) : Effect.matchEffect(
+          detach(send(statement, args(now))),
+          {
+            onFailure: (error) => Effect.zipRight(breaks(method, error), Effect.fail(toStoreFailure(method)(error))),
+            onSuccess: (rows) => {
+              const decoded = rows instanceof RowInvalid ? rows : decode(rows)
+              return decoded instanceof RowInvalid
+                ? Effect.fail(new StoreError({ method, cause: decoded.message }))
+                : Effect.succeed(decoded)
+            }
           }
-        })
+        )
       return options.clock === "effect" ? Effect.flatMap(Clock.currentTimeMillis, sent) : sent(null)
     }
 

@@ -103,3 +103,25 @@ export const toStoreFailure = (method: string) => (cause: unknown): StoreFailure
   !ParseResult.isParseError(cause) && isUnavailable(cause)
     ? new StoreUnavailable({ method, cause })
     : new StoreError({ method, cause })
+
+/** The codes of a libSQL error after which its connection no longer commits what it answers "ok". */
+const BREAKING_CODES: ReadonlySet<string> = new Set(["SQLITE_BUSY", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_TIMEOUT"])
+
+/**
+ * Whether a failure is a libSQL error that leaves its connection unable to commit: after one
+ * `SQLITE_BUSY` on a local file, `@libsql/client` 0.12 (its `libsql` binding) answers every later
+ * autocommit statement of that connection as done, while nothing it writes reaches the file (and the
+ * file stays locked for every other connection until the process exits). better-sqlite3 does not:
+ * its connection recovers.
+ *
+ * @internal
+ */
+export const breaksLibsqlConnection = (u: unknown, depth = 0): boolean => {
+  if (depth > MAX_DEPTH || !Predicate.isObject(u)) return false
+  const code = codeOf(u)
+  // `@libsql/client`'s own errors, and those of the `libsql` binding under them
+  const libsql = Predicate.hasProperty(u, "name") && u.name === "LibsqlError" ||
+    Predicate.hasProperty(u, "libsqlError") && u.libsqlError === true
+  if (libsql && code !== undefined && BREAKING_CODES.has(code)) return true
+  return Predicate.hasProperty(u, "cause") && breaksLibsqlConnection(u.cause, depth + 1)
+}
