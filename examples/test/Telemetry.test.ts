@@ -1,11 +1,12 @@
 /**
  * What an OpenTelemetry exporter receives from a run, through `@effect/opentelemetry`: the span named
  * after the operation with its `idempotency.*` attributes (the key's hash, never the key), and the
- * metrics `idempotency.attempts` and `idempotency.attempt.duration` by operation and outcome.
+ * metrics `idempotency.attempts` and `idempotency.attempt.duration` by operation and outcome, with
+ * the units and buckets the README gives.
  */
 import { Idempotency, IdempotencyKey, IdempotencyStore } from "@effect-idempotency/core"
 import { assert, describe, it } from "@effect/vitest"
-import { MetricReader } from "@opentelemetry/sdk-metrics"
+import { type Histogram, MetricReader } from "@opentelemetry/sdk-metrics"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -65,6 +66,16 @@ describe("OpenTelemetry", () => {
         "executed",
         "replayed"
       ])
+
+      // the units and buckets the README's table gives
+      const descriptor = (name: string) => metrics.find((metric) => metric.descriptor.name === name)!.descriptor
+      assert.strictEqual(descriptor("idempotency.attempts").unit, "{attempt}")
+      assert.strictEqual(descriptor("idempotency.attempt.duration").unit, "s")
+      for (const point of durations) {
+        const { boundaries } = (point.value as Histogram).buckets
+        assert.deepStrictEqual(boundaries, Array.from({ length: 17 }, (_, i) => 0.001 * 2 ** i))
+        assert.strictEqual(boundaries.at(-1), 65.536)
+      }
     }).pipe(Effect.provide(Layer.merge(IdempotencyStore.layerMemoryWith({ warn: false }), telemetry)))
   })
 })

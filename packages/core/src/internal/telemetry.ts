@@ -66,16 +66,26 @@ export const ofCause = (cause: Cause.Cause<unknown>): Outcome => {
   return Cause.isInterruptedOnly(cause) ? "interrupted" : "defect"
 }
 
-const attempts = MetricKey.counter("idempotency.attempts", {
-  description: "Runs of idempotent operations, by operation and outcome",
-  incremental: true
-})
+// Effect's metric keys have no unit: `@effect/opentelemetry` exports a key's `unit` label as the
+// instrument's unit (and, as every label, as an attribute); without it, the exporter says `1`.
+const attempts = MetricKey.tagged(
+  MetricKey.counter("idempotency.attempts", {
+    description: "Runs of idempotent operations, by operation and outcome",
+    incremental: true
+  }),
+  "unit",
+  "{attempt}"
+)
 
-const duration = MetricKey.histogram(
-  "idempotency.attempt.duration",
-  // 1 ms to about 65 s
-  MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 17 }),
-  "Duration of runs of idempotent operations, in seconds, by operation and outcome"
+const duration = MetricKey.tagged(
+  MetricKey.histogram(
+    "idempotency.attempt.duration",
+    // 0.001 s to 65.536 s, doubling: `count` includes the last, infinite, bucket
+    MetricBoundaries.exponential({ start: 0.001, factor: 2, count: 18 }),
+    "Duration of runs of idempotent operations, in seconds, by operation and outcome"
+  ),
+  "unit",
+  "s"
 )
 
 interface Metrics {
