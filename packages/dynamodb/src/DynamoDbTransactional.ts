@@ -16,6 +16,7 @@
  * | success | its writes and COMPLETED(success) | the value (the recorded one, decoded) |
  * | success that does not encode | its writes and COMPLETED(omitted) | `OutcomeNotReplayable` |
  * | a write's condition fails | nothing | `WritesRejected` (its index); a retry plans again |
+ * | a write on the record's own item, or more than 99 | nothing, nothing sent | `WritesRejected` |
  * | failure, policy `store` | COMPLETED(failure), without its writes | the failure, replayed to retries |
  * | failure, policy `markFailed` | FAILED, without its writes | the failure; a retry takes over |
  * | failure, policy `release` | nothing | the failure; a retry executes |
@@ -107,7 +108,10 @@ export const maxWrites: number = internal.MAX_WRITES
 
 /**
  * The plan's writes were not applied, and nothing else was: the condition of the write at `index`
- * failed, or the plan had more writes than a transaction takes. A retry plans again.
+ * failed (`ConditionFailed`; a retry plans again), the plan had more writes than a transaction takes
+ * (`TooManyWrites`), or the write at `index` is on the record's own item, the records table's item of
+ * this key (`RecordKey`: DynamoDB takes one operation per item in a transaction, and the record is the
+ * mode's own). The last two are refused before anything is sent.
  *
  * @since 0.1.0
  * @category errors
@@ -117,17 +121,23 @@ export class WritesRejected extends Schema.TaggedError<WritesRejected>(
 )("WritesRejected", {
   operation: Schema.String,
   key: Schema.String,
-  reason: Schema.Literal("ConditionFailed", "TooManyWrites"),
-  /** The index of the write whose condition failed, or the number of writes. */
+  reason: Schema.Literal("ConditionFailed", "TooManyWrites", "RecordKey"),
+  /** The index of the write whose condition failed or that is on the record's item, or the number of writes. */
   index: Schema.Number
 }) {
   /**
    * @since 0.1.0
    */
   override get message(): string {
-    return this.reason === "ConditionFailed"
-      ? `Operation "${this.operation}": the condition of write ${this.index} failed; nothing was written`
-      : `Operation "${this.operation}": ${this.index} writes, more than a transaction takes (${internal.MAX_WRITES}); nothing was written`
+    switch (this.reason) {
+      case "ConditionFailed":
+        return `Operation "${this.operation}": the condition of write ${this.index} failed; nothing was written`
+      case "TooManyWrites":
+        return `Operation "${this.operation}": ${this.index} writes, more than a transaction takes (${internal.MAX_WRITES}); nothing was written`
+      case "RecordKey":
+        return `Operation "${this.operation}": write ${this.index} is on the idempotency record's own item (the records ` +
+          "table's item of this key), which the transaction writes itself; nothing was written"
+    }
   }
 }
 
@@ -214,7 +224,7 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
         operation,
         key,
         reason: rejection._tag,
-        index: rejection._tag === "ConditionFailed" ? rejection.index : rejection.count
+        index: rejection._tag === "TooManyWrites" ? rejection.count : rejection.index
       }),
     // the context is provided by the attempt
     plan: options.plan as (payload: P) => Effect.Effect<Plan<A>, E, Exclude<R, IdempotencyContext.IdempotencyContext>>

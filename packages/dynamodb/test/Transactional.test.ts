@@ -1,10 +1,11 @@
 /**
  * The transactional mode (`DynamoDbTransactional`) on DynamoDB Local: what each exit writes,
  * counted from the tables themselves (the user's items and the record), replays across the two
- * modes in both directions, and a race on one key. dynalite has no transactions: there the mode
- * must fail with `StoreError` and write nothing.
+ * modes in both directions, a plan that writes the record's own item (refused before it is sent),
+ * and a race on one key. dynalite has no transactions: there the mode must fail with `StoreError`
+ * and write nothing.
  */
-import type { AttributeValue } from "@aws-sdk/client-dynamodb"
+import type { AttributeValue, TransactWriteItem } from "@aws-sdk/client-dynamodb"
 import { ScanCommand } from "@aws-sdk/client-dynamodb"
 import {
   Idempotency,
@@ -29,6 +30,7 @@ import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
 import type { Backend } from "./utils/backends.js"
 import { backends, clientConfig, storeLayer, tableLayer, uniqueTableName } from "./utils/backends.js"
+import { recordRequests } from "./utils/requests.js"
 
 const Order = Schema.Struct({ orderId: Schema.String })
 const NewOrder = Schema.Struct({ sku: Schema.String })
@@ -266,6 +268,59 @@ const suite = (backend: Backend) => {
           assert.instanceOf(error, DynamoDbTransactional.WritesRejected)
           assert.strictEqual(error.reason, "TooManyWrites")
           assert.deepStrictEqual(yield* counts(tables, key), { orders: 0, records: 0, status: null })
+        }))
+
+      it.scoped("a write on the record's own item: WritesRejected (RecordKey) before the transaction is sent", () =>
+        Effect.gen(function*() {
+          const requests = yield* recordRequests
+          const onRecord = (write: (id: string) => TransactWriteItem) =>
+            operation(
+              "tx-record-key",
+              (order) =>
+                Effect.flatMap(IdempotencyContext.IdempotencyContext, (context) =>
+                  Effect.map(orderWrite(tables.orders, order.sku), (plan) => ({
+                    ...plan,
+                    writes: [...plan.writes, write(context.id.value)]
+                  })))
+            )
+          const item = (id: string) => ({ id: { S: id } })
+          const writes: ReadonlyArray<(id: string) => TransactWriteItem> = [
+            (id) => ({ Put: { TableName: tables.records, Item: { ...item(id), note: { S: "mine" } } } }),
+            (id) => ({
+              Update: {
+                TableName: `arn:aws:dynamodb:us-east-1:000000000000:table/${tables.records}`,
+                Key: item(id),
+                UpdateExpression: "SET note = :n",
+                ExpressionAttributeValues: { ":n": { S: "mine" } }
+              }
+            }),
+            (id) => ({ Delete: { TableName: tables.records, Key: item(id) } }),
+            (id) => ({
+              ConditionCheck: { TableName: tables.records, Key: item(id), ConditionExpression: "attribute_exists(id)" }
+            })
+          ]
+          for (const write of writes) {
+            const key = randomUUID()
+            yield* requests.take
+            const error = failureOf(yield* Effect.exit(onRecord(write).run({ key, payload })))
+            assert.instanceOf(error, DynamoDbTransactional.WritesRejected)
+            assert.deepStrictEqual({ reason: error.reason, index: error.index }, { reason: "RecordKey", index: 1 })
+            assert.include(error.message, "record's own item")
+            // the record was read, and nothing was sent after it
+            assert.deepStrictEqual(yield* requests.take, ["GetItem"])
+            assert.deepStrictEqual(yield* counts(tables, key), { orders: 0, records: 0, status: null })
+          }
+          // another item of the records table is the plan's to write
+          const key = randomUUID()
+          const other = yield* onRecord((id) => ({
+            Put: { TableName: tables.records, Item: { ...item(`${id}-other`), note: { S: "mine" } } }
+          })).run({ key, payload })
+          assert.isString(other.orderId)
+          const { orders, records } = yield* counts(tables, key)
+          assert.deepStrictEqual({ orders, records }, { orders: 1, records: 2 })
+          const id = IdempotencyRecord.makeRecordId({ operation: "tx-record-key", key: IdempotencyKey.unsafeMake(key) })
+          const record = yield* (yield* IdempotencyStore.IdempotencyStore).get(id)
+          assert.isTrue(Option.isSome(record) && record.value.status === "COMPLETED")
         }))
 
       it.effect(`${RACE} concurrent runs of one key: one applied transaction, every other replays it`, () =>

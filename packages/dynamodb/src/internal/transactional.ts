@@ -59,14 +59,15 @@ export interface Plan<A> {
 }
 
 /**
- * Why the plan's writes were not applied (nothing was): the condition of one of them failed, or
- * there were more than a transaction takes.
+ * Why the plan's writes were not applied (nothing was): the condition of one of them failed, there
+ * were more than a transaction takes, or one is on the record's own item.
  *
  * @internal
  */
 export type Rejection =
   | { readonly _tag: "ConditionFailed"; readonly index: number }
   | { readonly _tag: "TooManyWrites"; readonly count: number }
+  | { readonly _tag: "RecordKey"; readonly index: number }
 
 /**
  * An operation of the mode, resolved.
@@ -113,6 +114,35 @@ const cancellationCodes = (error: unknown): ReadonlyArray<string> | undefined =>
     Predicate.hasProperty(reason, "Code") && typeof reason.Code === "string" ? reason.Code : "None"
   )
 }
+
+/** A table's name, from its name or its ARN (`arn:aws:dynamodb:<region>:<account>:table/<name>`). */
+const tableNameOf = (nameOrArn: string | undefined): string | undefined => {
+  const arn = nameOrArn === undefined ? null : /^arn:[^:]+:dynamodb:[^:]*:[^:]*:table\/(.+)$/.exec(nameOrArn)
+  return arn === null ? nameOrArn : arn[1]
+}
+
+/** The table and the value of `keyAttribute` of the item a write is on. */
+const targetOf = (write: TransactWriteItem, keyAttribute: string) => {
+  if (write.Put !== undefined) return { table: write.Put.TableName, key: write.Put.Item?.[keyAttribute] }
+  const keyed = write.Update ?? write.Delete ?? write.ConditionCheck
+  return keyed === undefined ? undefined : { table: keyed.TableName, key: keyed.Key?.[keyAttribute] }
+}
+
+/**
+ * The index of the first write on the record's item (`id` in `table`), or -1. DynamoDB refuses a
+ * transaction with two operations on one item with a `ValidationException`: such a plan is refused
+ * before anything is sent.
+ */
+const recordWriteIndex = (
+  writes: ReadonlyArray<TransactWriteItem>,
+  table: string,
+  keyAttribute: string,
+  id: string
+): number =>
+  writes.findIndex((write) => {
+    const target = targetOf(write, keyAttribute)
+    return target !== undefined && tableNameOf(target.table) === tableNameOf(table) && target.key?.S === id
+  })
 
 /** A round of an attempt that must start again: the record changed under it. */
 class Changed {
@@ -352,6 +382,8 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
           if (writes.length > MAX_WRITES) {
             return yield* Effect.fail(def.rejected(name, key, { _tag: "TooManyWrites", count: writes.length }))
           }
+          const onRecord = recordWriteIndex(writes, tableName, names.key, id.value)
+          if (onRecord >= 0) return yield* Effect.fail(def.rejected(name, key, { _tag: "RecordKey", index: onRecord }))
           const encoded = yield* def.codec.encodeSuccess(value)
           const items = [recordWrite(seen, token, attempt, writtenAt, "COMPLETED", encoded.outcome), ...writes]
           return yield* commit(
