@@ -11,7 +11,8 @@
  *   npm run bench -- --write / --no-write
  *
  * DynamoDB Local (when Java is found, always with -disableTelemetry), dynalite, PGlite, redis-server
- * and mariadbd are started on 127.0.0.1 for their suite and stopped after it. Exits with 1 when a suite fails.
+ * and mariadbd are started on 127.0.0.1 for their suite and stopped after it, or when the run is
+ * interrupted (SIGINT, SIGTERM). Exits with 1 when a suite fails, 130 when interrupted.
  */
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
@@ -23,6 +24,7 @@ import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { parseArgs } from "node:util"
 import { dynalite, dynamoDbLocal, findJava } from "../../packages/dynamodb/test/utils/servers.js"
@@ -301,14 +303,27 @@ const main = () => {
   }
   process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true"
   const fiber = Effect.runFork(program(args))
-  // an interrupted run still stops its servers: the scopes close on interruption
-  const stop = () => Effect.runFork(Fiber.interrupt(fiber))
-  process.once("SIGINT", stop)
-  process.once("SIGTERM", stop)
+  // A signal interrupts the run: its scopes close, and so the servers it started stop (SIGTERM, then
+  // SIGKILL). A second signal exits at once: the servers' exit hooks kill them (SIGKILL). `npm run
+  // bench` execs this process with `node --import tsx`, so npm's SIGINT reaches it: under the `tsx`
+  // command, which SIGKILLs a child that does not acknowledge a signal within 60 ms (a busy event
+  // loop), the servers outlived the run.
+  let signalled = false
+  const stop = (signal: NodeJS.Signals) => {
+    if (signalled) process.exit(128 + os.constants.signals[signal])
+    signalled = true
+    process.stderr.write(`${signal}: stopping the run and the servers it started (again to exit at once)\n`)
+    Effect.runFork(Fiber.interrupt(fiber))
+  }
+  process.on("SIGINT", stop)
+  process.on("SIGTERM", stop)
   fiber.addObserver((exit) => {
     process.off("SIGINT", stop)
     process.off("SIGTERM", stop)
-    if (Exit.isFailure(exit)) {
+    if (Exit.isInterrupted(exit)) {
+      process.stderr.write("the benchmark was interrupted; the servers it started are stopped\n")
+      process.exitCode = 130
+    } else if (Exit.isFailure(exit)) {
       process.stderr.write(`the benchmark failed:\n${Cause.pretty(exit.cause)}\n${causes(Cause.squash(exit.cause))}`)
       process.exitCode = 1
     }
