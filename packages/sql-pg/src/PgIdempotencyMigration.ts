@@ -48,6 +48,7 @@
  *
  * @since 0.1.0
  */
+import * as SqlIdempotencyMigration from "@effect-idempotency/sql/SqlIdempotencyMigration"
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -63,6 +64,32 @@ import * as PgIdempotencyTable from "./PgIdempotencyTable.js"
  * @category constants
  */
 export const MIGRATION_NAME = "1_create_idempotency_records"
+
+/**
+ * The `StoreError` of a store whose table or reservation function does not exist (SQLSTATE `42P01`
+ * or `42883`): the migration never ran on this database, or ran for another table or schema. Its
+ * message says to run it (`effect-idempotency migrate`, or `migrate`) or to build the store's layer
+ * with `migrate: true`; its `cause` is the driver's failure. The same class as
+ * `@effect-idempotency/sql`'s `SqlIdempotencyMigration.NotMigrated`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const NotMigrated: typeof SqlIdempotencyMigration.NotMigrated = SqlIdempotencyMigration.NotMigrated
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type NotMigrated = SqlIdempotencyMigration.NotMigrated
+
+/**
+ * Whether a value is a `NotMigrated` store error (from any installed copy of the package).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const isNotMigrated: (u: unknown) => u is NotMigrated = SqlIdempotencyMigration.isNotMigrated
 
 const isTable = (
   table: PgIdempotencyTable.IdempotencyTable | PgIdempotencyTable.TableOptions

@@ -1,10 +1,11 @@
 /**
  * How the store types what its `SqlClient` gives back, on a client whose connection answers with
- * chosen failures, defects or rows: connectivity → `StoreUnavailable`, anything else (including a
- * driver defect and a malformed row) → `StoreError` naming the method.
+ * chosen failures, defects or rows: connectivity → `StoreUnavailable`, a missing table or reservation
+ * function → `NotMigrated` (a `StoreError`), anything else (including a driver defect and a malformed
+ * row) → `StoreError` naming the method.
  */
 import { IdempotencyRecord } from "@effect-idempotency/core"
-import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
+import { PgIdempotencyMigration, PgIdempotencyStore } from "@effect-idempotency/sql-pg"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -113,12 +114,28 @@ describe("PgIdempotencyStore failure mapping", () => {
       }
     }))
 
+  it.effect("a missing table or reservation function is NotMigrated, a StoreError, on every method", () =>
+    Effect.gen(function*() {
+      const answers: ReadonlyArray<SqlError> = [
+        failed(databaseError("42P01", "relation \"idempotency_records\" does not exist")),
+        failed(databaseError("42883", "function idempotency_records_reserve(...) does not exist"))
+      ]
+      for (const answer of answers) {
+        const store = yield* storeAnswering(() => Effect.fail(answer))
+        for (const [method, call] of calls(store)) {
+          const exit = yield* Effect.exit(call)
+          expectFailure(exit, "StoreError", method)
+          const error = Cause.squash((exit as Exit.Failure<unknown, unknown>).cause)
+          assert.isTrue(PgIdempotencyMigration.isNotMigrated(error), method)
+          assert.strictEqual((error as PgIdempotencyMigration.NotMigrated).cause, answer)
+        }
+      }
+    }))
+
   it.effect("every other failure, a driver defect and a malformed row are StoreError, on every method", () =>
     Effect.gen(function*() {
       const answers: ReadonlyArray<() => Answer> = [
-        () => Effect.fail(failed(databaseError("42P01", "relation \"idempotency_records\" does not exist"))),
-        // a missing reservation function, and the one it raises when the record never settles
-        () => Effect.fail(failed(databaseError("42883", "function idempotency_records_reserve(...) does not exist"))),
+        // the one the reservation function raises when the record never settles
         () => Effect.fail(failed(databaseError("P0001", "the reservation did not settle"))),
         () => Effect.fail(failed(databaseError("23505"))),
         () => Effect.fail(failed(databaseError("40001"))),
@@ -137,7 +154,11 @@ describe("PgIdempotencyStore failure mapping", () => {
       for (const answer of answers) {
         const store = yield* storeAnswering(answer)
         for (const [method, call] of calls(store)) {
-          expectFailure(yield* Effect.exit(call), "StoreError", method)
+          const exit = yield* Effect.exit(call)
+          expectFailure(exit, "StoreError", method)
+          assert.isFalse(
+            PgIdempotencyMigration.isNotMigrated(Cause.squash((exit as Exit.Failure<unknown, unknown>).cause))
+          )
         }
       }
     }))

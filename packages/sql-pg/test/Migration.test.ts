@@ -1,11 +1,15 @@
 /**
  * The migration (through the Migrator and as plain SQL): the table, its indexes and its reservation
- * function, idempotent, for mixed-case and schema-qualified names; table names; and the mapping of
- * failures that are not about connectivity (a missing table, a missing function) to `StoreError`
- * with the method's name.
+ * function, idempotent, for mixed-case and schema-qualified names; table names; and a missing table or
+ * function, which is `NotMigrated`: a `StoreError` with the method's name that says to migrate.
  */
-import { IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
-import { PgIdempotencyMigration, PgIdempotencyStore, PgIdempotencyTable } from "@effect-idempotency/sql-pg"
+import { IdempotencyError, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import {
+  PgIdempotencyMigration,
+  PgIdempotencyStore,
+  PgIdempotencyTable,
+  PgTransactional
+} from "@effect-idempotency/sql-pg"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -17,6 +21,7 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import * as String from "effect/String"
 import { expectExisting, expectReserved, freshId, rawClient, rawQuery, reserveRequest } from "./utils/fixtures.js"
 import { layerClient, layerPrimary, runApplication, runTable, TestDatabase } from "./utils/TestDatabase.js"
@@ -115,10 +120,11 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyM
       yield* PgIdempotencyMigration.migration({ table: NO_FUNCTION_TABLE })
       assert.strictEqual(expectExisting(yield* store.reserve(reserveRequest(id))).record.token, kept.token)
 
-      // without the function, reserve fails with StoreError (undefined function); the rest works
+      // without the function, reserve fails with NotMigrated, a StoreError (undefined function); the rest works
       yield* exec(`DROP FUNCTION ${NO_FUNCTION_TABLE}_reserve`)
       const error = yield* Effect.flip(store.reserve(reserveRequest(freshId())))
       assert.strictEqual(error._tag, "StoreError")
+      assert.isTrue(PgIdempotencyMigration.isNotMigrated(error))
       assert.strictEqual(error.method, "reserve")
       assert.strictEqual(
         (error as unknown as { readonly cause: { readonly cause: { readonly code: string } } }).cause.cause.code,
@@ -169,7 +175,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyM
       assert.strictEqual(PgIdempotencyTable.quote("a\"b"), "\"a\"\"b\"")
     }))
 
-  it.effect("a failure that is not about connectivity is a StoreError naming the method", () =>
+  it.effect("a table never migrated is NotMigrated, a StoreError naming the method that says to migrate", () =>
     Effect.gen(function*() {
       yield* exec(`DROP TABLE IF EXISTS ${MISSING_TABLE}`)
       yield* exec(`DROP FUNCTION IF EXISTS ${MISSING_TABLE}_reserve`)
@@ -189,7 +195,12 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyM
       for (const [method, call] of calls) {
         const error = yield* Effect.flip(call)
         assert.strictEqual(error._tag, "StoreError", method)
+        assert.instanceOf(error, IdempotencyError.StoreError)
+        assert.instanceOf(error, PgIdempotencyMigration.NotMigrated)
         assert.strictEqual((error as unknown as { readonly method: string }).method, method)
+        assert.include(error.message, `failed during ${method}`)
+        assert.include(error.message, "effect-idempotency migrate")
+        assert.include(error.message, "migrate: true")
         // the SQLSTATE of an undefined function (the reservation) or table (the other statements)
         assert.strictEqual(
           (error as unknown as { readonly cause: { readonly cause: { readonly code: string } } }).cause.cause.code,
@@ -197,6 +208,19 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyM
           method
         )
       }
+      // as is a transactional operation's reservation on that table
+      const operation = PgTransactional.make({
+        name: "never-migrated",
+        table: Either.getOrThrow(PgIdempotencyTable.make({ table: MISSING_TABLE })),
+        payload: Schema.Struct({ n: Schema.Number }),
+        success: Schema.Number,
+        execute: ({ n }) => Effect.succeed(n)
+      })
+      const failed = yield* Effect.flip(operation.run({ key: "k-1", payload: { n: 1 } }))
+      assert.isTrue(PgIdempotencyMigration.isNotMigrated(failed), failed.message)
+      // migrated, the same store works
+      yield* PgIdempotencyMigration.migration({ table: MISSING_TABLE })
+      yield* roundTrip({ table: MISSING_TABLE })
     }))
 
   it.scoped("a client that transforms names (camelCase columns) works unchanged", () =>

@@ -5,7 +5,8 @@
  * instances at once.
  *
  * Run it with your own migrations (`statements` gives the SQL), or let the store's layer run it
- * (`migrate: true`), or call `migrate` on a `SqlClient`.
+ * (`migrate: true`), or call `migrate` on a `SqlClient`. A store on a table that does not exist
+ * fails with `NotMigrated`, which says so.
  *
  * | column | MySQL/MariaDB | SQLite | |
  * | --- | --- | --- | --- |
@@ -29,6 +30,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Dialects from "./internal/dialects.js"
+import * as errors from "./internal/errors.js"
 import * as SqlIdempotencyTable from "./SqlIdempotencyTable.js"
 
 /**
@@ -58,6 +60,33 @@ export class UnsupportedDialect extends Schema.TaggedError<UnsupportedDialect>(
       : `SqlIdempotencyStore speaks MySQL/MariaDB and SQLite, not ${this.dialect}`
   }
 }
+
+/**
+ * The `StoreError` of a store whose statement met no table (or, on PostgreSQL, no reservation
+ * function): the migration never ran on this database, or ran for another table or schema. Its
+ * message says to run it (`effect-idempotency migrate`, or `migrate`) or to build the store's layer
+ * with `migrate: true`; its `cause` is the driver's failure. It is a `StoreError` (its `_tag` too), so
+ * the store's failures keep their type; `isNotMigrated` tells it apart. The stores of
+ * `@effect-idempotency/sql-pg` answer it too.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const NotMigrated: typeof errors.NotMigrated = errors.NotMigrated
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type NotMigrated = errors.NotMigrated
+
+/**
+ * Whether a value is a `NotMigrated` store error (from any installed copy of this package).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export const isNotMigrated: (u: unknown) => u is NotMigrated = errors.isNotMigrated
 
 /**
  * The dialect of the `SqlClient` of the context.

@@ -166,7 +166,9 @@ export const make: (
 /**
  * Maps any failure of a statement to `StoreUnavailable` (the server could not be reached, dropped
  * the connection or did not answer in time: PostgreSQL's SQLSTATE class 08, MySQL's connection
- * errors, SQLite's `SQLITE_BUSY`, Node's network errors) or `StoreError`.
+ * errors, SQLite's `SQLITE_BUSY`, Node's network errors) or `StoreError`: a
+ * `SqlIdempotencyMigration.NotMigrated` when the table or reservation function does not exist
+ * (PostgreSQL's `42P01` and `42883`, MySQL's `ER_NO_SUCH_TABLE`, SQLite's "no such table").
  *
  * @since 0.1.0
  * @category errors

@@ -2,9 +2,11 @@
  * The mapping of driver failures to the store's typed failures, for the failures of the drivers
  * these stores run on (mysql2, better-sqlite3, libSQL, Cloudflare's bindings) that the tests on
  * real engines cannot provoke at will: connection losses and a platform's retryable errors are
- * `StoreUnavailable`, everything else `StoreError`.
+ * `StoreUnavailable`, a missing table `NotMigrated` (a `StoreError` that says to migrate), everything
+ * else `StoreError`.
  */
-import { SqlStoreEngine } from "@effect-idempotency/sql"
+import { IdempotencyError } from "@effect-idempotency/core"
+import { SqlIdempotencyMigration, SqlStoreEngine } from "@effect-idempotency/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { assert, describe, it } from "@effect/vitest"
 
@@ -33,16 +35,42 @@ describe("SqlStoreEngine.toStoreFailure", () => {
     }
   })
 
+  it("a missing table is NotMigrated, a StoreError whose message says to migrate, wrapped in SqlError or not", () => {
+    const missing = [
+      withCode("Table 'db.x' doesn't exist", { code: "ER_NO_SUCH_TABLE", errno: 1146, sqlState: "42S02" }),
+      withCode("no such table: x", { code: "SQLITE_ERROR" }),
+      withCode("SQLITE_ERROR: no such table: x", { code: "SQLITE_ERROR", rawCode: 1 }),
+      new Error("D1_ERROR: no such table: x: SQLITE_ERROR"),
+      withCode("relation \"x\" does not exist", { code: "42P01" }),
+      withCode("function x_reserve(bigint) does not exist", { code: "42883" })
+    ]
+    for (const cause of missing) {
+      for (const failure of [cause, new SqlError({ cause, message: "Failed to execute statement" })]) {
+        const error = SqlStoreEngine.toStoreFailure("get")(failure)
+        assert.strictEqual(error._tag, "StoreError", cause.message)
+        assert.instanceOf(error, IdempotencyError.StoreError)
+        assert.isTrue(SqlIdempotencyMigration.isNotMigrated(error), cause.message)
+        assert.strictEqual(error.cause, failure)
+        assert.include(error.message, "failed during get")
+        assert.include(error.message, "`effect-idempotency migrate")
+        assert.include(error.message, "`migrate: true`")
+      }
+    }
+  })
+
   it("every other failure is StoreError", () => {
     const errors = [
       withCode("You have an error in your SQL syntax", { code: "ER_PARSE_ERROR", errno: 1064, sqlState: "42000" }),
-      withCode("Table 'x' doesn't exist", { code: "ER_NO_SUCH_TABLE", sqlState: "42S02" }),
-      withCode("no such table: x", { code: "SQLITE_ERROR" }),
+      withCode("Unknown column 'x' in 'field list'", { code: "ER_BAD_FIELD_ERROR", sqlState: "42S22" }),
+      withCode("no such column: x", { code: "SQLITE_ERROR" }),
       withCode("CHECK constraint failed", { code: "SQLITE_CONSTRAINT_CHECK" }),
       new Error("D1_TYPE_ERROR: Type 'bigint' not supported for value '1'"),
       withCode("internal error", { retryable: false }),
       "a string"
     ]
-    for (const cause of errors) assert.strictEqual(tagOf(cause), "StoreError", String(cause))
+    for (const cause of errors) {
+      assert.strictEqual(tagOf(cause), "StoreError", String(cause))
+      assert.isFalse(SqlIdempotencyMigration.isNotMigrated(SqlStoreEngine.toStoreFailure("reserve")(cause)))
+    }
   })
 })

@@ -1,10 +1,11 @@
 /**
  * The store's constructors: the dialect comes from the client (a PostgreSQL client is refused,
  * naming the package that serves it), a table name is validated before any SQL is sent, the
- * migration is idempotent, `layerConfig` reads its options, and the migration's SQL is given for
- * users who run their own migrations.
+ * migration is idempotent, a table never migrated is `NotMigrated` (which says how to migrate),
+ * `layerConfig` reads its options, and the migration's SQL is given for users who run their own
+ * migrations.
  */
-import { IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { SqlIdempotencyMigration, SqlIdempotencyStore, SqlIdempotencyTable } from "@effect-idempotency/sql"
 import { StoreFixtures } from "@effect-idempotency/testing"
 import * as Reactivity from "@effect/experimental/Reactivity"
@@ -15,11 +16,14 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import { engines, layerClient, uniqueTable } from "./utils/databases.js"
+import { engines, layerClient, scopedDatabaseFile, uniqueTable } from "./utils/databases.js"
+
+const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
 
 /** A client of PostgreSQL's dialect whose every statement fails: nothing may be sent through it. */
 const pgClient = Layer.effect(
@@ -85,6 +89,51 @@ describe("SqlIdempotencyStore layers", () => {
           `SELECT COUNT(*) AS n FROM ${engine === "mariadb" ? `\`${table}\`` : `"${table}"`}`
         ).withoutTransform
         assert.strictEqual(Number((rows[0] as { readonly n: unknown }).n), 1)
+      }))
+  }
+
+  for (const engine of engines) {
+    it.scoped(`${engine}: a table never migrated is NotMigrated on every method, until the layer migrates it`, () =>
+      Effect.gen(function*() {
+        const file = yield* scopedDatabaseFile
+        const client = yield* Layer.build(layerClient(engine, { file }))
+        const table = uniqueTable("idem_unmigrated")
+        const store = yield* SqlIdempotencyStore.make({ table }).pipe(Effect.provide(client))
+        const id = StoreFixtures.freshId()
+        const token = "token"
+        type Failure = { readonly _tag: string; readonly message: string }
+        const calls: ReadonlyArray<readonly [string, Effect.Effect<unknown, Failure>]> = [
+          ["reserve", store.reserve(StoreFixtures.reserveRequest(id))],
+          ["complete", store.complete({ id, token, outcome, ttl: Duration.hours(1) })],
+          ["release", store.release({ id, token })],
+          ["markFailed", store.markFailed({ id, token, ttl: Duration.hours(1) })],
+          ["extend", store.extend({ id, token, lease: Duration.hours(1) })],
+          ["get", store.get(id)],
+          ["purgeExpired", store.purgeExpired()]
+        ]
+        for (const [method, call] of calls) {
+          const error = yield* Effect.flip(call)
+          assert.strictEqual(error._tag, "StoreError", method)
+          assert.instanceOf(error, SqlIdempotencyMigration.NotMigrated, `${method}: ${error.message}`)
+          assert.include(error.message, `failed during ${method}`)
+          assert.include(error.message, "migrate: true")
+        }
+        const migrated = yield* Layer.build(
+          SqlIdempotencyStore.layerWith({ table, migrate: true }).pipe(Layer.provide(Layer.succeedContext(client)))
+        )
+        const reserved = Context.get(migrated, IdempotencyStore.IdempotencyStore).reserve(
+          StoreFixtures.reserveRequest(id)
+        )
+        if (engine === "sqlite") {
+          // @effect/sql-sqlite-node keeps a statement that failed to prepare in its prepare cache, failed,
+          // for `prepareCacheTTL` (10 minutes): that client still meets no table; a new client works
+          assert.isTrue(SqlIdempotencyMigration.isNotMigrated(yield* Effect.flip(reserved)))
+          const fresh = yield* Layer.build(layerClient(engine, { file }))
+          const store = yield* SqlIdempotencyStore.make({ table }).pipe(Effect.provide(fresh))
+          StoreFixtures.expectReserved(yield* store.reserve(StoreFixtures.reserveRequest(id)))
+        } else {
+          StoreFixtures.expectReserved(yield* reserved)
+        }
       }))
   }
 

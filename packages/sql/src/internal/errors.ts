@@ -95,14 +95,57 @@ export const isUnavailable = (u: unknown, depth = 0): boolean => {
 }
 
 /**
- * Maps any failure of a store method to `StoreUnavailable` (connectivity) or `StoreError`.
+ * What a statement on a database that was never migrated meets: PostgreSQL's undefined_table and
+ * undefined_function (the reservation function), MySQL/MariaDB's unknown table. SQLite (better-sqlite3,
+ * libSQL, D1, a Durable Object) says it only in its message.
+ */
+const NOT_MIGRATED_CODES: ReadonlySet<string> = new Set(["42P01", "42883", "ER_NO_SUCH_TABLE"])
+
+const NO_SUCH_TABLE = /no such table/i
+
+/** Whether a failure says that the store's table (or reservation function) does not exist. */
+const isMissingTable = (u: unknown, depth = 0): boolean => {
+  if (depth > MAX_DEPTH || !Predicate.isObject(u)) return false
+  const code = codeOf(u)
+  if (code !== undefined && NOT_MIGRATED_CODES.has(code)) return true
+  const message = messageOf(u)
+  if (message !== undefined && NO_SUCH_TABLE.test(message)) return true
+  return Predicate.hasProperty(u, "cause") && isMissingTable(u.cause, depth + 1)
+}
+
+/** The mark of `NotMigrated` (one of the public types: `SqlIdempotencyMigration`). */
+export const NotMigratedTypeId: unique symbol = Symbol.for("@effect-idempotency/sql/NotMigrated")
+
+/**
+ * A `StoreError` of a statement that met no table (or, on PostgreSQL, no reservation function): the
+ * store's migration never ran on this database, or on another table or schema than the store's.
+ * Its message says how to run it; `cause` is the driver's failure. One of the public types
+ * (`SqlIdempotencyMigration`).
+ */
+export class NotMigrated extends StoreError {
+  declare readonly [NotMigratedTypeId]: typeof NotMigratedTypeId
+  override get message(): string {
+    return `Idempotency store failed during ${this.method}: its table (or, on PostgreSQL, its reservation ` +
+      "function) does not exist. Run the migration (`effect-idempotency migrate --store <url>`, or the " +
+      "store package's `migrate`), or build the store's layer with `migrate: true`"
+  }
+}
+Object.defineProperty(NotMigrated.prototype, NotMigratedTypeId, { value: NotMigratedTypeId })
+
+/** Whether a value is a `NotMigrated` (one of the public functions: `SqlIdempotencyMigration`). */
+export const isNotMigrated = (u: unknown): u is NotMigrated => Predicate.hasProperty(u, NotMigratedTypeId)
+
+/**
+ * Maps any failure of a store method to `StoreUnavailable` (connectivity), `NotMigrated` (a missing
+ * table or reservation function) or `StoreError`.
  *
  * @internal
  */
-export const toStoreFailure = (method: string) => (cause: unknown): StoreFailure =>
-  !ParseResult.isParseError(cause) && isUnavailable(cause)
-    ? new StoreUnavailable({ method, cause })
-    : new StoreError({ method, cause })
+export const toStoreFailure = (method: string) => (cause: unknown): StoreFailure => {
+  if (ParseResult.isParseError(cause)) return new StoreError({ method, cause })
+  if (isUnavailable(cause)) return new StoreUnavailable({ method, cause })
+  return isMissingTable(cause) ? new NotMigrated({ method, cause }) : new StoreError({ method, cause })
+}
 
 /** The codes of a libSQL error after which its connection no longer commits what it answers "ok". */
 const BREAKING_CODES: ReadonlySet<string> = new Set(["SQLITE_BUSY", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_TIMEOUT"])

@@ -7,7 +7,7 @@
  * The test imports this module too, for the checks' names.
  */
 import { IdempotencyAdmin, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
-import { SqlIdempotencyStore } from "@effect-idempotency/sql"
+import { SqlIdempotencyMigration, SqlIdempotencyStore } from "@effect-idempotency/sql"
 import * as AdminConformance from "@effect-idempotency/testing/AdminConformance"
 import * as StoreConformance from "@effect-idempotency/testing/StoreConformance"
 import { freshId, reserveRequest } from "@effect-idempotency/testing/StoreFixtures"
@@ -123,7 +123,7 @@ const clientSuite: ReadonlyArray<Check> = [
     })
   },
   {
-    name: "a failing statement is an SqlError that keeps the binding's error; the store reports it as a StoreError",
+    name: "a failing statement is an SqlError that keeps the binding's error; a missing table is NotMigrated",
     run: Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const failed = yield* Effect.flip(sql`SELECT * FROM no_such_table`)
@@ -135,6 +135,9 @@ const clientSuite: ReadonlyArray<Check> = [
       const error = yield* Effect.flip(store.reserve(reserveRequest(freshId())))
       assert.strictEqual(error._tag, "StoreError")
       assert.strictEqual(error.method, "reserve")
+      // that says to migrate
+      assert.isTrue(SqlIdempotencyMigration.isNotMigrated(error))
+      assert.include(error.message, "migrate: true")
       const cause = error.cause as { readonly _tag: string; readonly cause: unknown }
       assert.strictEqual(cause._tag, "SqlError")
       assert.instanceOf(cause.cause, Error)
