@@ -18,11 +18,11 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
-import { build } from "esbuild"
 import { Miniflare } from "miniflare"
 import { randomUUID } from "node:crypto"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { bundleFiles } from "./utils/workerd.js"
 
 const worker = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "src", "worker")
 
@@ -41,27 +41,10 @@ const TIMEOUT = 30_000
 /** The concurrent requests of one key. */
 const DUPLICATES = 8
 
-/** Both Workers as ES modules, from the packages' sources; `node:*` is workerd's (`nodejs_compat`). */
+/** Both Workers as ES modules, from the packages' sources. */
 const bundle = Effect.map(
-  Effect.tryPromise(() =>
-    build({
-      entryPoints: { shop: path.join(worker, "index.ts"), "orders-api": path.join(worker, "OrdersApi.ts") },
-      outdir: "worker",
-      bundle: true,
-      write: false,
-      format: "esm",
-      platform: "neutral",
-      target: "es2022",
-      conditions: ["source"],
-      mainFields: ["module", "main"],
-      external: ["node:*"],
-      logLevel: "silent"
-    })
-  ),
-  (result) => {
-    const script = (name: string) => result.outputFiles.find((file) => path.basename(file.path) === `${name}.js`)!.text
-    return { shop: script("shop"), ordersApi: script("orders-api") }
-  }
+  bundleFiles({ shop: path.join(worker, "index.ts"), "orders-api": path.join(worker, "OrdersApi.ts") }),
+  (scripts) => ({ shop: scripts["shop"]!, ordersApi: scripts["orders-api"]! })
 )
 
 /** What the client got: the status, the headers (lower-case names) and the body's text. */

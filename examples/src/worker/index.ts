@@ -9,8 +9,6 @@
  * The bindings are typed by the little the Worker uses of them: no `@cloudflare/workers-types`.
  */
 import { IdempotentFetch, StoredResponse } from "@effect-idempotency/http"
-import type { RequestBodyTooLarge } from "@effect-idempotency/http/HttpIdempotencyError"
-import { InvalidRequestBody } from "@effect-idempotency/http/HttpIdempotencyError"
 import { D1SqlClient, SqlIdempotencyStore } from "@effect-idempotency/sql"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -61,16 +59,6 @@ const timeLimitOf = (env: Env): Duration.Duration =>
     Option.getOrElse(() => TIME_LIMIT)
   )
 
-/** A body that is not an order is the wrapper's 400, before the key is read: nothing is touched. */
-const decodeOrder = (text: string) =>
-  Schema.decodeUnknown(Schema.parseJson(Order))(text).pipe(
-    Effect.mapError(() =>
-      new InvalidRequestBody({
-        reason: "Schema",
-        detail: "an order is {\"sku\": string, \"quantity\": positive integer}"
-      })
-    )
-  )
 const decodeCreated = Schema.decodeUnknown(Schema.parseJson(Created))
 const decoder = new TextDecoder()
 
@@ -101,9 +89,6 @@ const createOrder = (orders: Fetcher, order: Order) =>
     })
   })
 
-/** What a request may fail with: the body (answered by the wrapper), or the order API. */
-type Failure = RequestBodyTooLarge | InvalidRequestBody | OrdersApiError
-
 const problem = (status: number, detail: string): Response =>
   StoredResponse.toWeb(StoredResponse.problem(status, detail))
 
@@ -112,17 +97,18 @@ const problem = (status: number, detail: string): Response =>
  * the `Idempotency-Key` header.
  */
 const handlerOf = (env: Env) =>
-  IdempotentFetch.make<unknown, Order, Failure, never, SqlIdempotencyStore.MakeError>({
+  IdempotentFetch.make({
     name: "create-order",
     layer: SqlIdempotencyStore.layerWith({ migrate: true }).pipe(Layer.provide(D1SqlClient.layer(env.DB))),
-    prepare: (incoming) => Effect.flatMap(incoming.text, decodeOrder),
+    // a body that is not an order is the wrapper's 400, before the key is read: nothing is touched
+    prepare: (incoming) => incoming.json(Order),
     timeLimit: timeLimitOf(env),
     // the order API does not deduplicate: an attempt cut off by its time limit blocks its key
     // (a 504 replayed) rather than let a retry write a second order
     onTimeout: "markUnknown",
+    handler: (order) => createOrder(env.ORDERS, order),
     // the wrapper answers the body's failures itself: what is left is the order API's refusal
-    onError: (error) => problem(502, error.message),
-    handler: (order) => createOrder(env.ORDERS, order)
+    onError: (error) => problem(502, error.message)
   })
 
 export default {

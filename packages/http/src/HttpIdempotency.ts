@@ -16,7 +16,9 @@
  *    record's outcome is the response itself (status, the headers of an allow-list, the body's
  *    bytes), kept when the response policy says so (by default every status below 500);
  * 6. answers with the fresh response, or replays the recorded one with `Idempotent-Replayed: true`,
- *    or answers with a problem (400, 409 with `Retry-After`, 413, 422, 500, 503, 504).
+ *    or answers with a problem (400, 409 with `Retry-After`, 413, 422, 500, 503, 504). A 409's
+ *    `Retry-After` is the time left of the other request's lease, at most `retryAfter` (1 second):
+ *    the lease says how long the key may stay held, not when the other request will be done.
  *
  * @example
  * ```ts
@@ -93,6 +95,14 @@ export const DEFAULT_STORED_HEADERS: ReadonlyArray<string> = [
   "content-location",
   "location"
 ]
+
+/**
+ * The longest `Retry-After` of a 409 by default: 1 second.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const DEFAULT_RETRY_AFTER: Duration.Duration = Duration.seconds(1)
 
 /**
  * The operation name (the namespace of the records) when none is given.
@@ -191,6 +201,15 @@ export interface Options extends Idempotency.Settings {
    * the draft shows. Default: none (`about:blank`).
    */
   readonly documentation?: string | undefined
+  /**
+   * The longest `Retry-After` of a 409 (the key's request still in progress): a 409 says the time
+   * left of the other request's lease, at most this, in whole seconds rounded up. The lease bounds
+   * how long a key can stay held (by an attempt that crashed, or timed out under `keepLease`), not
+   * when its request will be done: most end well before it, and a retry that comes back then gets
+   * the recorded response. Set it near the handler's usual duration. Default `DEFAULT_RETRY_AFTER`
+   * (1 second).
+   */
+  readonly retryAfter?: Duration.DurationInput | undefined
   /** The level of the line logged per request. Default `"Debug"`; a 5xx is logged as a warning. */
   readonly logLevel?: LogLevel.Literal | undefined
 }
@@ -458,6 +477,7 @@ export const make = (options: Options = {}): HttpIdempotency => {
   const recordable = options.record ?? recordUnlessServerError
   const documentation = options.documentation
   const logLevel = LogLevel.fromLiteral(options.logLevel ?? "Debug")
+  const retryAfterMs = Math.max(0, Duration.toMillis(Duration.decode(options.retryAfter ?? DEFAULT_RETRY_AFTER)))
 
   // a platform's cut-off: the handler ends `margin` before it, every store call `allowance` before it
   const timeLimit = options.timeLimit === undefined ? undefined : Duration.decode(options.timeLimit)
@@ -505,7 +525,15 @@ export const make = (options: Options = {}): HttpIdempotency => {
       Effect.annotateLogs("status", status)
     )
 
-  const reject = (error: RequestFailure): Effect.Effect<Answer<never>> => {
+  const reject = (failure: RequestFailure): Effect.Effect<Answer<never>> => {
+    // a conflict says when a retry can usefully come back: the lease left, at most `retryAfter`
+    const error = failure._tag === "IdempotencyConflict" && failure.retryAfterMillis > retryAfterMs
+      ? new IdempotencyError.IdempotencyConflict({
+        operation: failure.operation,
+        key: failure.key,
+        retryAfterMillis: retryAfterMs
+      })
+      : failure
     const response = StoredResponse.fromError(error, { documentation })
     const message = error._tag === "DownstreamTimeout" && error.replayed
       ? `replayed the stored outcome "unknown" (an earlier attempt timed out) ${response.status}; ` +

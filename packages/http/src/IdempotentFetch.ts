@@ -2,7 +2,10 @@
  * Idempotency for any runtime that speaks Web `Request` and `Response`: Netlify Functions,
  * Cloudflare Workers, Deno, Bun, Hono, Next.js route handlers. A `(request, context?) =>
  * Promise<Response>` handler goes in, the same comes out, with one `ManagedRuntime` per instance
- * (the store's connections are made once, on the first request, and reused).
+ * (the store's connections are made once, on the first request, and reused). Mount it as the
+ * platform asks: `export const POST = handler` (Next.js), `Deno.serve(handler)`, `export default {
+ * fetch: handler }` (Bun). On Cloudflare Workers, whose bindings arrive with each request, make one
+ * per request: see the package's README.
  *
  * The engine (`HttpIdempotency`) does the rest: the key, the fingerprint, the record, the replays
  * and the problem responses. `make` takes an Effect handler instead, with a step that reads the
@@ -12,26 +15,39 @@
  * ```ts
  * import { IdempotencyStore } from "@effect-idempotency/core"
  * import { IdempotentFetch } from "@effect-idempotency/http"
+ * import { Schema } from "effect"
+ *
+ * const Order = Schema.Struct({ sku: Schema.String, quantity: Schema.Int })
  *
  * const createOrder = async (request: Request) =>
  *   Response.json({ orderId: crypto.randomUUID(), ...(await request.json()) }, { status: 201 })
  *
- * export default IdempotentFetch.wrap(createOrder, { layer: IdempotencyStore.layerMemory })
+ * // a body that is not an order is answered 400 before anything is reserved
+ * export const POST = IdempotentFetch.wrap(createOrder, { layer: IdempotencyStore.layerMemory, body: Order })
  * ```
  *
  * @since 0.1.0
  */
 import type { IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyError, IdempotencyKey } from "@effect-idempotency/core"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import type * as Layer from "effect/Layer"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as HttpIdempotency from "./HttpIdempotency.js"
-import { InsufficientTime, InvalidRequestBody, isRequestFailure, RequestBodyTooLarge } from "./HttpIdempotencyError.js"
+import {
+  InsufficientTime,
+  InvalidRequestBody,
+  isRequestFailure,
+  MissingIdempotencyKey,
+  RequestBodyTooLarge
+} from "./HttpIdempotencyError.js"
 import type { RequestFailure } from "./HttpIdempotencyError.js"
 import * as webBody from "./internal/webBody.js"
 import * as StoredResponse from "./StoredResponse.js"
@@ -85,9 +101,39 @@ export interface Incoming<C> {
   readonly bytes: Effect.Effect<Uint8Array, RequestBodyTooLarge | InvalidRequestBody>
   /** The body as UTF-8 text. */
   readonly text: Effect.Effect<string, RequestBodyTooLarge | InvalidRequestBody>
+  /**
+   * The body as JSON, decoded with a schema. A body that is not JSON, or that the schema rejects,
+   * fails with `InvalidRequestBody` (400), whose detail says where the body broke the schema, never
+   * any of its values. From `prepare` (`prepare: (incoming) => incoming.json(Order)`), it runs before
+   * the key is read: a body that does not decode is answered 400, and nothing is reserved.
+   */
+  readonly json: <A, I>(
+    schema: Schema.Schema<A, I, never>
+  ) => Effect.Effect<A, RequestBodyTooLarge | InvalidRequestBody>
 }
 
 const decoder = new TextDecoder()
+
+/** A body's text as JSON, decoded with `schema`; the failures say nothing of the body's values. */
+const decodeJson = <A, I>(
+  text: Effect.Effect<string, RequestBodyTooLarge | InvalidRequestBody>,
+  schema: Schema.Schema<A, I, never>
+): Effect.Effect<A, RequestBodyTooLarge | InvalidRequestBody> =>
+  text.pipe(
+    Effect.flatMap((text) =>
+      Effect.try({
+        try: () => JSON.parse(text) as unknown,
+        // the parser's message quotes the body: it is not passed on
+        catch: () => new InvalidRequestBody({ reason: "NotJson", detail: "the body is not JSON" })
+      })
+    ),
+    Effect.flatMap((json) =>
+      Effect.mapError(
+        Schema.decodeUnknown(schema)(json),
+        (error) => new InvalidRequestBody({ reason: "Schema", detail: IdempotencyError.describeParseError(error) })
+      )
+    )
+  )
 
 /**
  * Reads a request's body, never more than `maxBytes` of it: a larger body (declared, or as read)
@@ -116,6 +162,9 @@ class IncomingImpl<C> implements Incoming<C> {
   ) {}
   get text() {
     return Effect.map(this.bytes, (bytes) => decoder.decode(bytes))
+  }
+  json<A, I>(schema: Schema.Schema<A, I, never>) {
+    return decodeJson(this.text, schema)
   }
   get request(): Request {
     if (this.read === undefined) return this.original
@@ -153,7 +202,11 @@ const makeIncoming = <C>(
  * @category models
  */
 export interface RuntimeOptions<E> {
-  /** The answer to a failure of the handler. Default: 500 with a problem body that shows nothing of it. */
+  /**
+   * The answer to a failure of the handler. Default: 500 with a problem body that shows nothing of it.
+   * A failure answered below 500 (the application's refusal, a 4xx) is logged at the handler's
+   * `logLevel`, with its cause; one answered with a 5xx is logged as an error.
+   */
   readonly onError?: ((error: E) => Response) | undefined
   /**
    * Interrupt the handler when the request's `signal` aborts. Default `false`: a handler that keeps
@@ -166,17 +219,30 @@ export interface RuntimeOptions<E> {
 }
 
 /**
- * The options of an idempotent fetch handler with an Effect handler.
+ * The options of an idempotent fetch handler with an Effect handler. `E` is the error of the steps
+ * that read the request (`prepare`, `key`, `scope`, `payload`), `EH` the handler's own (by default
+ * the same); `onError` answers either. TypeScript types a callback's parameter with what it has
+ * inferred up to it: write `onError` after `handler` (or annotate its parameter), so that it sees
+ * the handler's errors.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Options<C, P, E, ROut, LE> extends HttpIdempotency.Options, RuntimeOptions<E> {
+export interface Options<C, P, E, ROut, LE, EH = E> extends HttpIdempotency.Options, RuntimeOptions<NoInfer<E | EH>> {
   /** The services of the handler, among them the `IdempotencyStore`; built once per instance. */
   readonly layer: Layer.Layer<ROut | IdempotencyStore.IdempotencyStore, LE>
   /**
+   * A schema the JSON body of every covered request must decode with, checked first: a body that is
+   * not JSON, or that the schema rejects, is answered 400 (`InvalidRequestBody`) before the key is
+   * read, and nothing is reserved. The handler reads the body as it likes (the request's body is
+   * readable again). To hand the decoded value to the handler, decode it in `prepare` instead
+   * (`prepare: (incoming) => incoming.json(schema)`). Default: none.
+   */
+  readonly body?: Schema.Schema.AnyNoContext | undefined
+  /**
    * Reads what the key, the scope and the handler need from the request, once per request (decodes
-   * a JSON body, for example). It runs before the key is read, for every covered request.
+   * a JSON body with `incoming.json(schema)`, for example: a body that does not decode is then a
+   * 400, and nothing is reserved). It runs before the key is read, for every request.
    */
   readonly prepare?: ((incoming: Incoming<C>) => Effect.Effect<P, E, NoInfer<ROut>>) | undefined
   /**
@@ -209,8 +275,11 @@ export interface Options<C, P, E, ROut, LE> extends HttpIdempotency.Options, Run
   readonly handler: (
     prepared: P,
     incoming: Incoming<C>
-  ) => Effect.Effect<Response, E, NoInfer<ROut> | IdempotencyStore.IdempotencyStore>
+  ) => Effect.Effect<Response, EH, NoInfer<ROut> | IdempotencyStore.IdempotencyStore>
 }
+
+/** The failures of reading a body. */
+type BodyFailure = RequestBodyTooLarge | InvalidRequestBody
 
 const internalError = (): Response => StoredResponse.toWeb(StoredResponse.problem(500, "The request failed"))
 
@@ -239,7 +308,10 @@ const closingIfUnread = (request: Request, response: Response): Response => {
 /**
  * Answers every failure of a handler: a failure of the HTTP layer or of the protocol with its
  * problem response, any other with `onError` (or a 500 that shows nothing of it), a defect with a
- * 500. Each is logged once.
+ * 500. Each is logged once, by the status it is answered with: below 500 at `logLevel` (default
+ * `"Info"`; `make` passes its own, `"Debug"` by default), as the engine logs a client's error; a
+ * problem of 500 or more as a warning; a failure of the handler answered with 500 or more (the
+ * service failed) as an error, with its cause.
  *
  * @since 0.1.0
  * @category combinators
@@ -247,25 +319,30 @@ const closingIfUnread = (request: Request, response: Response): Response => {
 export const catchFailures = <E>(options?: {
   readonly onError?: ((error: E) => Response) | undefined
   readonly documentation?: string | undefined
+  readonly logLevel?: LogLevel.Literal | undefined
 }) =>
 <R>(self: Effect.Effect<Response, E | RequestFailure, R>): Effect.Effect<Response, never, R> => {
   const onError = options?.onError
   const documentation = options?.documentation
+  const logLevel = LogLevel.fromLiteral(options?.logLevel ?? "Info")
   return self.pipe(
     Effect.catchAll((error) => {
       if (isRequestFailure(error)) {
         const response = StoredResponse.fromError(error, { documentation })
-        const log = response.status >= 500 ? Effect.logWarning : Effect.logInfo
         return Effect.as(
-          log(`${error._tag}: ${error.message}`).pipe(Effect.annotateLogs("status", response.status)),
+          Effect.logWithLevel(
+            response.status >= 500 ? LogLevel.Warning : logLevel,
+            `${error._tag}: ${error.message}`
+          ).pipe(Effect.annotateLogs("status", response.status)),
           rejection(response, error)
         )
       }
       const response = onError === undefined ? internalError() : onError(error as E)
-      return Effect.as(
-        Effect.logError("the handler failed", Cause.fail(error)).pipe(Effect.annotateLogs("status", response.status)),
-        response
-      )
+      // a failure the application answered with a 4xx is a client's error, not the service's
+      const log = response.status >= 500
+        ? Effect.logError("the handler failed", Cause.fail(error))
+        : Effect.logWithLevel(logLevel, `the handler failed; answered ${response.status}`, Cause.fail(error))
+      return Effect.as(log.pipe(Effect.annotateLogs("status", response.status)), response)
     }),
     Effect.catchAllDefect((defect) =>
       Effect.as(Effect.logError("the handler died", Cause.die(defect)), internalError())
@@ -359,12 +436,17 @@ export const toHandler = <C, ROut, LE>(
  * @since 0.1.0
  * @category constructors
  */
-export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>(
-  options: Options<C, P, E, ROut, LE>
-): IdempotentHandler<C, E, ROut> => {
+export const make = <C = unknown, P = void, E = never, ROut = never, LE = never, EH = E>(
+  options: Options<C, P, E, ROut, LE, EH>
+): IdempotentHandler<C, E | EH, ROut> => {
   const engine = HttpIdempotency.make(options)
-  const logLevel = LogLevel.fromLiteral(options.logLevel ?? "Debug")
+  const logLevelLiteral = options.logLevel ?? "Debug"
+  const logLevel = LogLevel.fromLiteral(logLevelLiteral)
   const prepare = options.prepare ?? (() => Effect.void as Effect.Effect<P>)
+  // a covered request's body is checked against `body` before anything else reads it
+  const body = options.body
+  const prepareCovered = (incoming: Incoming<C>): Effect.Effect<P, E | BodyFailure, ROut> =>
+    body === undefined ? prepare(incoming) : Effect.zipRight(incoming.json(body), prepare(incoming))
   const key = options.key
   const scope = options.scope
   const payload = options.payload
@@ -373,7 +455,7 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>
    */
   const answerOf = (
     incoming: Incoming<C>,
-    prepared: Effect.Effect<P, E, ROut>,
+    prepared: Effect.Effect<P, E | BodyFailure, ROut>,
     override?: { readonly cutOff: number | undefined; readonly scope: string | undefined }
   ) => {
     const request = incoming.request
@@ -423,7 +505,7 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>
       if (!engine.covers(request.method)) {
         return yield* options.handler(yield* prepare(incoming), incoming)
       }
-      const prepared = yield* Effect.cached(prepare(incoming))
+      const prepared = yield* Effect.cached(prepareCovered(incoming))
       const answer = yield* answerOf(incoming, prepared)
       switch (answer._tag) {
         case "Bypass": {
@@ -438,7 +520,10 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>
         case "Rejected":
           return rejection(answer.response, answer.error)
       }
-    }).pipe(catchFailures(options), Effect.map((response) => closingIfUnread(request, response)))
+    }).pipe(
+      catchFailures({ onError: options.onError, documentation: options.documentation, logLevel: logLevelLiteral }),
+      Effect.map((response) => closingIfUnread(request, response))
+    )
   const cutOff = options.cutOff
   const timeLimitMillis = engine.timeLimitMillis
   const operation = HttpIdempotency.operation(engine.name, (request, requestCutOff) =>
@@ -450,7 +535,7 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>
         startedAt,
         engine.maxBodyBytes
       )
-      const prepared = yield* Effect.cached(prepare(incoming))
+      const prepared = yield* Effect.cached(prepareCovered(incoming))
       return yield* answerOf(incoming, prepared, { cutOff: requestCutOff, scope: request.scope })
     }))
   const handler = toHandler(options.layer, handle, {
@@ -463,7 +548,8 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>
       marginMillis: engine.marginMillis
     }
   })
-  return Object.assign(handler, { operation })
+  // a body that `body` rejects fails the operation with its `RequestFailure`, as every problem does
+  return Object.assign(handler, { operation: operation as HttpIdempotency.Operation<E | EH, ROut> })
 }
 
 /**
@@ -476,6 +562,13 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never>
 export interface WrapOptions<C, LE> extends HttpIdempotency.Options, RuntimeOptions<unknown> {
   /** The store (and anything else the scope needs), built once per instance. */
   readonly layer: Layer.Layer<IdempotencyStore.IdempotencyStore, LE>
+  /**
+   * A schema the JSON body of every covered request must decode with, checked first: a body that is
+   * not JSON, or that the schema rejects, is answered 400 before the key is read, and nothing is
+   * reserved. Without it, a handler that throws on the body (`await request.json()`) holds the key
+   * as any handler that throws does (the defect policy). Default: none.
+   */
+  readonly body?: Schema.Schema.AnyNoContext | undefined
   /** A tenant or principal id of a request: keys of different scopes never share a record. */
   readonly scope?:
     | ((request: Request, context: C | undefined) => string | undefined | Promise<string | undefined>)
@@ -487,20 +580,25 @@ export interface WrapOptions<C, LE> extends HttpIdempotency.Options, RuntimeOpti
  * A handler that throws (or rejects) may have written before it did: like a defect in an Effect
  * handler, it is answered with 500 and gets the defect policy (`onDefect`, by default the timeout
  * policy, `keepLease`: a retry gets 409 until the lease ends, then takes over). `onDefect: "release"`
- * lets a retry run it again at once, for handlers that throw only before they write.
+ * lets a retry run it again at once, for handlers that throw only before they write. A body the
+ * handler would throw on is refused first with `body` (a schema): 400, and nothing is reserved.
  *
  * @example
  * ```ts
  * import { IdempotencyStore } from "@effect-idempotency/core"
  * import { IdempotentFetch } from "@effect-idempotency/http"
+ * import { Schema } from "effect"
  *
+ * const Order = Schema.Struct({ sku: Schema.String })
  * // the application's own handler
  * const createOrder = async (request: Request) => ({ orderId: "order-1", sku: (await request.json()).sku })
  * // the store's layer: PostgreSQL, DynamoDB, Redis, or memory in development
  * const StoreLive = IdempotencyStore.layerMemory
  *
- * export default IdempotentFetch.wrap(async (request) => Response.json(await createOrder(request)), {
+ * // a Next.js route handler; `Deno.serve(handler)`; Bun's `export default { fetch: handler }`
+ * export const POST = IdempotentFetch.wrap(async (request) => Response.json(await createOrder(request)), {
  *   layer: StoreLive,
+ *   body: Order,
  *   scope: (request) => request.headers.get("x-tenant-id") ?? undefined
  * })
  * ```
@@ -521,4 +619,51 @@ export const wrap = <C = unknown, LE = never>(
     // a throw is a defect: its outcome is unknown, as for a defect of an Effect handler
     handler: (_, incoming) => Effect.promise(async () => await handler(incoming.request, incoming.context))
   })
+}
+
+/**
+ * The name of the Durable Object (or shard, or queue partition) that a request's records belong to:
+ * the key of its `Idempotency-Key` header in its canonical form, validated as the handler validates
+ * it. The header's two spellings of one key, `"k-1"` and `k-1`, are one key to the handler: routed
+ * by the raw header they would reach two objects, each with its own records, and each would run the
+ * handler. Every request of a record has the same canonical key, so it reaches the object that holds
+ * that record, whatever its scope or operation. A missing or invalid key is answered here, with the
+ * handler's 400.
+ *
+ * @example
+ * ```ts
+ * import { IdempotentFetch } from "@effect-idempotency/http"
+ * import { Either } from "effect"
+ *
+ * interface Env {
+ *   readonly ORDERS: {
+ *     idFromName(name: string): unknown
+ *     get(id: unknown): { fetch(request: Request): Promise<Response> }
+ *   }
+ * }
+ *
+ * export const route = (request: Request, env: Env): Promise<Response> => {
+ *   const key = IdempotentFetch.routingKey(request)
+ *   if (Either.isLeft(key)) return Promise.resolve(key.left)
+ *   return env.ORDERS.get(env.ORDERS.idFromName(key.right)).fetch(request)
+ * }
+ * ```
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const routingKey = (
+  request: Request,
+  options?: Pick<HttpIdempotency.Options, "header" | "keyOptions" | "documentation">
+): Either.Either<IdempotencyKey.IdempotencyKey, Response> => {
+  const header = options?.header ?? HttpIdempotency.HEADER
+  const raw = request.headers.get(header)
+  const key: Either.Either<IdempotencyKey.IdempotencyKey, RequestFailure> = raw === null
+    ? Either.left(new MissingIdempotencyKey({ source: `the ${header} header` }))
+    : IdempotencyKey.validate(raw, options?.keyOptions)
+  return Either.mapLeft(key, (error) =>
+    closingIfUnread(
+      request,
+      StoredResponse.toWeb(StoredResponse.fromError(error, { documentation: options?.documentation }))
+    ))
 }

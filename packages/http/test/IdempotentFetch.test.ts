@@ -1,14 +1,26 @@
+import type { Idempotency } from "@effect-idempotency/core"
 import { IdempotencyError, IdempotencyKey, IdempotencyStore } from "@effect-idempotency/core"
+import type { HttpIdempotencyError, StoredResponse } from "@effect-idempotency/http"
 import { HttpIdempotency, IdempotentFetch } from "@effect-idempotency/http"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, expectTypeOf, it } from "@effect/vitest"
+import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
 import * as HashMap from "effect/HashMap"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
 import { randomBytes } from "node:crypto"
+
+const Order = Schema.Struct({ sku: Schema.String, quantity: Schema.Int })
+
+class PrepareFailed extends Data.TaggedError("PrepareFailed") {}
+class HandlerFailed extends Data.TaggedError("HandlerFailed") {}
 
 /** The memory store, with a count of calls and a switch that makes every call fail. */
 const countedStore = Effect.gen(function*() {
@@ -208,11 +220,46 @@ describe("IdempotentFetch.wrap", () => {
       const conflict = yield* call(handler, { key: "key-busy" })
       assert.strictEqual(conflict.status, 409)
       assert.strictEqual(problemOf(conflict).title, "Conflict")
-      const retryAfter = Number(conflict.headers.get("retry-after"))
-      assert.isTrue(retryAfter >= 9 && retryAfter <= 10, String(retryAfter))
+      // the lease (the 10 s time limit) bounds how long the key may stay held, not when the first
+      // request is done: the retry is told to come back in a second, and the detail says the same
+      assert.strictEqual(conflict.headers.get("retry-after"), "1")
+      assert.include(problemOf(conflict).detail, "retry after 1000 ms")
       yield* Deferred.succeed(release, undefined)
       assert.strictEqual((yield* Fiber.join(first)).status, 201)
       assert.strictEqual(yield* executions, 1)
+    }))
+
+  it.scopedLive("Retry-After is the lease left, at most retryAfter", () =>
+    Effect.gen(function*() {
+      const { layer } = yield* countedStore
+      const release = yield* Deferred.make<void>()
+      /** A handler that holds its key until released, and the conflict's `Retry-After` meanwhile. */
+      const retryAfterOf = (options: Partial<IdempotentFetch.WrapOptions<unknown, never>>) =>
+        Effect.gen(function*() {
+          const started = yield* Deferred.make<void>()
+          const { handler } = yield* orders(layer, {
+            ...options,
+            respond: async () => {
+              await Effect.runPromise(Deferred.succeed(started, undefined))
+              await Effect.runPromise(Deferred.await(release))
+              return Response.json({ ok: true }, { status: 201 })
+            }
+          })
+          const first = yield* Effect.fork(call(handler, { key: "key-hint" }))
+          yield* Deferred.await(started)
+          const conflict = yield* call(handler, { key: "key-hint" })
+          assert.strictEqual(conflict.status, 409)
+          return { retryAfter: conflict.headers.get("retry-after"), first }
+        })
+      // a longer hint, within the lease
+      const slow = yield* retryAfterOf({ name: "slow", timeLimit: "10 seconds", retryAfter: "3 seconds" })
+      assert.strictEqual(slow.retryAfter, "3")
+      // a hint past the lease: the lease left (less than the 2 s time limit), rounded up
+      const short = yield* retryAfterOf({ name: "short", timeLimit: "2 seconds", retryAfter: "1 minute" })
+      assert.strictEqual(short.retryAfter, "2")
+      yield* Deferred.succeed(release, undefined)
+      assert.strictEqual((yield* Fiber.join(slow.first)).status, 201)
+      yield* Fiber.join(short.first)
     }))
 
   it.scopedLive("422 for the key with another body, path, query or fingerprint header; the query may be ignored", () =>
@@ -370,6 +417,166 @@ describe("IdempotentFetch.wrap", () => {
       assert.strictEqual((yield* call(handler, { key: "key-throws" })).status, 500)
       assert.strictEqual((yield* call(handler, { key: "key-throws" })).status, 201)
       assert.strictEqual(yield* executions, 2)
+    }))
+
+  it.scopedLive("body: a body that is not JSON, or not the schema's, is a 400 before anything is reserved", () =>
+    Effect.gen(function*() {
+      const { calls, layer } = yield* countedStore
+      const { executions, handler } = yield* orders(layer, { body: Order })
+      const notJson = yield* call(handler, { key: "key-body", body: "{\"sku\": \"sk_live_secret\"" })
+      assert.strictEqual(notJson.status, 400)
+      assert.strictEqual(notJson.headers.get("content-type"), "application/problem+json")
+      assert.strictEqual(problemOf(notJson).detail, "Invalid request body: the body is not JSON")
+      const notAnOrder = yield* call(handler, { key: "key-body", body: JSON.stringify({ sku: "sk_live_secret" }) })
+      assert.strictEqual(notAnOrder.status, 400)
+      assert.include(problemOf(notAnOrder).detail, "quantity")
+      assert.notInclude(notJson.text + notAnOrder.text, "sk_live")
+      // no record: the same key with an order runs at once, and is then replayed
+      assert.strictEqual(yield* calls, 0)
+      assert.strictEqual((yield* call(handler, { key: "key-body" })).status, 201)
+      assert.strictEqual((yield* call(handler, { key: "key-body" })).headers.get("idempotent-replayed"), "true")
+      assert.strictEqual(yield* executions, 1)
+      // a method that is not covered is not checked
+      assert.strictEqual((yield* call(handler, { method: "PUT", body: "not json" })).status, 500)
+    }))
+
+  it.scopedLive("without body, a handler that throws on a malformed body holds its key (the defect policy)", () =>
+    Effect.gen(function*() {
+      const { layer } = yield* countedStore
+      const { executions, handler } = yield* orders(layer)
+      assert.strictEqual((yield* call(handler, { key: "key-unchecked", body: "{" })).status, 500)
+      // the client's retry, the same body: held until the lease ends
+      assert.strictEqual((yield* call(handler, { key: "key-unchecked", body: "{" })).status, 409)
+      assert.strictEqual(yield* executions, 1)
+    }))
+})
+
+describe("IdempotentFetch.make", () => {
+  it.scopedLive("prepare with incoming.json: the handler gets the order; a body that does not decode is a 400", () =>
+    Effect.gen(function*() {
+      const { calls, layer } = yield* countedStore
+      const handler = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          IdempotentFetch.make({
+            layer,
+            prepare: (incoming) => incoming.json(Order),
+            handler: (order) => Effect.succeed(Response.json({ sku: order.sku, quantity: order.quantity }))
+          })
+        ),
+        (handler) => Effect.promise(() => handler.dispose())
+      )
+      assert.strictEqual((yield* call(handler, { key: "key-make", body: "[1," })).status, 400)
+      assert.strictEqual((yield* call(handler, { key: "key-make", body: "{\"sku\": 1}" })).status, 400)
+      assert.strictEqual(yield* calls, 0)
+      const created = yield* call(handler, { key: "key-make" })
+      assert.deepStrictEqual([created.status, JSON.parse(created.text)], [200, { sku: "A-1", quantity: 2 }])
+    }))
+
+  it("the error type is the union of the request steps' and the handler's", () => {
+    const handler = IdempotentFetch.make({
+      layer: IdempotencyStore.layerMemory,
+      prepare: () => Effect.fail(new PrepareFailed()),
+      handler: () => Effect.fail(new HandlerFailed()),
+      onError: (error) => {
+        expectTypeOf(error).toEqualTypeOf<PrepareFailed | HandlerFailed>()
+        return Response.json({ error: error._tag }, { status: error._tag === "HandlerFailed" ? 422 : 400 })
+      }
+    })
+    expectTypeOf(handler).toEqualTypeOf<
+      IdempotentFetch.IdempotentHandler<unknown, PrepareFailed | HandlerFailed, IdempotencyStore.IdempotencyStore>
+    >()
+    const handlerOnly = IdempotentFetch.make({
+      layer: IdempotencyStore.layerMemory,
+      handler: () => Effect.fail(new HandlerFailed())
+    })
+    expectTypeOf(handlerOnly.operation.runDetailed).returns.toEqualTypeOf<
+      Effect.Effect<
+        Idempotency.Result<StoredResponse.StoredResponse>,
+        HandlerFailed | HttpIdempotencyError.RequestFailure,
+        IdempotencyStore.IdempotencyStore
+      >
+    >()
+    void handler.dispose()
+    void handlerOnly.dispose()
+  })
+})
+
+describe("a failure of the handler", () => {
+  /** The log lines of a handler made with `options`, for one request. */
+  const logsOf = (options: { readonly status: number; readonly logLevel?: "Info" | undefined }) =>
+    Effect.gen(function*() {
+      const lines: Array<{ readonly level: string; readonly message: string }> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        lines.push({ level: logLevel.label, message: String(Array.isArray(message) ? message.join(" ") : message) })
+      })
+      const handler = IdempotentFetch.make({
+        layer: Layer.mergeAll(
+          IdempotencyStore.layerMemoryWith({ warn: false }),
+          Logger.replace(Logger.defaultLogger, logger),
+          Logger.minimumLogLevel(LogLevel.All)
+        ),
+        logLevel: options.logLevel,
+        handler: () => Effect.fail(new HandlerFailed()),
+        onError: () => Response.json({ error: "refused" }, { status: options.status })
+      })
+      const response = yield* Effect.promise(() =>
+        handler(new Request("http://localhost/orders", { method: "POST", headers: { "idempotency-key": "k-1" } }))
+      )
+      assert.strictEqual(response.status, options.status)
+      yield* Effect.promise(() => handler.dispose())
+      return lines.filter((line) => line.message.startsWith("the handler failed"))
+    })
+
+  it.live("answered with a 4xx by onError is a client's error: logged at the handler's level, not as an error", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(yield* logsOf({ status: 422 }), [
+        { level: "DEBUG", message: "the handler failed; answered 422" }
+      ])
+      assert.deepStrictEqual(yield* logsOf({ status: 409, logLevel: "Info" }), [
+        { level: "INFO", message: "the handler failed; answered 409" }
+      ])
+    }))
+
+  it.live("answered with a 5xx is the service's error", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(yield* logsOf({ status: 502 }), [{ level: "ERROR", message: "the handler failed" }])
+    }))
+})
+
+describe("IdempotentFetch.routingKey", () => {
+  const request = (key?: string) =>
+    new Request("http://localhost/charges", {
+      method: "POST",
+      headers: key === undefined ? {} : { "idempotency-key": key }
+    })
+
+  it("the header's two spellings of a key are one name", () => {
+    const name = (request: Request, options?: { readonly header: string }) =>
+      Either.getOrUndefined(IdempotentFetch.routingKey(request, options))
+    assert.strictEqual(name(request("\"k-1\"")), "k-1")
+    assert.strictEqual(name(request("k-1")), "k-1")
+    assert.strictEqual(
+      name(new Request("http://localhost/", { method: "POST", headers: { "x-request-key": "\"k-2\"" } }), {
+        header: "x-request-key"
+      }),
+      "k-2"
+    )
+  })
+
+  it.effect("a missing or invalid key is the handler's 400", () =>
+    Effect.gen(function*() {
+      for (const key of [undefined, "has space", "\"a\", \"b\"", "x".repeat(256)]) {
+        const answer = IdempotentFetch.routingKey(request(key))
+        assert.isTrue(Either.isLeft(answer), String(key))
+        const response = Either.getLeft(answer).pipe(Option.getOrThrow)
+        assert.strictEqual(response.status, 400)
+        assert.strictEqual(response.headers.get("content-type"), "application/problem+json")
+        const problem = (yield* Effect.promise(() => response.json())) as { readonly title: string }
+        assert.strictEqual(problem.title, "Bad Request")
+      }
+      const documented = IdempotentFetch.routingKey(request(), { documentation: "https://api.example/idempotency" })
+      const problem = yield* Effect.promise(() => Either.getLeft(documented).pipe(Option.getOrThrow).json())
+      assert.strictEqual((problem as { readonly title: string }).title, "Idempotency-Key is missing")
     }))
 })
 

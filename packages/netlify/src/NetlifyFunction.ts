@@ -163,6 +163,11 @@ export interface IdempotentOptions<P, IP, E, ROut, LE> extends CommonOptions<E> 
   /** How long a recorded response is replayed. Default 24 hours. */
   readonly ttl?: Duration.DurationInput | undefined
   /**
+   * The longest `Retry-After` of a 409 (the key's request still in progress): the time left of the
+   * other request's lease, at most this. Default 1 second (see `HttpIdempotency.Options.retryAfter`).
+   */
+  readonly retryAfter?: Duration.DurationInput | undefined
+  /**
    * The failure policy for a failure of the handler. Default `release`: a retry runs the handler
    * again. A rejection that retries must see as well is a response (a 4xx), which is stored.
    */
@@ -311,6 +316,7 @@ export const idempotent = <P, IP, E, ROut, LE>(
     lease: options.lease,
     heartbeat: options.heartbeat,
     ttl: options.ttl,
+    retryAfter: options.retryAfter,
     onTimeout: options.onTimeout,
     onDefect: options.onDefect,
     inProgress: options.inProgress,
