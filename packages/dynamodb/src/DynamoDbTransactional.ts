@@ -76,6 +76,7 @@ import type * as Idempotency from "@effect-idempotency/core/Idempotency"
 import { fingerprintOf } from "@effect-idempotency/core/Idempotency"
 import type * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
 import type { IdempotencyError } from "@effect-idempotency/core/IdempotencyError"
+import type * as IdempotencyPolicy from "@effect-idempotency/core/IdempotencyPolicy"
 import * as OutcomeCodec from "@effect-idempotency/core/OutcomeCodec"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -152,7 +153,7 @@ export class WritesRejected extends Schema.TaggedError<WritesRejected>(
 export interface Options<P, IP, A, IA, E, R, EF, IEF> extends
   Omit<
     Idempotency.Options<P, IP, A, IA, E, R, EF, IEF>,
-    "execute" | "lease" | "leaseMargin" | "heartbeat" | "onTimeout" | "onDefect" | "completeRetry"
+    "execute" | "lease" | "leaseMargin" | "heartbeat" | "onDefect" | "completeRetry"
   >
 {
   /** Computes the writes and the value, performing nothing: it may run again on a retry. */
@@ -162,6 +163,15 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF> extends
     DynamoDbStore.Options,
     "tableName" | "keyAttribute" | "ttlAttribute" | "retrySchedule" | "requestTimeout" | "callTimeout" | "maxItemBytes"
   >
+  /**
+   * How a record that another attempt left in progress past its lease is treated: an attempt of an
+   * operation of the same name in the normal mode (`Idempotency.make` on the store) that crashed, or
+   * whose outcome is unknown. A transactional attempt leaves no such record (its transaction commits
+   * or leaves nothing). Give the normal-mode operation's `onTimeout`, so both modes keep the same
+   * rule: `keepLease` (the default) or `release` take it over once its lease has ended;
+   * `markUnknown` does not, and answers `DownstreamTimeout` (`replayed`), as the normal mode does.
+   */
+  readonly onTimeout?: IdempotencyPolicy.TimeoutPolicy | undefined
 }
 
 /**
@@ -214,6 +224,7 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
     timeout: settings.timeout,
     margin: settings.leaseMargin,
     inProgress: options.inProgress,
+    onTimeout: options.onTimeout ?? "keepLease",
     key: options.key,
     retry: table.retrySchedule ?? defaultRetrySchedule,
     requestTimeout: Duration.decode(table.requestTimeout ?? defaultRequestTimeout),

@@ -95,6 +95,7 @@ const suite = (backend: Backend) => {
     options?: {
       readonly onFailure?: () => "release" | "markFailed" | "store"
       readonly timeout?: Duration.DurationInput
+      readonly onTimeout?: "keepLease" | "markUnknown"
     }
   ) =>
     DynamoDbTransactional.make({
@@ -426,6 +427,43 @@ const suite = (backend: Backend) => {
             attempt: 2
           })
           assert.deepStrictEqual(yield* counts(tables, key), { orders: 1, records: 1, status: "COMPLETED" })
+        }))
+
+      it.effect("a normal-mode record left in progress past its lease, under onTimeout markUnknown: not taken over", () =>
+        Effect.gen(function*() {
+          const store = yield* IdempotencyStore.IdempotencyStore
+          const key = randomUUID()
+          const id = IdempotencyRecord.makeRecordId({
+            operation: "tx-left-unknown",
+            key: IdempotencyKey.unsafeMake(key)
+          })
+          yield* store.reserve({
+            id,
+            token: "crashed",
+            fingerprint: yield* Idempotency.fingerprint(NewOrder, payload),
+            lease: Duration.millis(200),
+            ttl: Duration.hours(1),
+            takeover: false
+          })
+          const plans = yield* Ref.make(0)
+          const op = operation(
+            "tx-left-unknown",
+            (order) => Effect.zipLeft(orderWrite(tables.orders, order.sku), Ref.update(plans, (n) => n + 1)),
+            { onTimeout: "markUnknown" }
+          )
+          yield* Effect.sleep("400 millis")
+          // as the normal mode does under markUnknown: the outcome is unknown, nothing runs
+          const error = failureOf(yield* Effect.exit(op.run({ key, payload }))) as {
+            readonly _tag: string
+            readonly replayed?: boolean
+          }
+          assert.deepStrictEqual({ tag: error._tag, replayed: error.replayed }, {
+            tag: "DownstreamTimeout",
+            replayed: true
+          })
+          assert.strictEqual(yield* Ref.get(plans), 0)
+          const record = yield* store.get(id)
+          assert.isTrue(Option.isSome(record) && record.value.status === "IN_PROGRESS")
         }))
 
       it.scoped("a transaction whose answer is lost: StoreUnavailable by callTimeout; a retry replays it", () =>

@@ -77,6 +77,7 @@ import type * as Idempotency from "@effect-idempotency/core/Idempotency"
 import { fingerprintOf } from "@effect-idempotency/core/Idempotency"
 import type * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
 import type { IdempotencyError } from "@effect-idempotency/core/IdempotencyError"
+import type * as IdempotencyPolicy from "@effect-idempotency/core/IdempotencyPolicy"
 import * as OutcomeCodec from "@effect-idempotency/core/OutcomeCodec"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
@@ -95,11 +96,20 @@ import * as PgIdempotencyTable from "./PgIdempotencyTable.js"
 export interface Options<P, IP, A, IA, E, R, EF, IEF> extends
   Omit<
     Idempotency.Options<P, IP, A, IA, E, R, EF, IEF>,
-    "lease" | "leaseMargin" | "heartbeat" | "onTimeout" | "onDefect" | "completeRetry"
+    "lease" | "leaseMargin" | "heartbeat" | "onDefect" | "completeRetry"
   >
 {
   /** The records table (the store's). Default `PgIdempotencyTable.defaultTable`. */
   readonly table?: PgIdempotencyTable.IdempotencyTable | undefined
+  /**
+   * How a record that another attempt left in progress past its lease is treated: an attempt of an
+   * operation of the same name in the normal mode (`Idempotency.make` on the store) that crashed, or
+   * whose outcome is unknown. A transactional attempt leaves no such record (its transaction commits
+   * or leaves nothing). Give the normal-mode operation's `onTimeout`, so both modes keep the same
+   * rule: `keepLease` (the default) or `release` take it over once its lease has ended;
+   * `markUnknown` does not, and answers `DownstreamTimeout` (`replayed`), as the normal mode does.
+   */
+  readonly onTimeout?: IdempotencyPolicy.TimeoutPolicy | undefined
 }
 
 /**
@@ -153,6 +163,7 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
     timeout: settings.timeout,
     margin: settings.leaseMargin,
     inProgress: options.inProgress,
+    onTimeout: options.onTimeout ?? "keepLease",
     key: options.key,
     // the context is provided by the attempt
     execute: options.execute as (payload: P) => Effect.Effect<A, E, Exclude<R, IdempotencyContext.IdempotencyContext>>

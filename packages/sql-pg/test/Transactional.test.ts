@@ -20,7 +20,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { assert, layer } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
@@ -337,6 +337,41 @@ layer(Live, { excludeTestServices: true, timeout: "3 minutes" })("PgTransactiona
       assert.strictEqual(results.filter((result) => !result.replayed).length, 1)
       for (const result of results) assert.deepStrictEqual(result.value, results[0]!.value)
       assert.deepStrictEqual(yield* counts(key), { orders: 1, records: 1, status: "COMPLETED" })
+    }))
+
+  it.effect("a normal-mode record left in progress past its lease: taken over, unless onTimeout is markUnknown", () =>
+    Effect.gen(function*() {
+      const store = yield* IdempotencyStore.IdempotencyStore
+      // a normal-mode attempt that crashed (no takeover: its operation is markUnknown), its lease over
+      const crashed = (name: string) =>
+        Effect.gen(function*() {
+          const key = randomUUID()
+          yield* store.reserve({
+            id: IdempotencyRecord.makeRecordId({ operation: name, key: IdempotencyKey.unsafeMake(key) }),
+            token: "crashed",
+            fingerprint: yield* Idempotency.fingerprint(NewOrder, payload),
+            lease: Duration.millis(100),
+            ttl: Duration.hours(1),
+            takeover: false
+          })
+          return key
+        })
+      const unknown = yield* crashed("tx-left-unknown")
+      const kept = yield* crashed("tx-left-kept")
+      yield* Effect.sleep("300 millis")
+      // as the normal mode does under markUnknown: the outcome is unknown, nothing runs
+      const refused = yield* Effect.exit(
+        operation("tx-left-unknown", insertOrder, { onTimeout: "markUnknown" }).run({ key: unknown, payload })
+      )
+      const error = failureOf(refused) as { readonly _tag: string; readonly replayed?: boolean }
+      assert.deepStrictEqual({ tag: error._tag, replayed: error.replayed }, {
+        tag: "DownstreamTimeout",
+        replayed: true
+      })
+      assert.deepStrictEqual(yield* counts(unknown), { orders: 0, records: 1, status: "IN_PROGRESS" })
+      // the default: the lease is over, the record is taken over
+      const result = yield* operation("tx-left-kept", insertOrder).runDetailed({ key: kept, payload })
+      assert.deepStrictEqual({ replayed: result.replayed, attempt: result.attempt }, { replayed: false, attempt: 2 })
     }))
 
   it.effect("runs on the store's table: the normal mode's store sees the committed record", () =>

@@ -29,7 +29,7 @@ import {
   StoreUnavailable
 } from "@effect-idempotency/core/IdempotencyError"
 import * as IdempotencyKey from "@effect-idempotency/core/IdempotencyKey"
-import type { FailurePolicy, InProgressPolicy } from "@effect-idempotency/core/IdempotencyPolicy"
+import type { FailurePolicy, InProgressPolicy, TimeoutPolicy } from "@effect-idempotency/core/IdempotencyPolicy"
 import type { IdempotencyRecord } from "@effect-idempotency/core/IdempotencyRecord"
 import { isLive, makeRecordId, outcomeToColumns, StoredOutcome } from "@effect-idempotency/core/IdempotencyRecord"
 import type { OutcomeCodec } from "@effect-idempotency/core/OutcomeCodec"
@@ -87,6 +87,8 @@ export interface Definition<P, A, E, R> {
   /** The time kept before the attempt's deadline (or after its timeout) for the transaction. */
   readonly margin: Duration.Duration
   readonly inProgress: InProgressPolicy | undefined
+  /** How a record another mode left in progress past its lease is treated (`markUnknown`: not taken over). */
+  readonly onTimeout: TimeoutPolicy
   readonly key: IdempotencyKey.Options | undefined
   readonly retry: Schedule.Schedule<unknown, unknown>
   readonly requestTimeout: Duration.Duration
@@ -339,7 +341,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
             fingerprint,
             record: seen.value,
             now,
-            onTimeout: "keepLease",
+            onTimeout: def.onTimeout,
             timeoutMillis: timeoutMs
           })
           switch (found._tag) {

@@ -31,7 +31,7 @@ import {
 } from "@effect-idempotency/core/IdempotencyError"
 import type { StoreFailure } from "@effect-idempotency/core/IdempotencyError"
 import * as IdempotencyKey from "@effect-idempotency/core/IdempotencyKey"
-import type { FailurePolicy, InProgressPolicy } from "@effect-idempotency/core/IdempotencyPolicy"
+import type { FailurePolicy, InProgressPolicy, TimeoutPolicy } from "@effect-idempotency/core/IdempotencyPolicy"
 import type { IdempotencyRecord, StoredOutcome } from "@effect-idempotency/core/IdempotencyRecord"
 import { makeRecordId, outcomeToColumns } from "@effect-idempotency/core/IdempotencyRecord"
 import type { OutcomeCodec } from "@effect-idempotency/core/OutcomeCodec"
@@ -73,6 +73,8 @@ export interface Definition<P, A, E, R> {
   /** The time kept before the attempt's deadline (or after its timeout) to record and commit. */
   readonly margin: Duration.Duration
   readonly inProgress: InProgressPolicy | undefined
+  /** How a record another mode left in progress past its lease is treated (`markUnknown`: not taken over). */
+  readonly onTimeout: TimeoutPolicy
   readonly key: IdempotencyKey.Options | undefined
   readonly execute: (payload: P) => Effect.Effect<A, E, R>
 }
@@ -279,7 +281,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
             fingerprint,
             Math.ceil(left),
             ttlMs,
-            true
+            def.onTimeout !== "markUnknown"
           ]).withoutTransform.pipe(
             // waited for a concurrent attempt's transaction until the time was up
             Effect.mapError((error) => isLockWaitEnded(error) ? conflict(0) : toStoreFailure("reserve")(error))
@@ -358,7 +360,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
                 fingerprint,
                 record: committed.record,
                 now: committed.now,
-                onTimeout: "keepLease",
+                onTimeout: def.onTimeout,
                 timeoutMillis: timeoutMs
               })
               switch (found._tag) {
