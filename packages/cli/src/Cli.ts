@@ -1,8 +1,8 @@
 /**
  * The `effect-idempotency` command line, on `@effect/cli`, over `IdempotencyAdmin`: what happened to
  * a key (`inspect`), which keys are stuck (`list`), making one run again safely (`unblock`, fenced on
- * the attempt the operator saw), `stats`, `purge`, and `migrate`, against a PostgreSQL, Redis or
- * DynamoDB store (`StoreTarget`).
+ * the attempt the operator saw), `stats`, `purge`, and `migrate`, against a PostgreSQL, MariaDB,
+ * SQLite, libSQL, Redis or DynamoDB store (`StoreTarget`).
  *
  * Each command prints a table for people, or one JSON object on stdout with `--json`; a failure is
  * one line on stderr (and `{"error": {…}}` on stdout with `--json`) and an exit code of `ExitCode`.
@@ -68,7 +68,8 @@ const storeOptions = {
   store: Options.redacted("store").pipe(
     Options.withPseudoName("url"),
     Options.withDescription(
-      "The store: postgres://…, redis://…, rediss://… or dynamodb://<table>?region=…&endpoint=…. " +
+      "The store: postgres://…, mysql://… or mariadb://…, sqlite:<path>, file:<path> or libsql://… (libSQL; " +
+        "LIBSQL_AUTH_TOKEN), redis://… or rediss://…, or dynamodb://<table>?region=…&endpoint=…. " +
         "Default: DATABASE_URL, else REDIS_URL, else DynamoDB when AWS_REGION or DYNAMODB_ENDPOINT is set."
     ),
     Options.optional
@@ -76,7 +77,7 @@ const storeOptions = {
   table: Options.text("table").pipe(
     Options.withPseudoName("name"),
     Options.withDescription(
-      "The table (PostgreSQL, DynamoDB). Default: IDEMPOTENCY_TABLE, else idempotency_records (PostgreSQL) " +
+      "The table (SQL stores, DynamoDB). Default: IDEMPOTENCY_TABLE, else idempotency_records (SQL stores) " +
         "or the table of the dynamodb:// URL, else idempotency (DynamoDB)."
     ),
     Options.optional
@@ -384,8 +385,8 @@ const migrate = Command.make(
     }).pipe((effect) => provideStore(args, effect))
 ).pipe(
   Command.withDescription(
-    "Create what the store needs: the PostgreSQL table and its function, the DynamoDB table with native TTL. " +
-      "Redis has no schema. Safe to run again."
+    "Create what the store needs: the PostgreSQL table and its function, the MariaDB, SQLite or libSQL table, " +
+      "the DynamoDB table with native TTL. Redis has no schema. Safe to run again."
   )
 )
 

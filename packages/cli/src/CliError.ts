@@ -10,8 +10,10 @@ import * as Schema from "effect/Schema"
 
 /**
  * The store to act on is not named, or not in a form the CLI knows: `--store` is not a URL of a
- * supported scheme, a DynamoDB store has no region, or the environment names more than one store.
- * Nothing was sent to any store. The message never holds the URL itself (it may carry a password).
+ * supported scheme, a DynamoDB store has no region, the table name or key prefix is invalid, a
+ * `sqlite:` store's driver (`@effect/sql-sqlite-node`) is not installed, or the environment names
+ * more than one store. Nothing was sent to any store. The message never holds the URL itself (it may
+ * carry a password).
  *
  * @since 0.1.0
  * @category errors

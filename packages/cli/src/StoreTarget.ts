@@ -5,10 +5,13 @@
  * | URL | store |
  * | --- | --- |
  * | `postgres://…`, `postgresql://…` | PostgreSQL (`@effect-idempotency/sql-pg`), table `--table` (`IDEMPOTENCY_TABLE`, default `idempotency_records`) in `--schema` |
+ * | `mysql://…`, `mariadb://…` | MariaDB 10.5+ (`@effect-idempotency/sql` on `@effect/sql-mysql2`), table `--table` (`IDEMPOTENCY_TABLE`, default `idempotency_records`) |
+ * | `sqlite:<path>`, `sqlite:///<absolute path>` | SQLite (`@effect-idempotency/sql` on `@effect/sql-sqlite-node`, installed beside the CLI), table as above |
+ * | `file:<path>`, `libsql://…` | libSQL (`@effect-idempotency/sql` on `@effect/sql-libsql`), a local file or a server; the auth token from `LIBSQL_AUTH_TOKEN`; table as above |
  * | `redis://…`, `rediss://…` | Redis / Valkey (`@effect-idempotency/redis`), keys under `--prefix` (`IDEMPOTENCY_PREFIX`, default `idempotency:`) |
  * | `dynamodb://<table>?region=…&endpoint=…` | DynamoDB (`@effect-idempotency/dynamodb`); the table defaults to `IDEMPOTENCY_TABLE`, then `idempotency`; the region to `AWS_REGION`, the endpoint to `DYNAMODB_ENDPOINT` |
  *
- * Without `--store`: `DATABASE_URL` names a PostgreSQL store, `REDIS_URL` a Redis store (not both),
+ * Without `--store`: `DATABASE_URL` names a SQL store (by its scheme), `REDIS_URL` a Redis store (not both),
  * and with neither, `AWS_REGION` or `DYNAMODB_ENDPOINT` a DynamoDB store. DynamoDB credentials come
  * from the AWS SDK's default chain (`AWS_ACCESS_KEY_ID`, `AWS_PROFILE`, a role).
  *
@@ -39,6 +42,7 @@ import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
 import * as Redacted from "effect/Redacted"
 import { InvalidStore } from "./CliError.js"
 
@@ -51,6 +55,16 @@ import { InvalidStore } from "./CliError.js"
 export type StoreTarget = Data.TaggedEnum<{
   /** `table` and `schema` `undefined`: the store's defaults (`idempotency_records`, the `search_path`). */
   Postgres: { readonly url: Redacted.Redacted; readonly table: string | undefined; readonly schema: string | undefined }
+  /** `url` is `mysql://` (a `mariadb://` URL's scheme is replaced); `table` `undefined`: the store's default, `idempotency_records`. */
+  Mysql: { readonly url: Redacted.Redacted; readonly table: string | undefined }
+  /** A database file, opened with better-sqlite3; `table` as `Mysql`'s. */
+  Sqlite: { readonly filename: string; readonly table: string | undefined }
+  /** A `file:` or `libsql://` URL as given; `authToken` from `LIBSQL_AUTH_TOKEN`; `table` as `Mysql`'s. */
+  Libsql: {
+    readonly url: Redacted.Redacted
+    readonly authToken: Redacted.Redacted | undefined
+    readonly table: string | undefined
+  }
   /** `prefix` `undefined`: the store's default, `idempotency:`. */
   Redis: { readonly url: Redacted.Redacted; readonly prefix: string | undefined }
   /** `tableName` `undefined`: the store's default, `idempotency`. */
@@ -96,13 +110,18 @@ const optionalRedacted = (name: string) =>
 const first = <A>(...options: ReadonlyArray<Option.Option<A>>): Option.Option<A> =>
   options.find(Option.isSome) ?? Option.none()
 
+/** The table of a SQL store: `--table`, else `IDEMPOTENCY_TABLE`, else (`undefined`) the store's default. */
+const table = (options: StoreOptions) =>
+  Effect.map(optionalString("IDEMPOTENCY_TABLE"), (fromEnv) => Option.getOrUndefined(first(options.table, fromEnv)))
+
 const fromUrl = (
   url: Redacted.Redacted,
   options: StoreOptions
 ): Effect.Effect<StoreTarget, InvalidStore | ConfigError.ConfigError> =>
   Effect.gen(function*() {
+    const raw = Redacted.value(url).trim()
     const parsed = yield* Effect.try({
-      try: () => new URL(Redacted.value(url)),
+      try: () => new URL(raw),
       catch: () => new InvalidStore({ reason: "--store is not a URL" })
     })
     switch (parsed.protocol) {
@@ -110,8 +129,33 @@ const fromUrl = (
       case "postgresql:":
         return StoreTarget.Postgres({
           url,
-          table: Option.getOrUndefined(first(options.table, yield* optionalString("IDEMPOTENCY_TABLE"))),
+          table: yield* table(options),
           schema: Option.getOrUndefined(options.schema)
+        })
+      case "mysql:":
+        return StoreTarget.Mysql({ url, table: yield* table(options) })
+      case "mariadb:":
+        return StoreTarget.Mysql({
+          url: Redacted.make(`mysql:${raw.slice(parsed.protocol.length)}`),
+          table: yield* table(options)
+        })
+      case "sqlite:": {
+        // the path as written after the scheme: `sqlite:./records.db`, or `sqlite:///srv/records.db`
+        const rest = raw.slice(parsed.protocol.length)
+        const filename = rest.startsWith("//") ? (rest.startsWith("///") ? rest.slice(2) : "") : rest
+        if (filename === "") {
+          return yield* new InvalidStore({
+            reason: "a SQLite store is sqlite:<path> or sqlite:///<absolute path> (a URL with no host)"
+          })
+        }
+        return StoreTarget.Sqlite({ filename, table: yield* table(options) })
+      }
+      case "file:":
+      case "libsql:":
+        return StoreTarget.Libsql({
+          url,
+          authToken: Option.getOrUndefined(yield* optionalRedacted("LIBSQL_AUTH_TOKEN")),
+          table: yield* table(options)
         })
       case "redis:":
       case "rediss:":
@@ -129,7 +173,8 @@ const fromUrl = (
       }
       default:
         return yield* new InvalidStore({
-          reason: "the URL of --store must start with postgres://, postgresql://, redis://, rediss:// or dynamodb://"
+          reason: "the URL of --store must start with postgres://, postgresql://, mysql://, mariadb://, sqlite:, " +
+            "file:, libsql://, redis://, rediss:// or dynamodb://"
         })
     }
   })
@@ -201,14 +246,18 @@ export interface MigrateResult {
   readonly store: StoreTarget["_tag"]
   /** Whether the store has a schema the CLI created or checked (`false` for Redis, which has none). */
   readonly applied: boolean
-  /** Whether something was created now (`false` when it existed already, or for a store without schema). */
+  /**
+   * Whether something was created now (`false` when it existed already, or for a store without schema;
+   * `undefined` where the statements are `IF NOT EXISTS` and do not tell: PostgreSQL, MariaDB, SQLite, libSQL).
+   */
   readonly created: boolean | undefined
   readonly detail: string
 }
 
 /**
  * Creates what the store needs before its first use: the table and its function in PostgreSQL, the
- * table (with native TTL) in DynamoDB; nothing in Redis, which keeps records as plain keys.
+ * table and its index on `expires_at` in MariaDB, SQLite or libSQL, the table (with native TTL) in
+ * DynamoDB; nothing in Redis, which keeps records as plain keys.
  *
  * `adminIndex`, PostgreSQL's only, builds the index a listing by state reads on a table that has
  * records (`PgIdempotencyMigration.createAdminIndex`: CONCURRENTLY, writes go on).
@@ -226,11 +275,14 @@ export class StoreSchema extends Context.Tag("@effect-idempotency/cli/StoreSchem
 
 /**
  * The admin service, the store and its schema for a target, on clients of their own that live as
- * long as the layer. A PostgreSQL server that cannot be reached fails the layer with
- * `StoreUnavailable` (within 5 seconds); Redis and DynamoDB connect on the first call, whose time the
- * store bounds. An invalid table name or key prefix fails it with `InvalidStore`.
+ * long as the layer. A PostgreSQL or MariaDB server that cannot be reached, or a SQLite file that
+ * cannot be opened, fails the layer with `StoreUnavailable` (within 5 seconds); Redis, DynamoDB and
+ * a libSQL server connect on the first call, whose time the store bounds. An invalid table name or
+ * key prefix fails it with `InvalidStore`, before anything is opened.
  *
- * Only the target's store package is loaded (`import()`): the others' drivers are never read.
+ * Only the target's store package and driver are loaded (`import()`): the others' are never read.
+ * `sqlite:` needs `@effect/sql-sqlite-node` installed beside the CLI (an optional peer dependency,
+ * for its native better-sqlite3): without it the layer fails with `InvalidStore`, which says so.
  *
  * @since 0.1.0
  * @category layers
@@ -245,8 +297,39 @@ export const layer = (
     StoreTarget.$match(target, {
       Postgres: (target) =>
         Effect.map(Effect.promise(() => import("./internal/stores/postgres.js")), (m) => m.layer(target)),
+      Mysql: (target) => Effect.map(Effect.promise(() => import("./internal/stores/mysql.js")), (m) => m.layer(target)),
+      Sqlite: (target) =>
+        Effect.tryPromise({
+          try: () => import("./internal/stores/sqlite.js"),
+          catch: (cause) => cause
+        }).pipe(
+          Effect.catchAll((cause) =>
+            isMissing(cause, ["@effect/sql-sqlite-node", "better-sqlite3"])
+              ? Effect.fail(
+                new InvalidStore({
+                  reason: "a sqlite: store needs @effect/sql-sqlite-node (and its better-sqlite3) installed beside " +
+                    "the CLI: npm i @effect/sql-sqlite-node@^0.53.0; or name the file as file:<path>, which libSQL opens"
+                })
+              )
+              : Effect.die(cause)
+          ),
+          Effect.map((m) => m.layer(target))
+        ),
+      Libsql: (target) =>
+        Effect.map(Effect.promise(() => import("./internal/stores/libsql.js")), (m) => m.layer(target)),
       Redis: (target) => Effect.map(Effect.promise(() => import("./internal/stores/redis.js")), (m) => m.layer(target)),
       DynamoDb: (target) =>
         Effect.map(Effect.promise(() => import("./internal/stores/dynamodb.js")), (m) => m.layer(target))
     })
   )
+
+/** Whether an `import()` failed because one of `packages` is not installed. */
+const isMissing = (cause: unknown, packages: ReadonlyArray<string>): boolean => {
+  if (
+    !Predicate.hasProperty(cause, "code") || !["ERR_MODULE_NOT_FOUND", "MODULE_NOT_FOUND"].includes(String(cause.code))
+  ) {
+    return false
+  }
+  const message = Predicate.hasProperty(cause, "message") ? String(cause.message) : ""
+  return packages.some((name) => message.includes(`'${name}'`))
+}

@@ -66,7 +66,7 @@ describe("effect-idempotency", () => {
     Effect.gen(function*() {
       const [none, unknown, both] = yield* Effect.all([
         cli(["stats", "--json"]),
-        cli(["stats", "--json", "--store", "mysql://admin:s3cret-password@db.internal/app"]),
+        cli(["stats", "--json", "--store", "mongodb://admin:s3cret-password@db.internal/app"]),
         cli(["stats", "--json"], { env: { DATABASE_URL: "postgres://127.0.0.1/x", REDIS_URL: redisUrl } })
       ], { concurrency: 3 })
       for (const run of [none, unknown, both]) {
@@ -91,6 +91,9 @@ describe("effect-idempotency", () => {
       const runs = yield* Effect.all([
         cli(["stats", "--json", "--store", `postgres://postgres:pw@127.0.0.1:${port}/test`]),
         cli(["stats", "--json", "--store", `redis://:pw@127.0.0.1:${port}`]),
+        cli(["stats", "--json", "--store", `mysql://root:pw@127.0.0.1:${port}/app`]),
+        cli(["stats", "--json", "--store", `mariadb://root:pw@127.0.0.1:${port}/app`]),
+        cli(["stats", "--json", "--store", `libsql://127.0.0.1:${port}?tls=0`], { env: { LIBSQL_AUTH_TOKEN: ":pw@" } }),
         cli(["stats", "--json", "--store", `dynamodb://t?region=us-east-1&endpoint=http://127.0.0.1:${port}`], {
           env: { AWS_ACCESS_KEY_ID: "local", AWS_SECRET_ACCESS_KEY: "local" }
         })

@@ -50,12 +50,20 @@ export const cli = (
     })
   })
 
+/** The variables the CLI reads to name a store, which a child inherits only from `env`. */
+const STORE_VARIABLES = [
+  "DATABASE_URL",
+  "REDIS_URL",
+  "AWS_REGION",
+  "DYNAMODB_ENDPOINT",
+  "IDEMPOTENCY_TABLE",
+  "LIBSQL_AUTH_TOKEN"
+]
+
 /** The environment of a child process: the test's, without the store variables, and `env`. */
 const childEnv = (env: Record<string, string> | undefined): Record<string, string | undefined> => {
   const inherited: Record<string, string | undefined> = { ...process.env }
-  for (const name of ["DATABASE_URL", "REDIS_URL", "AWS_REGION", "DYNAMODB_ENDPOINT", "IDEMPOTENCY_TABLE"]) {
-    delete inherited[name]
-  }
+  for (const name of STORE_VARIABLES) delete inherited[name]
   return { ...inherited, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true", ...env }
 }
 

@@ -1,0 +1,14 @@
+/**
+ * The SQLite store of a target (`sqlite:<path>`), on `@effect/sql-sqlite-node` (better-sqlite3): an
+ * optional peer dependency of the CLI, whose absence `StoreTarget.layer` reports when this module
+ * fails to load.
+ *
+ * @internal
+ */
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import type { StoreTarget } from "../../StoreTarget.js"
+import * as Sql from "./sql.js"
+
+/** @internal */
+export const layer = (target: Extract<StoreTarget, { readonly _tag: "Sqlite" }>) =>
+  Sql.layer("Sqlite", target.table, SqliteClient.layer({ filename: target.filename }))

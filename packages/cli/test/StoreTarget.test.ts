@@ -1,0 +1,87 @@
+/**
+ * Which store a URL names, and the names its layer gets, without a process or a server.
+ */
+import { StoreTarget } from "@effect-idempotency/cli"
+import { assert, describe, it } from "@effect/vitest"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+
+const resolve = (store: string | undefined, env: Record<string, string> = {}, table?: string) =>
+  StoreTarget.resolve({
+    store: Option.map(Option.fromNullable(store), Redacted.make),
+    table: Option.fromNullable(table),
+    schema: Option.none(),
+    prefix: Option.none(),
+    keyAttribute: Option.none(),
+    ttlAttribute: Option.none()
+  }).pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+
+/** The target with its secrets revealed, for comparison. */
+const revealed = (target: StoreTarget.StoreTarget) =>
+  Object.fromEntries(
+    Object.entries(target).map(([name, value]) => [name, Redacted.isRedacted(value) ? Redacted.value(value) : value])
+  )
+
+describe("StoreTarget.resolve", () => {
+  it.effect("mysql:// and mariadb:// name a MariaDB store, on a mysql:// URL, with --table else IDEMPOTENCY_TABLE", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(revealed(yield* resolve("mysql://app:pw@db:3306/app")), {
+        _tag: "Mysql",
+        url: "mysql://app:pw@db:3306/app",
+        table: undefined
+      })
+      assert.deepStrictEqual(
+        revealed(yield* resolve("MariaDB://app:pw@db/app?ssl={}", { IDEMPOTENCY_TABLE: "from_env" })),
+        { _tag: "Mysql", url: "mysql://app:pw@db/app?ssl={}", table: "from_env" }
+      )
+      assert.deepStrictEqual(
+        revealed(yield* resolve(undefined, { DATABASE_URL: "mariadb://db/app", IDEMPOTENCY_TABLE: "t" }, "flag")),
+        { _tag: "Mysql", url: "mysql://db/app", table: "flag" }
+      )
+    }))
+
+  it.effect("sqlite:<path> and sqlite:///<absolute path> name a SQLite file, as written", () =>
+    Effect.gen(function*() {
+      for (
+        const [url, filename] of [
+          ["sqlite:records.db", "records.db"],
+          ["sqlite:./data/my records.db", "./data/my records.db"],
+          ["sqlite:/srv/records.db", "/srv/records.db"],
+          ["sqlite:///srv/records.db", "/srv/records.db"]
+        ]
+      ) {
+        assert.deepStrictEqual(revealed(yield* resolve(url)), { _tag: "Sqlite", filename, table: undefined }, url)
+      }
+      for (const url of ["sqlite:", "sqlite://host/records.db"]) {
+        const refused = yield* Effect.either(resolve(url))
+        assert.isTrue(Either.isLeft(refused) && refused.left._tag === "InvalidStore", url)
+      }
+    }))
+
+  it.effect("file: and libsql:// name a libSQL store, the URL as given, the token from LIBSQL_AUTH_TOKEN", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual(revealed(yield* resolve("file:records.db")), {
+        _tag: "Libsql",
+        url: "file:records.db",
+        authToken: undefined,
+        table: undefined
+      })
+      assert.deepStrictEqual(revealed(yield* resolve("libsql://db.turso.io", { LIBSQL_AUTH_TOKEN: "token" }, "t")), {
+        _tag: "Libsql",
+        url: "libsql://db.turso.io",
+        authToken: "token",
+        table: "t"
+      })
+    }))
+
+  it.effect("an unknown scheme is refused, listing the known ones, without the URL", () =>
+    Effect.gen(function*() {
+      const refused = yield* Effect.flip(resolve("mongodb://admin:s3cret@db/app"))
+      assert.strictEqual(refused._tag, "InvalidStore")
+      assert.include(refused.message, "mysql://, mariadb://, sqlite:, file:, libsql://")
+      assert.notInclude(refused.message, "s3cret")
+    }))
+})
