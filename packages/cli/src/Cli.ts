@@ -2,7 +2,8 @@
  * The `effect-idempotency` command line, on `@effect/cli`, over `IdempotencyAdmin`: what happened to
  * a key (`inspect`), which keys are stuck (`list`), making one run again safely (`unblock`, fenced on
  * the attempt the operator saw), `stats`, `purge`, and `migrate`, against a PostgreSQL, MariaDB,
- * SQLite, libSQL, Redis or DynamoDB store (`StoreTarget`).
+ * SQLite, libSQL, Redis or DynamoDB store, or through an admin endpoint in front of a store only its
+ * platform reaches (`StoreTarget`).
  *
  * Each command prints a table for people, or one JSON object on stdout with `--json`; a failure is
  * one line on stderr (and `{"error": {…}}` on stdout with `--json`) and an exit code of `ExitCode`.
@@ -71,6 +72,21 @@ const storeOptions = {
       "The store: postgres://…, mysql://… or mariadb://…, sqlite:<path>, file:<path> or libsql://… (libSQL; " +
         "LIBSQL_AUTH_TOKEN), redis://… or rediss://…, or dynamodb://<table>?region=…&endpoint=…. " +
         "Default: DATABASE_URL, else REDIS_URL, else DynamoDB when AWS_REGION or DYNAMODB_ENDPOINT is set."
+    ),
+    Options.optional
+  ),
+  endpoint: Options.text("endpoint").pipe(
+    Options.withPseudoName("url"),
+    Options.withDescription(
+      "Instead of a store: an admin endpoint (IdempotencyAdminApi of @effect-idempotency/platform) in front of a " +
+        "store only its platform reaches (D1, Durable Objects, a private network). Default: IDEMPOTENCY_ADMIN_ENDPOINT."
+    ),
+    Options.optional
+  ),
+  token: Options.redacted("token").pipe(
+    Options.withPseudoName("token"),
+    Options.withDescription(
+      "The admin endpoint's token. Default: IDEMPOTENCY_ADMIN_TOKEN (prefer it: a command line shows in ps)."
     ),
     Options.optional
   ),
@@ -144,7 +160,7 @@ const provideStore = <A, E, R>(
   effect: Effect.Effect<A, E, R>
 ) =>
   effect.pipe(
-    Effect.provide(Layer.unwrapEffect(Effect.map(StoreTarget.resolve(options), StoreTarget.layer)))
+    Effect.provide(Layer.unwrapEffect(Effect.map(StoreTarget.resolve(options), StoreTarget.adminLayer)))
   )
 
 const print = (asJson: boolean, report: Report) =>

@@ -10,9 +10,10 @@
  * | `file:<path>`, `libsql://…` | libSQL (`@effect-idempotency/sql` on `@effect/sql-libsql`), a local file or a server; the auth token from `LIBSQL_AUTH_TOKEN`; table as above |
  * | `redis://…`, `rediss://…` | Redis / Valkey (`@effect-idempotency/redis`), keys under `--prefix` (`IDEMPOTENCY_PREFIX`, default `idempotency:`) |
  * | `dynamodb://<table>?region=…&endpoint=…` | DynamoDB (`@effect-idempotency/dynamodb`); the table defaults to `IDEMPOTENCY_TABLE`, then `idempotency`; the region to `AWS_REGION`, the endpoint to `DYNAMODB_ENDPOINT` |
+ * | `--endpoint https://…` | an admin endpoint (`IdempotencyAdminApi` of `@effect-idempotency/platform`) in front of a store only its platform reaches (D1, Durable Objects, a private network); the token from `--token`, else `IDEMPOTENCY_ADMIN_TOKEN` |
  *
- * Without `--store`: `DATABASE_URL` names a SQL store (by its scheme), `REDIS_URL` a Redis store (not both),
- * and with neither, `AWS_REGION` or `DYNAMODB_ENDPOINT` a DynamoDB store. DynamoDB credentials come
+ * Without `--store`: `IDEMPOTENCY_ADMIN_ENDPOINT` names an admin endpoint; else `DATABASE_URL` names
+ * a SQL store (by its scheme), `REDIS_URL` a Redis store (not both), and with neither, `AWS_REGION` or `DYNAMODB_ENDPOINT` a DynamoDB store. DynamoDB credentials come
  * from the AWS SDK's default chain (`AWS_ACCESS_KEY_ID`, `AWS_PROFILE`, a role).
  *
  * @example
@@ -65,6 +66,11 @@ export type StoreTarget = Data.TaggedEnum<{
     readonly authToken: Redacted.Redacted | undefined
     readonly table: string | undefined
   }
+  /**
+   * An admin endpoint (`IdempotencyAdminApi` of `@effect-idempotency/platform`) in front of a store
+   * only its platform reaches: the admin service, not the store.
+   */
+  Endpoint: { readonly url: string; readonly token: Redacted.Redacted }
   /** `prefix` `undefined`: the store's default, `idempotency:`. */
   Redis: { readonly url: Redacted.Redacted; readonly prefix: string | undefined }
   /** `tableName` `undefined`: the store's default, `idempotency`. */
@@ -98,6 +104,10 @@ export interface StoreOptions {
   readonly prefix: Option.Option<string>
   readonly keyAttribute: Option.Option<string>
   readonly ttlAttribute: Option.Option<string>
+  /** An admin endpoint instead of a store (`--endpoint`); default `IDEMPOTENCY_ADMIN_ENDPOINT`. */
+  readonly endpoint?: Option.Option<string> | undefined
+  /** The endpoint's token (`--token`); default `IDEMPOTENCY_ADMIN_TOKEN`. */
+  readonly token?: Option.Option<Redacted.Redacted> | undefined
 }
 
 const optionalString = (name: string) => Config.option(Config.nonEmptyString(name))
@@ -209,6 +219,32 @@ const dynamoDb = (
     })
   })
 
+const endpointTarget = (
+  url: string,
+  options: StoreOptions
+): Effect.Effect<StoreTarget, InvalidStore | ConfigError.ConfigError> =>
+  Effect.gen(function*() {
+    const parsed = yield* Effect.try({
+      try: () => new URL(url.trim()),
+      catch: () => new InvalidStore({ reason: "--endpoint is not a URL" })
+    })
+    if (parsed.protocol !== "https:" && parsed.protocol !== "http:") {
+      return yield* new InvalidStore({ reason: "--endpoint must be an https:// (or http://) URL" })
+    }
+    if (parsed.username !== "" || parsed.password !== "") {
+      return yield* new InvalidStore({
+        reason: "--endpoint takes its token from --token or IDEMPOTENCY_ADMIN_TOKEN, not the URL"
+      })
+    }
+    const token = first(options.token ?? Option.none(), yield* optionalRedacted("IDEMPOTENCY_ADMIN_TOKEN"))
+    if (Option.isNone(token)) {
+      return yield* new InvalidStore({
+        reason: "an --endpoint needs its token: set IDEMPOTENCY_ADMIN_TOKEN, or pass --token"
+      })
+    }
+    return StoreTarget.Endpoint({ url: parsed.toString().replace(/\/+$/, ""), token: token.value })
+  })
+
 /**
  * The store the options name: `--store` when given, else the environment (see the module's
  * documentation), read through `Config`.
@@ -218,7 +254,13 @@ const dynamoDb = (
  */
 export const resolve = (options: StoreOptions): Effect.Effect<StoreTarget, InvalidStore | ConfigError.ConfigError> =>
   Effect.gen(function*() {
+    const endpointOption = options.endpoint ?? Option.none()
+    if (Option.isSome(options.store) && Option.isSome(endpointOption)) {
+      return yield* new InvalidStore({ reason: "--store and --endpoint name two stores: give one" })
+    }
     if (Option.isSome(options.store)) return yield* fromUrl(options.store.value, options)
+    const endpoint = first(endpointOption, yield* optionalString("IDEMPOTENCY_ADMIN_ENDPOINT"))
+    if (Option.isSome(endpoint)) return yield* endpointTarget(endpoint.value, options)
     const database = yield* optionalRedacted("DATABASE_URL")
     const redis = yield* optionalRedacted("REDIS_URL")
     if (Option.isSome(database) && Option.isSome(redis)) {
@@ -268,7 +310,8 @@ export interface MigrateResult {
 export class StoreSchema extends Context.Tag("@effect-idempotency/cli/StoreSchema")<
   StoreSchema,
   {
-    readonly migrate: Effect.Effect<MigrateResult, IdempotencyError.StoreFailure>
+    /** `InvalidStore` for a target that cannot be migrated from here (an admin endpoint). */
+    readonly migrate: Effect.Effect<MigrateResult, IdempotencyError.StoreFailure | InvalidStore>
     readonly adminIndex?: Effect.Effect<MigrateResult, IdempotencyError.StoreFailure> | undefined
   }
 >() {}
@@ -319,9 +362,34 @@ export const layer = (
         Effect.map(Effect.promise(() => import("./internal/stores/libsql.js")), (m) => m.layer(target)),
       Redis: (target) => Effect.map(Effect.promise(() => import("./internal/stores/redis.js")), (m) => m.layer(target)),
       DynamoDb: (target) =>
-        Effect.map(Effect.promise(() => import("./internal/stores/dynamodb.js")), (m) => m.layer(target))
+        Effect.map(Effect.promise(() => import("./internal/stores/dynamodb.js")), (m) => m.layer(target)),
+      Endpoint: () =>
+        Effect.succeed(Layer.fail(
+          new InvalidStore({ reason: "an admin endpoint serves the admin service, not the store: name a store" })
+        ))
     })
   )
+
+/**
+ * The admin service and the schema of a target: `layer`'s, and for an admin endpoint the admin
+ * service through it (`IdempotencyAdminApi.layerClient` of `@effect-idempotency/platform`, over
+ * fetch), whose `migrate` fails with `InvalidStore` (a store behind an endpoint is migrated where it
+ * runs). This is what the commands use.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const adminLayer = (
+  target: StoreTarget
+): Layer.Layer<
+  IdempotencyAdmin.IdempotencyAdmin | StoreSchema,
+  InvalidStore | IdempotencyError.StoreUnavailable | IdempotencyAdmin.AdminUnsupported
+> =>
+  target._tag === "Endpoint"
+    ? Layer.unwrapEffect(
+      Effect.map(Effect.promise(() => import("./internal/stores/endpoint.js")), (m) => m.layer(target))
+    )
+    : layer(target)
 
 /** Whether an `import()` failed because one of `packages` is not installed. */
 const isMissing = (cause: unknown, packages: ReadonlyArray<string>): boolean => {

@@ -84,4 +84,54 @@ describe("StoreTarget.resolve", () => {
       assert.include(refused.message, "mysql://, mariadb://, sqlite:, file:, libsql://")
       assert.notInclude(refused.message, "s3cret")
     }))
+
+  it.effect("--endpoint (or IDEMPOTENCY_ADMIN_ENDPOINT) names an admin endpoint, its token from --token or IDEMPOTENCY_ADMIN_TOKEN", () =>
+    Effect.gen(function*() {
+      const endpoint = (
+        options: { readonly store?: string; readonly endpoint?: string; readonly token?: string },
+        env: Record<string, string> = {}
+      ) =>
+        StoreTarget.resolve({
+          store: Option.map(Option.fromNullable(options.store), Redacted.make),
+          table: Option.none(),
+          schema: Option.none(),
+          prefix: Option.none(),
+          keyAttribute: Option.none(),
+          ttlAttribute: Option.none(),
+          endpoint: Option.fromNullable(options.endpoint),
+          token: Option.map(Option.fromNullable(options.token), Redacted.make)
+        }).pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+      assert.deepStrictEqual(
+        revealed(yield* endpoint({ endpoint: "https://orders.example/admin/" }, { IDEMPOTENCY_ADMIN_TOKEN: "t-env" })),
+        { _tag: "Endpoint", url: "https://orders.example/admin", token: "t-env" }
+      )
+      assert.deepStrictEqual(
+        revealed(
+          yield* endpoint({ token: "t-flag" }, {
+            IDEMPOTENCY_ADMIN_ENDPOINT: "http://127.0.0.1:8787/admin",
+            IDEMPOTENCY_ADMIN_TOKEN: "t-env"
+          })
+        ),
+        { _tag: "Endpoint", url: "http://127.0.0.1:8787/admin", token: "t-flag" }
+      )
+      // an explicit --store wins over the environment's endpoint
+      assert.strictEqual(
+        (yield* endpoint({ store: "redis://127.0.0.1:6379" }, { IDEMPOTENCY_ADMIN_ENDPOINT: "https://x.example" }))
+          ._tag,
+        "Redis"
+      )
+      for (
+        const [options, env] of [
+          [{ endpoint: "https://orders.example/admin" }, {}],
+          [{ endpoint: "https://orders.example/admin", store: "redis://127.0.0.1:6379", token: "t" }, {}],
+          [{ endpoint: "ftp://orders.example/admin", token: "t" }, {}],
+          [{ endpoint: "https://user:secret@orders.example/admin", token: "t" }, {}],
+          [{ endpoint: "not a url", token: "t" }, {}]
+        ] as const
+      ) {
+        const refused = yield* Effect.either(endpoint(options, env))
+        assert.isTrue(Either.isLeft(refused) && refused.left._tag === "InvalidStore", JSON.stringify(options))
+        assert.isTrue(Either.isLeft(refused) && !refused.left.message.includes("secret"))
+      }
+    }))
 })

@@ -1,6 +1,11 @@
 /**
  * @since 0.1.0
  */
+export * as IdempotencyAdminApi from "./IdempotencyAdminApi.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as IdempotencyHttpApi from "./IdempotencyHttpApi.js"
 
 /**
