@@ -27,6 +27,7 @@ import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import * as Attempt from "../../Attempt.js"
 import * as IdempotencyContext from "../../IdempotencyContext.js"
@@ -135,16 +136,22 @@ class Driver<P, A, E, R> {
     })
   }
 
-  /** Runs `effect` in a fiber of its own, interruptible; its end posts the event `toEvent` gives. */
+  /**
+   * Runs `effect` in a fiber of its own, interruptible; its end posts the event `toEvent` gives. The
+   * fiber is a daemon, with the caller's references, and starts at once, on the driver's stack: one
+   * that does not wait (a downstream or a write that answers at once) has posted its end before the
+   * driver looks again, without a turn of the scheduler.
+   */
   spawn<X, Y, Z>(
     effect: Effect.Effect<X, Y, Z>,
     toEvent: (exit: Exit.Exit<X, Y>) => Machine.Event | undefined
   ): Effect.Effect<Fiber.RuntimeFiber<void>, never, Z> {
-    return Effect.forkDaemon(Effect.flatMap(Effect.exit(Effect.interruptible(effect)), (exit) =>
+    const job = Effect.flatMap(Effect.exit(Effect.interruptible(effect)), (exit) =>
       Effect.sync(() => {
         const event = toEvent(exit)
         if (event !== undefined) this.post(event)
-      })))
+      }))
+    return Effect.map(Effect.runtime<Z>(), (runtime) => Runtime.runFork(runtime, job))
   }
 
   /** Runs `job` in a fiber of its own: the worker, the only one that runs the downstream or a step of the recording. */
