@@ -49,7 +49,11 @@ export interface Statement {
  *   the takeover rule gives to the request) and answers with the record's row, or with no row when
  *   it wrote nothing; then `read` (the arguments of `get`) answers with one row, `now` and the live
  *   record's columns (NULL when there is none). A record that the read shows absent, or that the
- *   request may take over, was changed between the two statements: the next round runs.
+ *   request may take over, was changed between the two statements: the next round runs. While
+ *   most recent reservations of the store met a record they could not take (replays, conflicts:
+ *   a client resending, a retry storm), the store reads first and answers those in one statement,
+ *   a first execution then in two; otherwise it inserts first. Both orders give the same answers,
+ *   and neither writes on a replay.
  *
  * @since 0.1.0
  * @category models

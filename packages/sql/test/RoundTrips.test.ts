@@ -2,7 +2,9 @@
  * Statements per path, counted where the store sends them (`SqlClient.unsafe`, one round trip
  * each), on each engine. MariaDB: a first execution costs 2 (reserve, complete), a replay 1, a
  * conflict 1. SQLite and libSQL: a first execution 2, a replay or a conflict 2 (the upsert that
- * wrote nothing, then the read), and a replay writes nothing.
+ * wrote nothing, then the read), and a replay writes nothing; while replays are most of the recent
+ * reservations, a replay 1 (the read first) and a first execution 3, until first executions are
+ * most of them again.
  */
 import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { SqlIdempotencyStore } from "@effect-idempotency/sql"
@@ -141,6 +143,44 @@ for (const engine of engines) {
           const [result, trips] = yield* counted(operation.runDetailed({ key, payload }))
           assert.strictEqual(result.attempt, 2)
           assert.strictEqual(trips, 2)
+        }
+      }))
+
+    it.effect("a run of replays is answered by one statement each, until first executions come back", () =>
+      Effect.gen(function*() {
+        yield* startClock
+        const operation = Idempotency.make({
+          name: `round-trips-storm-${randomUUID()}`,
+          payload: Payload,
+          success: Schema.Number,
+          execute: () => Effect.succeed(1)
+        })
+        const key = randomUUID()
+        yield* operation.run({ key, payload })
+        const replays: Array<number> = []
+        for (let i = 0; i < 12; i++) {
+          const [result, trips] = yield* counted(operation.runDetailed({ key, payload }))
+          assert.isTrue(result.replayed)
+          replays.push(trips)
+        }
+        const firsts: Array<number> = []
+        for (let i = 0; i < 12; i++) {
+          const [result, trips] = yield* counted(operation.runDetailed({ key: randomUUID(), payload }))
+          assert.isFalse(result.replayed)
+          firsts.push(trips)
+        }
+        if (engine === "mariadb") {
+          // one statement answers every reservation
+          assert.deepStrictEqual([...new Set(replays)], [1])
+          assert.deepStrictEqual([...new Set(firsts)], [2])
+        } else {
+          // the replays switch to reading first; the first executions switch back to inserting first
+          assert.strictEqual(replays[0], 2)
+          assert.strictEqual(replays.at(-1), 1)
+          assert.strictEqual(firsts[0], 3)
+          assert.strictEqual(firsts.at(-1), 2)
+          assert.isTrue(replays.every((trips) => trips === 1 || trips === 2))
+          assert.isTrue(firsts.every((trips) => trips === 2 || trips === 3))
         }
       }))
 

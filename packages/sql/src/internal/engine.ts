@@ -256,6 +256,26 @@ export const make = (
             )
       )
 
+    // How often a reservation met a record it could not take (a replay, a conflict, a reused key),
+    // averaged over about the last 8 reservations: above one half, a `Rounds` reservation reads
+    // first, which answers those in one statement (and a first execution in two); below, it inserts
+    // first, which answers a first execution in one (and those in two). The answers are the same.
+    let metExisting = 0
+    const reserveAdaptive = (insert: Statement, read: Statement, request: ReserveRequest) => {
+      const result = metExisting > 0.5
+        ? Effect.flatMap(
+          query("reserve", (rows) => nowAndRecordOf(rows[0]), read, (now) => [now, request.id.value]),
+          ({ now, record }): Effect.Effect<ReserveResult, StoreFailure> =>
+            Option.isSome(record) && !canTakeOver(record.value, request, now)
+              ? Effect.succeed(ReserveResult.Existing({ record: record.value, now }))
+              : reserveRounds(insert, read, request, 1)
+        )
+        : reserveRounds(insert, read, request, 1)
+      return Effect.tap(result, (reserved) => {
+        metExisting = metExisting * (7 / 8) + (reserved._tag === "Existing" ? 1 / 8 : 0)
+      })
+    }
+
     const store: IdempotencyStore["Type"] = {
       reserve: (request) => {
         const reserve = statements.reserve
@@ -263,7 +283,7 @@ export const make = (
           "reserve",
           reserve._tag === "Row"
             ? reserveRow(reserve.statement, request)
-            : reserveRounds(reserve.insert, reserve.read, request, 1),
+            : reserveAdaptive(reserve.insert, reserve.read, request),
           request.id
         )
       },
