@@ -136,9 +136,17 @@ export const sqlEngineTitle = (database: SqlDatabase): string => {
 /** The round trips the SQL store's README documents per engine: first execution, replay, conflict. */
 const SQL_DOCUMENTED_TRIPS: Readonly<Record<SqlDatabase["engine"], readonly [number, number, number]>> = {
   mariadb: [2, 1, 1],
-  sqlite: [2, 2, 2],
-  libsql: [2, 2, 2]
+  // the replays and the conflict run after a phase of replays: the store reads first then
+  sqlite: [2, 1, 1],
+  libsql: [2, 1, 1]
 }
+
+/**
+ * How far above the documented counts SQLite and libSQL may be: the calls that run while the store
+ * switches between inserting first and reading first, after a change of phase (up to the calls in
+ * flight, 16 at concurrency 16, of the path's few hundred).
+ */
+const SQL_SWITCH_ALLOWANCE = 0.25
 
 const ratioFigures = (result: SuiteResult, a: string, b: string, paths?: ReadonlyArray<string>) =>
   result.scenarios
@@ -253,11 +261,14 @@ export const goals = (results: Results): ReadonlyArray<Goal> => {
   if (results.sql !== undefined) {
     const sqlTrips = results.sql.engines.map((run) => [run.database, roundTripsOf(run.result, SQL_STORE)] as const)
     out.push({
-      goal: "SQL store: round trips as its README documents (MariaDB 2 / 1 / 1, SQLite and libSQL 2 / 2 / 2)",
+      goal: "SQL store: round trips as its README documents (MariaDB 2 / 1 / 1, SQLite and libSQL 2 / 1 / 1 " +
+        `once the phase has turned, at most ${SQL_SWITCH_ALLOWANCE} more while it turns)`,
       measured: sqlTrips.map(([db, t]) => `${db.engine} ${t.first} / ${t.replay} / ${t.conflict}`).join("; "),
       met: sqlTrips.every(([db, t]) => {
         const [first, replay, conflict] = SQL_DOCUMENTED_TRIPS[db.engine]
-        return t.first === first && t.replay === replay && t.conflict === conflict
+        const allowance = db.engine === "mariadb" ? 0 : SQL_SWITCH_ALLOWANCE
+        return t.first >= first && t.first <= first + allowance && t.replay >= replay &&
+          t.replay <= replay + allowance && t.conflict === conflict
       })
     })
   }
