@@ -1,9 +1,11 @@
 /**
  * Round trips per path, counted on the wire: every statement the `pg` clients of the pool send.
- * A first execution costs 2 (reserve, complete), a replay 1, a conflict 1.
+ * A first execution costs 2 (reserve, complete), a replay 1, a conflict 1. The transactional mode:
+ * a first execution 5 (BEGIN, lock_timeout, reserve, complete, COMMIT), a replay 4, or 1 (a read,
+ * outside a transaction) while replays are most of its recent attempts.
  */
 import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
-import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
+import { PgIdempotencyStore, PgIdempotencyTable, PgTransactional } from "@effect-idempotency/sql-pg"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, layer } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
@@ -142,6 +144,44 @@ layer(StoreLive, { timeout: "2 minutes" })("PgIdempotencyStore round trips", (it
       const [result, trips] = yield* counted(Effect.either(operation.run({ key: randomUUID(), payload })))
       assert.deepStrictEqual(result, Either.left("transient" as const))
       assert.strictEqual(trips, 2)
+    }))
+
+  it.effect("the transactional mode: a replay is a transaction of 4 statements, then 1 read while replays dominate", () =>
+    Effect.gen(function*() {
+      yield* startClock
+      const op = PgTransactional.make({
+        name: `round-trips-tx-${randomUUID()}`,
+        table: Either.getOrThrow(PgIdempotencyTable.make({ table: TABLE })),
+        payload: Payload,
+        success: Schema.Number,
+        execute: () => Effect.succeed(1)
+      })
+      const key = randomUUID()
+      const [first, firstTrips] = yield* counted(op.runDetailed({ key, payload }))
+      assert.isFalse(first.replayed)
+      assert.strictEqual(firstTrips, 5)
+      const replays: Array<number> = []
+      for (let i = 0; i < 12; i++) {
+        const [result, trips] = yield* counted(op.runDetailed({ key, payload }))
+        assert.isTrue(result.replayed)
+        replays.push(trips)
+      }
+      // a reused key is answered by the read as well
+      const [reused, reusedTrips] = yield* counted(Effect.either(op.run({ key, payload: { ...payload, amount: 11 } })))
+      assert.isTrue(Either.isLeft(reused) && reused.left._tag === "KeyReused")
+      assert.strictEqual(reusedTrips, 1)
+      const firsts: Array<number> = []
+      for (let i = 0; i < 12; i++) {
+        const [result, trips] = yield* counted(op.runDetailed({ key: randomUUID(), payload }))
+        assert.isFalse(result.replayed)
+        firsts.push(trips)
+      }
+      assert.strictEqual(replays[0], 4)
+      assert.strictEqual(replays.at(-1), 1)
+      assert.isTrue(replays.every((trips) => trips === 1 || trips === 4))
+      assert.strictEqual(firsts[0], 6)
+      assert.strictEqual(firsts.at(-1), 5)
+      assert.isTrue(firsts.every((trips) => trips === 5 || trips === 6))
     }))
 
   it.effect("every store method sends exactly 1 statement", () =>

@@ -12,10 +12,12 @@
  * @since 0.1.0
  */
 import type { StoreFailure } from "@effect-idempotency/core/IdempotencyError"
+import type { IdempotencyRecord } from "@effect-idempotency/core/IdempotencyRecord"
 import type { ClockSource, IdempotencyStore } from "@effect-idempotency/core/IdempotencyStore"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
 import * as internal from "./internal/engine.js"
 import * as errors from "./internal/errors.js"
 import * as rows from "./internal/rows.js"
@@ -227,6 +229,17 @@ export type ReserveRow = rows.ReserveRow
  * @category decoding
  */
 export const reserveRowOf: (row: unknown) => Decoded<ReserveRow> = rows.reserveRowOf
+
+/**
+ * The row of a read that answers with `now` and the live record's columns (NULL when there is
+ * none), decoded: `Rounds`' `read`, the admin's `read`.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const readRowOf: (
+  row: unknown
+) => Decoded<{ readonly now: number; readonly record: Option.Option<IdempotencyRecord> }> = rows.nowAndRecordOf
 
 /**
  * The rows of a token-checked write, decoded: whether it changed the record (one row, `owned` = 1).
