@@ -26,14 +26,13 @@
  *
  * @since 0.1.0
  */
-import type { IdempotencyKey, IdempotencyPolicy, IdempotencyStore } from "@effect-idempotency/core"
+import type { IdempotencyPolicy, IdempotencyStore } from "@effect-idempotency/core"
 import { IdempotencyError } from "@effect-idempotency/core"
 import { HttpIdempotency, IdempotentFetch } from "@effect-idempotency/http"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import type * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as FunctionResponse from "./FunctionResponse.js"
 import * as Invocation from "./Invocation.js"
@@ -107,12 +106,34 @@ export interface Options<E, ROut, LE> extends CommonOptions<E> {
 }
 
 /**
- * An idempotent function.
+ * An idempotent function. The policies, times and response options are `HttpIdempotency.Options`'
+ * (every HTTP integration takes the same), with Netlify's defaults: the lease is the time limit (or
+ * three heartbeats), the margin `TimeLimit.defaultMargin(timeLimit)`, the stored headers
+ * `FunctionResponse.DEFAULT_STORED_HEADERS`; the failure policy sees the handler's error type.
  *
  * @since 0.1.0
  * @category models
  */
-export interface IdempotentOptions<P, IP, E, ROut, LE> extends CommonOptions<E> {
+export interface IdempotentOptions<P, IP, E, ROut, LE> extends
+  CommonOptions<E>,
+  Pick<
+    HttpIdempotency.Options,
+    | "margin"
+    | "lease"
+    | "heartbeat"
+    | "ttl"
+    | "retryAfter"
+    | "onTimeout"
+    | "onDefect"
+    | "inProgress"
+    | "keyOptions"
+    | "completeRetry"
+    | "storedHeaders"
+    | "record"
+    | "methods"
+    | "maxResponseBytes"
+  >
+{
   /** The operation's name: the namespace of its records. */
   readonly name: string
   /** The services of the handler, among them the `IdempotencyStore`; built once per warm instance. */
@@ -146,65 +167,10 @@ export interface IdempotentOptions<P, IP, E, ROut, LE> extends CommonOptions<E> 
   /** A tenant or user id: keys of different scopes never share a record. */
   readonly scope?: ((payload: NoInfer<P>, invocation: Invocation.Invocation["Type"]) => string | undefined) | undefined
   /**
-   * The time kept between the end of the downstream call and the platform's cut-off, to record the
-   * outcome or the timeout policy. Default `TimeLimit.defaultMargin(timeLimit)`.
-   */
-  readonly margin?: Duration.DurationInput | undefined
-  /**
-   * How long a reservation blocks other attempts. Default: the time limit (an attempt cannot run
-   * longer), or three heartbeats when `heartbeat` is set.
-   */
-  readonly lease?: Duration.DurationInput | undefined
-  /**
-   * Extend the lease at this interval while the handler runs. For background functions: a short
-   * lease that a heartbeat extends lets Netlify's retries take over a crashed attempt.
-   */
-  readonly heartbeat?: Duration.DurationInput | undefined
-  /** How long a recorded response is replayed. Default 24 hours. */
-  readonly ttl?: Duration.DurationInput | undefined
-  /**
-   * The longest `Retry-After` of a 409 (the key's request still in progress): the time left of the
-   * other request's lease, at most this. Default 1 second (see `HttpIdempotency.Options.retryAfter`).
-   */
-  readonly retryAfter?: Duration.DurationInput | undefined
-  /**
    * The failure policy for a failure of the handler. Default `release`: a retry runs the handler
    * again. A rejection that retries must see as well is a response (a 4xx), which is stored.
    */
   readonly onFailure?: ((error: E) => IdempotencyPolicy.FailurePolicy) | undefined
-  /** The timeout policy. Default `keepLease`. */
-  readonly onTimeout?: IdempotencyPolicy.TimeoutPolicy | undefined
-  /**
-   * The policy for a handler that dies (a defect): it may have written before it did. Default: the
-   * timeout policy. `release` lets a retry run it again at once, for handlers that die only before
-   * they write.
-   */
-  readonly onDefect?: IdempotencyPolicy.TimeoutPolicy | undefined
-  /** What to do while another attempt holds the key. Default: 409 with `Retry-After`. */
-  readonly inProgress?: IdempotencyPolicy.InProgressPolicy | undefined
-  /** Key validation options (the maximum length). */
-  readonly keyOptions?: IdempotencyKey.Options | undefined
-  /** The retry of a completion that hit `StoreUnavailable`. */
-  readonly completeRetry?: Schedule.Schedule<unknown> | undefined
-  /** The response headers kept in the record and replayed. Default `DEFAULT_STORED_HEADERS`. */
-  readonly storedHeaders?: ReadonlyArray<string> | undefined
-  /**
-   * Which responses of the handler are recorded and replayed to retries, by status and headers. A
-   * response that is not recorded releases the record: it is returned to this request, and a retry
-   * runs the handler again. Default `recordUnlessServerError`: every status below 500 is recorded (a
-   * rejection replays), a 5xx is not (a failed request can be retried).
-   */
-  readonly record?: ((response: HttpIdempotency.ResponseHead) => boolean) | undefined
-  /**
-   * The methods run idempotently; the others run the handler without a key. Default `POST` and
-   * `PATCH` (Netlify's background and event-triggered functions are invoked with `POST`).
-   */
-  readonly methods?: ReadonlyArray<string> | undefined
-  /**
-   * The largest response body kept, in bytes. A larger response is answered once and recorded as
-   * not replayable: retries get 500 and the handler never runs again for the key. Default 1 MiB.
-   */
-  readonly maxResponseBytes?: number | undefined
 }
 
 /**
