@@ -52,11 +52,11 @@ const toJson = (value: unknown): Either.Either<string, Cause.UnknownException> =
 }
 
 /**
- * `step` applied to the value of `self`: at once when `self` is a plain `Either` (what a
- * synchronous schema gives), and then the result is one too when `step` gives one; through the
- * runtime otherwise.
+ * `Effect.flatMap`, eager: `step` applied to the value of `self` at once when `self` is a plain
+ * `Either` (what a synchronous schema gives), and then the result is one too when `step` gives one;
+ * through the runtime otherwise.
  */
-export const andThen = <A, E, B, E2>(
+export const flatMapEager = <A, E, B, E2>(
   self: Effect.Effect<A, E>,
   step: (a: A) => Effect.Effect<B, E2>
 ): Effect.Effect<B, E | E2> => {
@@ -143,12 +143,12 @@ export const make = <A, E>(name: string, steps: Steps<A, E>): Codec<A, E> => {
 
   const success = (value: A): Effect.Effect<EncodedSuccess<A>> => {
     // the caller gets the value a replay would get: the recorded text, decoded
-    const encoded = andThen(
+    const encoded = flatMapEager(
       encodeSuccess(value),
       (encoded) =>
-        andThen(
+        flatMapEager(
           toJson(encoded),
-          (json) => andThen(andThen(parseJson(json), decodeSuccess), (value) => Either.right({ json, value }))
+          (json) => flatMapEager(flatMapEager(parseJson(json), decodeSuccess), (value) => Either.right({ json, value }))
         )
     )
     const onFailure = (error: ParseResult.ParseError | Cause.UnknownException): EncodedSuccess<A> =>
@@ -167,7 +167,7 @@ export const make = <A, E>(name: string, steps: Steps<A, E>): Codec<A, E> => {
     encodeFailure === undefined
       ? Effect.as(warnNotEncoded, notEncoded)
       : endWith(
-        andThen(encodeFailure(error), toJson),
+        flatMapEager(encodeFailure(error), toJson),
         () => undefined,
         (json): StoredOutcome | undefined => StoredOutcome.Failure({ error: json })
       ).pipe(Effect.flatMap((outcome) =>
@@ -186,7 +186,7 @@ export const make = <A, E>(name: string, steps: Steps<A, E>): Codec<A, E> => {
     switch (outcome._tag) {
       case "Success":
         return endWith(
-          andThen(parseJson(outcome.value), decodeSuccess),
+          flatMapEager(parseJson(outcome.value), decodeSuccess),
           invalid,
           (value): Ended<A> => ({
             _tag: "Done",
@@ -195,7 +195,7 @@ export const make = <A, E>(name: string, steps: Steps<A, E>): Codec<A, E> => {
         )
       case "Failure": {
         if (decodeFailure === undefined) return Effect.succeed(invalid("a stored failure, but no failure schema"))
-        return endWith(andThen(parseJson(outcome.error), decodeFailure), invalid, refused)
+        return endWith(flatMapEager(parseJson(outcome.error), decodeFailure), invalid, refused)
       }
       case "Timeout":
         return Effect.as(
