@@ -1,3 +1,4 @@
+/* global console, process */
 /**
  * How much of each package's source is comments, and how much of that is prose: the house's comment
  * diet, measured. A report, not a gate: it prints a table and exits 0.
