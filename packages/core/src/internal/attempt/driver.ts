@@ -18,6 +18,7 @@
  * @internal
  */
 import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -63,6 +64,8 @@ export const currentTrace = FiberRef.unsafeMake<Trace | undefined>(undefined)
 interface Job {
   readonly effect: Effect.Effect<unknown, unknown>
   readonly toEvent: (exit: Exit.Exit<unknown, unknown>) => Machine.Event | undefined
+  /** The attempt's context, for the downstream. */
+  readonly context?: IdempotencyContext.IdempotencyContext["Type"] | undefined
 }
 
 /**
@@ -140,23 +143,41 @@ class Driver<P, A, E, R> {
    * Runs `effect` in a fiber of its own, interruptible; its end posts the event `toEvent` gives. The
    * fiber is a daemon, with the caller's references, and starts at once, on the driver's stack: one
    * that does not wait (a downstream or a write that answers at once) has posted its end before the
-   * driver looks again, without a turn of the scheduler.
+   * driver looks again, without a turn of the scheduler. With `context`, the fiber's context is the
+   * caller's with the attempt's `IdempotencyContext`, and the caller's again once `effect` ended, so
+   * that what the caller inherits from it (`Fiber.inheritAll`) never includes the attempt's context.
    */
   spawn<X, Y, Z>(
     effect: Effect.Effect<X, Y, Z>,
-    toEvent: (exit: Exit.Exit<X, Y>) => Machine.Event | undefined
+    toEvent: (exit: Exit.Exit<X, Y>) => Machine.Event | undefined,
+    context?: IdempotencyContext.IdempotencyContext["Type"]
   ): Effect.Effect<Fiber.RuntimeFiber<void>, never, Z> {
-    const job = Effect.flatMap(Effect.exit(Effect.interruptible(effect)), (exit) =>
-      Effect.sync(() => {
-        const event = toEvent(exit)
-        if (event !== undefined) this.post(event)
-      }))
-    return Effect.map(Effect.runtime<Z>(), (runtime) => Runtime.runFork(runtime, job))
+    return Effect.map(Effect.runtime<Z>(), (runtime) => {
+      const post = (exit: Exit.Exit<X, Y>) =>
+        Effect.sync(() => {
+          const event = toEvent(exit)
+          if (event !== undefined) this.post(event)
+        })
+      const ran = Effect.exit(Effect.interruptible(effect))
+      if (context === undefined) return Runtime.runFork(runtime, Effect.flatMap(ran, post))
+      const job = Effect.flatMap(
+        ran,
+        (exit) => Effect.zipRight(FiberRef.set(FiberRef.currentContext, runtime.context), post(exit))
+      )
+      return Runtime.runFork(
+        Runtime.make({
+          context: Context.add(runtime.context, IdempotencyContext.IdempotencyContext, context),
+          fiberRefs: runtime.fiberRefs,
+          runtimeFlags: runtime.runtimeFlags
+        }),
+        job
+      )
+    })
   }
 
   /** Runs `job` in a fiber of its own: the worker, the only one that runs the downstream or a step of the recording. */
   work(job: Job): Effect.Effect<void, never, R> {
-    return Effect.map(this.spawn(job.effect, job.toEvent), (fiber) => {
+    return Effect.map(this.spawn(job.effect, job.toEvent, job.context), (fiber) => {
       this.worker = fiber
     })
   }
@@ -242,13 +263,12 @@ class Driver<P, A, E, R> {
       this.inbox.push({ _tag: "NotStarted", defect: new TypeError("the operation's execute returned no Effect") })
       return undefined
     }
-    const withContext = Effect.provideService(
-      effect,
-      IdempotencyContext.IdempotencyContext,
-      IdempotencyContext.make({ id, token, attempt })
-    ) as Effect.Effect<unknown, unknown>
     // interruptible even when the caller runs in an uninterruptible region; its end always posts
-    return this.work({ effect: withContext, toEvent: downstreamEnded })
+    return this.work({
+      effect: effect as Effect.Effect<unknown, unknown>,
+      toEvent: downstreamEnded,
+      context: IdempotencyContext.make({ id, token, attempt })
+    })
   }
 
   /** Runs one command: an effect to run, or `undefined` when it was done at once. */
