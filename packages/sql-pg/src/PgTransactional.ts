@@ -72,44 +72,26 @@
  *
  * @since 0.1.0
  */
-import * as Attempt from "@effect-idempotency/core/Attempt"
-import type * as Idempotency from "@effect-idempotency/core/Idempotency"
-import { fingerprintOf } from "@effect-idempotency/core/Idempotency"
 import type * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
-import type { IdempotencyError } from "@effect-idempotency/core/IdempotencyError"
-import type * as IdempotencyPolicy from "@effect-idempotency/core/IdempotencyPolicy"
-import * as OutcomeCodec from "@effect-idempotency/core/OutcomeCodec"
-import type * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlStoreEngine from "@effect-idempotency/sql/SqlStoreEngine"
 import * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
-import * as internal from "./internal/transactional.js"
+import * as Statements from "./internal/statements.js"
 import * as PgIdempotencyTable from "./PgIdempotencyTable.js"
 
 /**
  * The definition of a transactional operation: `Idempotency.Options` without the lease settings
  * and the timeout and defect policies (a transaction that does not commit leaves nothing, so there
- * is no lease to keep and no unknown outcome to record), plus the table.
+ * is no lease to keep and no unknown outcome to record), plus `onTimeout` (see
+ * `SqlStoreEngine.TransactionalOptions`) and the table.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Options<P, IP, A, IA, E, R, EF, IEF> extends
-  Omit<
-    Idempotency.Options<P, IP, A, IA, E, R, EF, IEF>,
-    "lease" | "leaseMargin" | "heartbeat" | "onDefect" | "completeRetry"
-  >
+export interface Options<P, IP, A, IA, E, R, EF, IEF>
+  extends SqlStoreEngine.TransactionalOptions<P, IP, A, IA, E, R, EF, IEF>
 {
   /** The records table (the store's). Default `PgIdempotencyTable.defaultTable`. */
   readonly table?: PgIdempotencyTable.IdempotencyTable | undefined
-  /**
-   * How a record that another attempt left in progress past its lease is treated: an attempt of an
-   * operation of the same name in the normal mode (`Idempotency.make` on the store) that crashed, or
-   * whose outcome is unknown. A transactional attempt leaves no such record (its transaction commits
-   * or leaves nothing). Give the normal-mode operation's `onTimeout`, so both modes keep the same
-   * rule: `keepLease` (the default) or `release` take it over once its lease has ended;
-   * `markUnknown` does not, and answers `DownstreamTimeout` (`replayed`), as the normal mode does.
-   */
-  readonly onTimeout?: IdempotencyPolicy.TimeoutPolicy | undefined
 }
 
 /**
@@ -119,15 +101,7 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF> extends
  * @since 0.1.0
  * @category models
  */
-export interface Operation<P, A, E, R> {
-  readonly name: string
-  /** Runs the operation in one transaction: a fresh execution or a replay of the recorded outcome. */
-  readonly run: (request: Idempotency.Request<P>) => Effect.Effect<A, E | IdempotencyError, R | SqlClient.SqlClient>
-  /** Like `run`, with the `Result`. */
-  readonly runDetailed: (
-    request: Idempotency.Request<P>
-  ) => Effect.Effect<Idempotency.Result<A>, E | IdempotencyError, R | SqlClient.SqlClient>
-}
+export interface Operation<P, A, E, R> extends SqlStoreEngine.TransactionalOperation<P, A, E, R> {}
 
 /**
  * Defines a transactional operation. The `execute` effect runs inside the attempt's transaction:
@@ -142,36 +116,8 @@ export interface Operation<P, A, E, R> {
 export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
   options: Options<P, IP, A, IA, E, R, EF, IEF>
 ): Operation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>> => {
-  // the defaults and checks every engine shares (a timeout or TTL that is not a positive duration throws)
-  const settings = Attempt.resolve(options.name, { ttl: options.ttl, timeout: options.timeout })
-  const failureSchema = options.failure
-  const isStorableFailure = failureSchema === undefined ? () => false : Schema.is(failureSchema)
-  const onFailure = options.onFailure
-  const { runDetailed } = internal.make<P, A, E, Exclude<R, IdempotencyContext.IdempotencyContext>>({
-    name: options.name,
-    table: options.table ?? PgIdempotencyTable.defaultTable,
-    fingerprint: fingerprintOf(options.name, options.payload),
-    codec: OutcomeCodec.make<A, IA, unknown, unknown>({
-      name: options.name,
-      success: options.success,
-      failure: failureSchema as Schema.Schema<unknown, unknown> | undefined
-    }),
-    failurePolicy: (error) =>
-      onFailure !== undefined ? onFailure(error) : isStorableFailure(error) ? "store" : "release",
-    savepoint: failureSchema !== undefined || onFailure !== undefined,
-    ttl: settings.ttl,
-    timeout: settings.timeout,
-    margin: settings.leaseMargin,
-    inProgress: options.inProgress,
-    onTimeout: options.onTimeout ?? "keepLease",
-    key: options.key,
-    // the context is provided by the attempt
-    execute: options.execute as (payload: P) => Effect.Effect<A, E, Exclude<R, IdempotencyContext.IdempotencyContext>>
-  })
-  const run = runDetailed as Operation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>>["runDetailed"]
-  return {
-    name: options.name,
-    runDetailed: run,
-    run: (request) => Effect.map(run(request), (result) => result.value)
-  }
+  const statements = Effect.succeed(
+    Statements.transactional(options.table ?? PgIdempotencyTable.defaultTable)
+  )
+  return SqlStoreEngine.makeTransactional(options, () => statements)
 }

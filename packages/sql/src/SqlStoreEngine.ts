@@ -11,7 +11,10 @@
  *
  * @since 0.1.0
  */
-import type { StoreFailure } from "@effect-idempotency/core/IdempotencyError"
+import type * as Idempotency from "@effect-idempotency/core/Idempotency"
+import type * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
+import type { IdempotencyError, StoreFailure } from "@effect-idempotency/core/IdempotencyError"
+import type * as IdempotencyPolicy from "@effect-idempotency/core/IdempotencyPolicy"
 import type { IdempotencyRecord } from "@effect-idempotency/core/IdempotencyRecord"
 import type { ClockSource, IdempotencyStore } from "@effect-idempotency/core/IdempotencyStore"
 import type * as SqlClient from "@effect/sql/SqlClient"
@@ -21,6 +24,7 @@ import type * as Option from "effect/Option"
 import * as internal from "./internal/engine.js"
 import * as errors from "./internal/errors.js"
 import * as rows from "./internal/rows.js"
+import * as transactional from "./internal/transactional.js"
 
 /**
  * One statement.
@@ -248,3 +252,122 @@ export const readRowOf: (
  * @category decoding
  */
 export const ownedRowsOf: (rows: ReadonlyArray<unknown>) => Decoded<boolean> = rows.ownedRowsOf
+
+/**
+ * The statements of a transactional mode (`SqlTransactional`, `PgTransactional`): each attempt is one
+ * transaction holding them. Arguments, by index, are those of `Statements` (the clock argument is
+ * always `null`: the mode decides on the database's clock).
+ *
+ * - `lockTimeout`: sent first, when given: bounds every lock wait of the transaction. Argument 0 is
+ *   the time left in milliseconds (at least 1). PostgreSQL's `lock_timeout`.
+ * - `reserve`: the reservation, given the time left in milliseconds (a dialect may bound its own wait
+ *   in its text: MariaDB's `SET STATEMENT max_statement_time`). A `Rounds` reservation runs its
+ *   insert, then, when it wrote nothing, its read, in the same transaction.
+ * - `complete`, `markFailed`: the token-checked writes of `Statements`.
+ * - `read`: the read of `Rounds` (0 now, 1 id): a replay is answered by it outside a transaction.
+ * - `isLockWaitEnded`: whether a failure of the reservation is the end of its wait for a concurrent
+ *   attempt's row: the attempt then answers `IdempotencyConflict`.
+ *
+ * @since 0.1.0
+ * @category transactional
+ */
+export interface TransactionalStatements {
+  readonly lockTimeout?: Statement | undefined
+  readonly reserve: (leftMillis: number) => Reserve
+  readonly complete: Statement
+  readonly markFailed: Statement
+  readonly read: Statement
+  readonly isLockWaitEnded: (error: unknown) => boolean
+}
+
+/**
+ * The definition of a transactional operation: `Idempotency.Options` without the lease settings
+ * and the timeout and defect policies (a transaction that does not commit leaves nothing, so there
+ * is no lease to keep and no unknown outcome to record), plus `onTimeout`.
+ *
+ * @since 0.1.0
+ * @category transactional
+ */
+export interface TransactionalOptions<P, IP, A, IA, E, R, EF, IEF> extends
+  Omit<
+    Idempotency.Options<P, IP, A, IA, E, R, EF, IEF>,
+    "lease" | "leaseMargin" | "heartbeat" | "onDefect" | "completeRetry"
+  >
+{
+  /**
+   * How a record that another attempt left in progress past its lease is treated: an attempt of an
+   * operation of the same name in the normal mode (`Idempotency.make` on the store) that crashed, or
+   * whose outcome is unknown. A transactional attempt leaves no such record (its transaction commits
+   * or leaves nothing). Give the normal-mode operation's `onTimeout`, so both modes keep the same
+   * rule: `keepLease` (the default) or `release` take it over once its lease has ended;
+   * `markUnknown` does not, and answers `DownstreamTimeout` (`replayed`), as the normal mode does.
+   */
+  readonly onTimeout?: IdempotencyPolicy.TimeoutPolicy | undefined
+}
+
+/**
+ * A transactional operation: the surface of `Idempotency.Operation`, on the `SqlClient` of the
+ * context instead of an `IdempotencyStore`.
+ *
+ * @since 0.1.0
+ * @category transactional
+ */
+export interface TransactionalOperation<P, A, E, R> {
+  readonly name: string
+  /** Runs the operation in one transaction: a fresh execution or a replay of the recorded outcome. */
+  readonly run: (request: Idempotency.Request<P>) => Effect.Effect<A, E | IdempotencyError, R | SqlClient.SqlClient>
+  /** Like `run`, with the `Result`. */
+  readonly runDetailed: (
+    request: Idempotency.Request<P>
+  ) => Effect.Effect<Idempotency.Result<A>, E | IdempotencyError, R | SqlClient.SqlClient>
+}
+
+/**
+ * Builds a transactional operation over a dialect's statements, for store packages: the engine of
+ * `SqlTransactional` (MariaDB, SQLite, libSQL) and of `PgTransactional`. `statements` is resolved at
+ * each run from the context's client.
+ *
+ * @example
+ * ```ts
+ * import { SqlStoreEngine } from "@effect-idempotency/sql"
+ * import { Effect, Schema } from "effect"
+ *
+ * // a store package's statements (here PostgreSQL-like, abridged)
+ * const statements: SqlStoreEngine.TransactionalStatements = {
+ *   lockTimeout: { text: "SELECT set_config('lock_timeout', $1::text, true)" },
+ *   reserve: () => ({ _tag: "Row", statement: { text: "SELECT * FROM records_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)" } }),
+ *   complete: { text: "UPDATE records SET status = 'COMPLETED' WHERE id = $2 AND token = $3 RETURNING 1 AS owned" },
+ *   markFailed: { text: "UPDATE records SET status = 'FAILED' WHERE id = $2 AND token = $3 RETURNING 1 AS owned" },
+ *   read: { text: "SELECT * FROM records_read($1, $2)" },
+ *   isLockWaitEnded: SqlStoreEngine.isLockWaitEnded.pg
+ * }
+ *
+ * const operation = SqlStoreEngine.makeTransactional({
+ *   name: "create-order",
+ *   payload: Schema.Struct({ sku: Schema.String }),
+ *   success: Schema.Struct({ orderId: Schema.String }),
+ *   execute: () => Effect.succeed({ orderId: "o-1" })
+ * }, () => Effect.succeed(statements))
+ * ```
+ *
+ * @since 0.1.0
+ * @category transactional
+ */
+export const makeTransactional: <P, IP, A, IA, E, R, EF = never, IEF = never>(
+  options: TransactionalOptions<P, IP, A, IA, E, R, EF, IEF>,
+  statements: (sql: SqlClient.SqlClient) => Effect.Effect<TransactionalStatements, StoreFailure>
+) => TransactionalOperation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>> = transactional.make
+
+/**
+ * Whether a failure of a statement is the end of its wait for a lock, per dialect: PostgreSQL's
+ * `lock_timeout` or a cancel; MariaDB's lock wait timeout, `max_statement_time` or a deadlock;
+ * SQLite's busy timeout. For `TransactionalStatements.isLockWaitEnded`.
+ *
+ * @since 0.1.0
+ * @category transactional
+ */
+export const isLockWaitEnded: {
+  readonly pg: (error: unknown) => boolean
+  readonly mysql: (error: unknown) => boolean
+  readonly sqlite: (error: unknown) => boolean
+} = transactional.isLockWaitEnded

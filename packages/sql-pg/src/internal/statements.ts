@@ -1,3 +1,5 @@
+import type { TransactionalStatements } from "@effect-idempotency/sql/SqlStoreEngine"
+import { isLockWaitEnded } from "@effect-idempotency/sql/SqlStoreEngine"
 import { type IdempotencyTable, quote } from "../PgIdempotencyTable.js"
 
 /**
@@ -342,5 +344,24 @@ export const adminIndex = (table: IdempotencyTable): AdminIndexStatements => {
     create: `CREATE INDEX CONCURRENTLY IF NOT EXISTS ${table.adminIndex} ON ${table.qualified} ${adminIndexed}`,
     valid: `SELECT indisvalid AS valid FROM pg_index WHERE indexrelid = to_regclass($1::text)`,
     rebuild: `REINDEX INDEX CONCURRENTLY ${name}`
+  }
+}
+
+/**
+ * The statements of the transactional mode (`PgTransactional`): `lock_timeout` bounds the
+ * reservation's wait for a concurrent attempt's row, then the store's own statements.
+ *
+ * @internal
+ */
+export const transactional = (table: IdempotencyTable): TransactionalStatements => {
+  const statements = make(table)
+  const reserve = { _tag: "Row", statement: { text: statements.reserve } } as const
+  return {
+    lockTimeout: { text: statements.lockTimeout },
+    reserve: () => reserve,
+    complete: { text: statements.complete },
+    markFailed: { text: statements.markFailed },
+    read: { text: statements.read },
+    isLockWaitEnded: isLockWaitEnded.pg
   }
 }

@@ -6,6 +6,7 @@ import * as Statement from "@effect/sql/Statement"
 import * as Effect from "effect/Effect"
 import * as Predicate from "effect/Predicate"
 import * as Stream from "effect/Stream"
+import { NoTransactions } from "./errors.js"
 
 /**
  * What `.raw` answers on a Cloudflare binding: the rows, and the number of rows the statement
@@ -67,7 +68,9 @@ export const make = (driver: Driver, options: {
   }
   return SqlClient.make({
     acquirer: Effect.succeed(connection),
-    transactionAcquirer: Effect.failSync(() => new SqlError({ message: options.noTransactions })),
+    transactionAcquirer: Effect.failSync(() =>
+      new SqlError({ message: options.noTransactions, cause: new NoTransactions(options.noTransactions) })
+    ),
     compiler: Statement.makeCompilerSqlite(),
     spanAttributes: [...Object.entries(options.spanAttributes ?? {}), ["db.system.name", "sqlite"]]
   })

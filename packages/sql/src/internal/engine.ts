@@ -79,6 +79,27 @@ const affectedOf = (raw: unknown): number | RowInvalid => {
 /** One row holding `n` in `column`, none when `n` is 0. */
 const countRows = (column: string, n: number): ReadonlyArray<unknown> => n === 0 ? [] : [{ [column]: n }]
 
+/**
+ * A statement's answer on `sql`, as `Statement` describes it (the store's and the transactional
+ * mode's statements alike).
+ *
+ * @internal
+ */
+export const sendOn = (sql: SqlClient.SqlClient, statement: Statement, args: ReadonlyArray<unknown>) => {
+  const query = sql.unsafe(statement.text, statement.slots === undefined ? args : slotted(statement.slots, args))
+  const affected = statement.affected
+  if (affected !== undefined) {
+    return Effect.map(query.raw, (raw) => {
+      const n = affectedOf(raw)
+      return n instanceof RowInvalid ? n : countRows(affected, n)
+    })
+  }
+  const counted = statement.counted
+  return counted === undefined
+    ? query.withoutTransform
+    : Effect.map(query.withoutTransform, (rows) => countRows(counted, rows.length))
+}
+
 /** What an `unblock` statement did, and the record as it found it (or as `read` then finds it). */
 interface Unblocking {
   readonly unblocked: boolean
@@ -106,21 +127,7 @@ export const make = (
       return Effect.logError(`idempotency: ${BROKEN_CONNECTION}`)
     }
 
-    /** A statement's answer, as `Statement` describes it. */
-    const send = (statement: Statement, args: ReadonlyArray<unknown>) => {
-      const query = sql.unsafe(statement.text, statement.slots === undefined ? args : slotted(statement.slots, args))
-      const affected = statement.affected
-      if (affected !== undefined) {
-        return Effect.map(query.raw, (raw) => {
-          const n = affectedOf(raw)
-          return n instanceof RowInvalid ? n : countRows(affected, n)
-        })
-      }
-      const counted = statement.counted
-      return counted === undefined
-        ? query.withoutTransform
-        : Effect.map(query.withoutTransform, (rows) => countRows(counted, rows.length))
-    }
+    const send = (statement: Statement, args: ReadonlyArray<unknown>) => sendOn(sql, statement, args)
 
     /**
      * A statement and its rows decoded, every failure typed: one step of the runtime for the

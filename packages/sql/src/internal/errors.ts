@@ -132,6 +132,45 @@ export class NotMigrated extends StoreError {
 }
 Object.defineProperty(NotMigrated.prototype, NotMigratedTypeId, { value: NotMigratedTypeId })
 
+/** The mark of `TransactionsUnsupported` (one of the public types: `SqlTransactional`). */
+export const TransactionsUnsupportedTypeId: unique symbol = Symbol.for(
+  "@effect-idempotency/sql/TransactionsUnsupported"
+)
+
+/**
+ * A `StoreError` of a transactional operation run on a client without interactive transactions (D1,
+ * a Durable Object): `withTransaction` failed before anything was sent. One of the public types
+ * (`SqlTransactional`).
+ */
+export class TransactionsUnsupported extends StoreError {
+  declare readonly [TransactionsUnsupportedTypeId]: typeof TransactionsUnsupportedTypeId
+  override get message(): string {
+    return "The transactional mode needs interactive transactions, which this SqlClient does not have " +
+      "(Cloudflare D1 and Durable Objects run each statement on its own): use the normal mode " +
+      "(Idempotency.make on SqlIdempotencyStore) there"
+  }
+}
+Object.defineProperty(TransactionsUnsupported.prototype, TransactionsUnsupportedTypeId, {
+  value: TransactionsUnsupportedTypeId
+})
+
+/** Whether a value is a `TransactionsUnsupported` (one of the public functions: `SqlTransactional`). */
+export const isTransactionsUnsupported = (u: unknown): u is TransactionsUnsupported =>
+  Predicate.hasProperty(u, TransactionsUnsupportedTypeId)
+
+/**
+ * The cause of the `SqlError` a client without interactive transactions fails `withTransaction`
+ * with (`cloudflare.ts`): how the transactional mode tells it from a BEGIN that failed.
+ */
+export class NoTransactions {
+  readonly _tag = "NoTransactions"
+  constructor(readonly message: string) {}
+}
+
+/** Whether an `SqlError` is that of a client without interactive transactions. */
+export const isNoTransactions = (u: unknown): boolean =>
+  Predicate.hasProperty(u, "cause") && u.cause instanceof NoTransactions
+
 /** Whether a value is a `NotMigrated` (one of the public functions: `SqlIdempotencyMigration`). */
 export const isNotMigrated = (u: unknown): u is NotMigrated => Predicate.hasProperty(u, NotMigratedTypeId)
 

@@ -1,11 +1,13 @@
 /**
- * The transactional mode's engine: one attempt is one transaction on the `SqlClient` of the
- * context, holding the reservation, the downstream's statements and the recorded outcome.
+ * The transactional mode's engine, for every SQL database: one attempt is one transaction on the
+ * `SqlClient` of the context, holding the reservation, the downstream's statements and the recorded
+ * outcome. The dialect gives its statements (`TransactionalStatements`): how a wait for a
+ * concurrent attempt's row is bounded, the reservation, the recording, and the read of a replay.
  *
  * ```
  * BEGIN
- *   lock_timeout = the time left        -- a wait for a concurrent attempt's row is bounded
- *   reserve (the table's function)      -- waits while another transaction holds the row
+ *   [bound the lock waits]              -- PostgreSQL's lock_timeout; MariaDB bounds the reservation itself
+ *   reserve                             -- waits while another transaction holds the row
  *   [SAVEPOINT]                         -- when a failure may be recorded without the writes
  *   the downstream's statements         -- on the same SqlClient: routed into this transaction
  *   complete / markFailed (the record)
@@ -18,7 +20,7 @@
  */
 import * as Attempt from "@effect-idempotency/core/Attempt"
 import type { Request, Result } from "@effect-idempotency/core/Idempotency"
-import { instrumented, retryOnConflict } from "@effect-idempotency/core/Idempotency"
+import { fingerprintOf, instrumented, retryOnConflict } from "@effect-idempotency/core/Idempotency"
 import * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
 import type { IdempotencyError, InvalidPayload } from "@effect-idempotency/core/IdempotencyError"
 import {
@@ -34,15 +36,7 @@ import * as IdempotencyKey from "@effect-idempotency/core/IdempotencyKey"
 import type { FailurePolicy, InProgressPolicy, TimeoutPolicy } from "@effect-idempotency/core/IdempotencyPolicy"
 import type { IdempotencyRecord, StoredOutcome } from "@effect-idempotency/core/IdempotencyRecord"
 import { makeRecordId, outcomeToColumns } from "@effect-idempotency/core/IdempotencyRecord"
-import type { OutcomeCodec } from "@effect-idempotency/core/OutcomeCodec"
-import {
-  millis,
-  ownedRowsOf,
-  readRowOf,
-  reserveRowOf,
-  RowInvalid,
-  toStoreFailure
-} from "@effect-idempotency/sql/SqlStoreEngine"
+import * as OutcomeCodec from "@effect-idempotency/core/OutcomeCodec"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { SqlErrorTypeId } from "@effect/sql/SqlError"
@@ -53,8 +47,18 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
-import type { IdempotencyTable } from "../PgIdempotencyTable.js"
-import * as Statements from "./statements.js"
+import * as Schema from "effect/Schema"
+import type {
+  Reserve,
+  Statement,
+  TransactionalOperation,
+  TransactionalOptions,
+  TransactionalStatements
+} from "../SqlStoreEngine.js"
+import { sendOn } from "./engine.js"
+import { isNoTransactions, toStoreFailure, TransactionsUnsupported } from "./errors.js"
+import type { ReserveRow } from "./rows.js"
+import { millis, nowAndRecordOf as readRowOf, ownedRowsOf, reserveRowOf, RowInvalid } from "./rows.js"
 
 /**
  * An operation of the transactional mode, resolved: every option decoded once.
@@ -63,11 +67,15 @@ import * as Statements from "./statements.js"
  */
 export interface Definition<P, A, E, R> {
   readonly name: string
-  readonly table: IdempotencyTable
+  /**
+   * The statements of the context's database, resolved at each run (the client's dialect; a
+   * database without interactive transactions fails here, or at BEGIN, with `TransactionsUnsupported`).
+   */
+  readonly statements: (sql: SqlClient.SqlClient) => Effect.Effect<TransactionalStatements, StoreFailure>
   /** The payload's fingerprint (`Idempotency.fingerprintOf`). */
   readonly fingerprint: (payload: P) => Effect.Effect<string, InvalidPayload>
   /** How outcomes are recorded and replayed: as the engine of `Idempotency.make` does. */
-  readonly codec: OutcomeCodec<A, unknown>
+  readonly codec: OutcomeCodec.OutcomeCodec<A, unknown>
   readonly failurePolicy: (error: E) => FailurePolicy
   /**
    * Whether a failure may be recorded (a failure schema or a failure policy was given): the
@@ -91,9 +99,9 @@ export interface Definition<P, A, E, R> {
  * is the library's: a transaction of the downstream's own (`sql.withTransaction`) nests as
  * `effect_sql_<n>` savepoints beside it.
  */
-const SAVEPOINT = "SAVEPOINT effect_idempotency_downstream"
+const SAVEPOINT: Statement = { text: "SAVEPOINT effect_idempotency_downstream" }
 
-const ROLLBACK_TO_SAVEPOINT = "ROLLBACK TO SAVEPOINT effect_idempotency_downstream"
+const ROLLBACK_TO_SAVEPOINT: Statement = { text: "ROLLBACK TO SAVEPOINT effect_idempotency_downstream" }
 
 /** The cause of a store call cut off at the attempt's end. */
 const DEADLINE_PASSED = "no answer before the attempt's deadline"
@@ -102,14 +110,31 @@ const deadlinePassed = (method: string) => new StoreUnavailable({ method, cause:
 
 const isSqlError = (u: unknown): u is SqlError => Predicate.hasProperty(u, SqlErrorTypeId)
 
-/** SQLSTATEs of a statement that waited past the transaction's `lock_timeout` (or was cancelled). */
-const LOCK_WAIT_ENDED: ReadonlySet<string> = new Set(["55P03", "57014"])
-
-/** Whether an `SqlError` is the end of a wait for a lock. */
-const isLockWaitEnded = (error: unknown): boolean => {
+/** Whether the driver's failure under an `SqlError` has one of `codes` (PostgreSQL, mysql2 and SQLite's codes). */
+const hasCode = (codes: ReadonlySet<string>) => (error: unknown): boolean => {
   const cause = Predicate.hasProperty(error, "cause") ? error.cause : undefined
-  return Predicate.hasProperty(cause, "code") && typeof cause.code === "string" && LOCK_WAIT_ENDED.has(cause.code)
+  return Predicate.hasProperty(cause, "code") && typeof cause.code === "string" && codes.has(cause.code)
 }
+
+/** Whether the driver's failure under an `SqlError` has one of `errnos` (MariaDB's error numbers, as mysql2 gives them). */
+const hasErrno = (errnos: ReadonlySet<number>) => (error: unknown): boolean => {
+  const cause = Predicate.hasProperty(error, "cause") ? error.cause : undefined
+  return Predicate.hasProperty(cause, "errno") && typeof cause.errno === "number" && errnos.has(cause.errno)
+}
+
+/**
+ * The codes of a statement whose wait for a lock ended, per database: PostgreSQL's `lock_timeout`
+ * (55P03) or a cancel (57014); MariaDB's `innodb_lock_wait_timeout` (1205), `max_statement_time`
+ * (1969) and a deadlock (1213: the transaction is rolled back); SQLite's busy timeout.
+ *
+ * @internal
+ */
+export const isLockWaitEnded = {
+  pg: hasCode(new Set(["55P03", "57014"])),
+  // by number: mysql2 names 1969 (ER_STATEMENT_TIMEOUT) only in its newer code tables
+  mysql: hasErrno(new Set([1205, 1213, 1969])),
+  sqlite: hasCode(new Set(["SQLITE_BUSY", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_TIMEOUT"]))
+} as const
 
 /**
  * How the transaction ended, when it committed: the record it found (nothing written), or the
@@ -135,9 +160,8 @@ class RolledBack {
  *
  * @internal
  */
-export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
+export const makeEngine = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   const name = def.name
-  const statements = Statements.make(def.table)
   const ttlMs = millis(def.ttl)
   // How often an attempt found a record (a replay, a reused key, a conflict), averaged over about
   // the last 8 attempts: above one half, an attempt reads the record first, outside a transaction,
@@ -153,6 +177,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   ): Effect.Effect<Result<A>, E | IdempotencyError, R | SqlClient.SqlClient> =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
+      const statements = yield* def.statements(sql)
       const key = yield* IdempotencyKey.decode(request.key, def.key)
       const fingerprint = yield* def.fingerprint(request.payload)
       const id = makeRecordId({ operation: name, key, scope: request.scope })
@@ -184,14 +209,64 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       const conflict = (retryAfterMillis: number) =>
         new IdempotencyConflict({ operation: name, key, retryAfterMillis: Math.max(0, retryAfterMillis) })
 
-      /** A statement of the store's own, its failures typed. */
-      const statement = (method: string, text: string, params: ReadonlyArray<unknown>) =>
-        Effect.mapError(sql.unsafe(text, params).withoutTransform, toStoreFailure(method))
+      /** A statement of the store's own, its failures typed; a row it answers that does not decode is a `StoreError`. */
+      const statement = (
+        method: string,
+        text: Statement,
+        params: ReadonlyArray<unknown>
+      ): Effect.Effect<ReadonlyArray<unknown>, StoreFailure> =>
+        Effect.flatMap(
+          Effect.mapError(sendOn(sql, text, params), toStoreFailure(method)),
+          (rows) =>
+            rows instanceof RowInvalid
+              ? Effect.fail(new StoreError({ method, cause: rows.message }))
+              : Effect.succeed(rows)
+        )
+
+      /** The reservation's row, from the dialect's statements: one statement, or an insert and a read. */
+      const reserve = (
+        how: Reserve,
+        args: ReadonlyArray<unknown>
+      ): Effect.Effect<ReserveRow, IdempotencyConflict | StoreFailure> => {
+        const sent = (text: Statement, params: ReadonlyArray<unknown>) =>
+          sendOn(sql, text, params).pipe(
+            // waited for a concurrent attempt's transaction until the time was up
+            Effect.mapError((error) =>
+              statements.isLockWaitEnded(error) ? conflict(0) : toStoreFailure("reserve")(error)
+            ),
+            Effect.flatMap((rows) =>
+              rows instanceof RowInvalid
+                ? Effect.fail(new StoreError({ method: "reserve", cause: rows.message }))
+                : Effect.succeed(rows)
+            )
+          )
+        const decoded = <A>(row: A | RowInvalid) =>
+          row instanceof RowInvalid
+            ? Effect.fail(new StoreError({ method: "reserve", cause: row.message }))
+            : Effect.succeed(row)
+        if (how._tag === "Row") {
+          return Effect.flatMap(sent(how.statement, args), (rows) => decoded(reserveRowOf(rows[0])))
+        }
+        // the insert writes only when it reserves, and takes the database's write lock either way: the
+        // read that follows in the same transaction sees the record that stopped it
+        return Effect.flatMap(sent(how.insert, args), (rows) =>
+          rows.length > 0
+            ? decoded(reserveRowOf(rows[0]))
+            : Effect.flatMap(sent(how.read, [null, args[1]]), (rows) =>
+              Effect.flatMap(
+                decoded(readRowOf(rows[0])),
+                (read): Effect.Effect<ReserveRow, IdempotencyConflict> =>
+                  Option.isSome(read.record)
+                    ? Effect.succeed({ reserved: false, record: read.record.value, now: read.now })
+                    // deleted since the insert: another attempt's to decide
+                    : Effect.fail(conflict(0))
+              )))
+      }
 
       /** A token-checked write of the record, in the transaction. */
       const owned = (
         method: LeaseLost["method"],
-        text: string,
+        text: Statement,
         token: string,
         params: ReadonlyArray<unknown>
       ): Effect.Effect<void, LeaseLost | StoreFailure> =>
@@ -285,8 +360,10 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         const body = Effect.gen(function*() {
           const left = until - (yield* Clock.currentTimeMillis)
           if (left <= 0) return yield* Effect.fail(conflict(0))
-          yield* statement("reserve", statements.lockTimeout, [String(Math.ceil(left))])
-          const rows = yield* sql.unsafe(statements.reserve, [
+          if (statements.lockTimeout !== undefined) {
+            yield* statement("reserve", statements.lockTimeout, [Math.ceil(left)])
+          }
+          const row = yield* reserve(statements.reserve(Math.ceil(left)), [
             null,
             id.value,
             id.operation,
@@ -297,14 +374,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
             Math.ceil(left),
             ttlMs,
             def.onTimeout !== "markUnknown"
-          ]).withoutTransform.pipe(
-            // waited for a concurrent attempt's transaction until the time was up
-            Effect.mapError((error) => isLockWaitEnded(error) ? conflict(0) : toStoreFailure("reserve")(error))
-          )
-          const row = reserveRowOf(rows[0])
-          if (row instanceof RowInvalid) {
-            return yield* Effect.fail(new StoreError({ method: "reserve", cause: row.message }))
-          }
+          ])
           if (!row.reserved) return { _tag: "Existing", record: row.record, now: row.now } as const
 
           const context = IdempotencyContext.make({ id, token, attempt: row.attempt })
@@ -327,7 +397,12 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
           // the connection's (COMMIT or ROLLBACK failed). A failed COMMIT leaves the outcome unknown
           // to this attempt: the next one replays it or executes once. A failed ROLLBACK leaves the
           // transaction uncommitted all the same: the run ends as its body did.
-          Effect.catchIf(isSqlError, (error) => Effect.fail(toStoreFailure("transaction")(error))),
+          Effect.catchIf(isSqlError, (error) =>
+            Effect.fail(
+              isNoTransactions(error)
+                ? new TransactionsUnsupported({ method: "transaction", cause: error })
+                : toStoreFailure("transaction")(error)
+            )),
           Effect.catchAllDefect((defect) =>
             bodyFailure === undefined
               ? Effect.fail(toStoreFailure("transaction")(defect))
@@ -465,4 +540,53 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     }).pipe(instrumented(name, request.key))
 
   return { runDetailed }
+}
+
+/**
+ * A transactional operation from its options, on the statements `statements` gives for the context's
+ * client: the options decoded once, as `Idempotency.make` decodes them.
+ *
+ * @internal
+ */
+export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
+  options: TransactionalOptions<P, IP, A, IA, E, R, EF, IEF>,
+  statements: Definition<P, A, E, R>["statements"]
+): TransactionalOperation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>> => {
+  // the defaults and checks every engine shares (a timeout or TTL that is not a positive duration throws)
+  const settings = Attempt.resolve(options.name, { ttl: options.ttl, timeout: options.timeout })
+  const failureSchema = options.failure
+  const isStorableFailure = failureSchema === undefined ? () => false : Schema.is(failureSchema)
+  const onFailure = options.onFailure
+  const { runDetailed } = makeEngine<P, A, E, Exclude<R, IdempotencyContext.IdempotencyContext>>({
+    name: options.name,
+    statements,
+    fingerprint: fingerprintOf(options.name, options.payload),
+    codec: OutcomeCodec.make<A, IA, unknown, unknown>({
+      name: options.name,
+      success: options.success,
+      failure: failureSchema as Schema.Schema<unknown, unknown> | undefined
+    }),
+    failurePolicy: (error) =>
+      onFailure !== undefined ? onFailure(error) : isStorableFailure(error) ? "store" : "release",
+    savepoint: failureSchema !== undefined || onFailure !== undefined,
+    ttl: settings.ttl,
+    timeout: settings.timeout,
+    margin: settings.leaseMargin,
+    inProgress: options.inProgress,
+    onTimeout: options.onTimeout ?? "keepLease",
+    key: options.key,
+    // the context is provided by the attempt
+    execute: options.execute as (payload: P) => Effect.Effect<A, E, Exclude<R, IdempotencyContext.IdempotencyContext>>
+  })
+  const run = runDetailed as TransactionalOperation<
+    P,
+    A,
+    E | EF,
+    Exclude<R, IdempotencyContext.IdempotencyContext>
+  >["runDetailed"]
+  return {
+    name: options.name,
+    runDetailed: run,
+    run: (request) => Effect.map(run(request), (result) => result.value)
+  }
 }
