@@ -27,3 +27,8 @@ export * as SqlIdempotencyTable from "./SqlIdempotencyTable.js"
  * @since 0.1.0
  */
 export * as SqlStoreEngine from "./SqlStoreEngine.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as SqlTransactional from "./SqlTransactional.js"

@@ -1,6 +1,7 @@
-import type { Statements } from "../SqlStoreEngine.js"
+import type { Statements, TransactionalStatements } from "../SqlStoreEngine.js"
 import type { Fragment } from "./fragment.js"
 import { arg, sql, statement } from "./fragment.js"
+import { isLockWaitEnded } from "./transactional.js"
 
 /**
  * The dialects of `SqlIdempotencyStore` (public as `SqlIdempotencyMigration.Dialect`).
@@ -129,25 +130,8 @@ RETURNING 1 AS reserved, attempt, lease_until, expires_at`),
       // SIMULTANEOUS_ASSIGNMENT would have every column read the old token, and a mode that is not
       // strict would truncate a long id into another key's.
       _tag: "Row",
-      statement: statement(sql`SET STATEMENT sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION' FOR
-INSERT INTO ${t} (${insertColumns})
-VALUES (${arg(1)}, ${arg(2)}, ${arg(3)}, ${arg(4)}, 'IN_PROGRESS', ${arg(5)}, ${arg(6)}, 1, ${now} + ${arg(7)},
-  ${now} + GREATEST(${arg(7)}, ${arg(8)}), NULL, NULL, ${now}, ${now})
-ON DUPLICATE KEY UPDATE
-  token = IF(expires_at <= VALUES(created_at)
-    OR (fingerprint = VALUES(fingerprint) AND (status = 'FAILED'
-      OR (status = 'IN_PROGRESS' AND ${arg(9)} = 1 AND lease_until <= VALUES(created_at)))),
-    VALUES(token), token),
-  attempt = IF(token = VALUES(token), IF(expires_at <= VALUES(created_at), 1, attempt + 1), attempt),
-  created_at = IF(token = VALUES(token) AND expires_at <= VALUES(created_at), VALUES(created_at), created_at),
-  status = IF(token = VALUES(token), 'IN_PROGRESS', status),
-  fingerprint = IF(token = VALUES(token), VALUES(fingerprint), fingerprint),
-  lease_until = IF(token = VALUES(token), VALUES(lease_until), lease_until),
-  outcome_kind = IF(token = VALUES(token), NULL, outcome_kind),
-  outcome = IF(token = VALUES(token), NULL, outcome),
-  updated_at = IF(token = VALUES(token), VALUES(updated_at), updated_at),
-  expires_at = IF(token = VALUES(token), VALUES(expires_at), expires_at)
-RETURNING token = ${arg(5)} AS reserved, ${recordColumns}, ${now} AS now`)
+      statement: statement(sql`SET STATEMENT ${MYSQL_SQL_MODE} FOR
+${mysqlUpsert(dialect, table)}`)
     }
 
   return {
@@ -254,4 +238,83 @@ export const migration = (dialect: Dialect, table: string): ReadonlyArray<string
   KEY ${n.expiresAtIndex} (expires_at)
 ) ENGINE = InnoDB`
   ]
+}
+
+/** The `sql_mode` of MariaDB's reservation (see `statements`), as a `SET STATEMENT` assignment. */
+const MYSQL_SQL_MODE = "sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
+
+/**
+ * MariaDB's reservation without its `SET STATEMENT` prefix: one `INSERT … ON DUPLICATE KEY UPDATE …
+ * RETURNING` (see `statements`), which the store and the transactional mode prefix with their own
+ * settings.
+ */
+const mysqlUpsert = (dialect: Dialect, table: string): Fragment => {
+  const s = syntax[dialect]
+  const t = names(dialect, table).table
+  const key = s.quote("key")
+  const now = sql`COALESCE(${s.clockArgument}, ${s.clock})`
+  const insertColumns = `id, operation, scope, ${key}, status, token, fingerprint, attempt, lease_until, expires_at, ` +
+    "outcome_kind, outcome, created_at, updated_at"
+  return sql`INSERT INTO ${t} (${insertColumns})
+VALUES (${arg(1)}, ${arg(2)}, ${arg(3)}, ${arg(4)}, 'IN_PROGRESS', ${arg(5)}, ${arg(6)}, 1, ${now} + ${arg(7)},
+  ${now} + GREATEST(${arg(7)}, ${arg(8)}), NULL, NULL, ${now}, ${now})
+ON DUPLICATE KEY UPDATE
+  token = IF(expires_at <= VALUES(created_at)
+    OR (fingerprint = VALUES(fingerprint) AND (status = 'FAILED'
+      OR (status = 'IN_PROGRESS' AND ${arg(9)} = 1 AND lease_until <= VALUES(created_at)))),
+    VALUES(token), token),
+  attempt = IF(token = VALUES(token), IF(expires_at <= VALUES(created_at), 1, attempt + 1), attempt),
+  created_at = IF(token = VALUES(token) AND expires_at <= VALUES(created_at), VALUES(created_at), created_at),
+  status = IF(token = VALUES(token), 'IN_PROGRESS', status),
+  fingerprint = IF(token = VALUES(token), VALUES(fingerprint), fingerprint),
+  lease_until = IF(token = VALUES(token), VALUES(lease_until), lease_until),
+  outcome_kind = IF(token = VALUES(token), NULL, outcome_kind),
+  outcome = IF(token = VALUES(token), NULL, outcome),
+  updated_at = IF(token = VALUES(token), VALUES(updated_at), updated_at),
+  expires_at = IF(token = VALUES(token), VALUES(expires_at), expires_at)
+RETURNING token = ${arg(5)} AS reserved, ${recordColumns}, ${now} AS now`
+}
+
+/**
+ * The statements of the transactional mode over `table` in `dialect` (`SqlTransactional`), the
+ * store's own where they can be:
+ *
+ * - MariaDB: the store's reservation, its lock wait bounded by the time left through its own
+ *   `SET STATEMENT` (`max_statement_time` in tenths of a second, `innodb_lock_wait_timeout` in whole
+ *   seconds, both rounded up: a handful of statement texts, not one per call);
+ * - SQLite: the store's insert-first reservation (its insert takes the write lock, so the read that
+ *   follows in the transaction sees what stopped it); the wait for another connection's write is
+ *   bounded by the connection's busy timeout.
+ *
+ * @internal
+ */
+export const transactionalStatements = (dialect: Dialect, table: string): TransactionalStatements => {
+  const store = statements(dialect, table)
+  const read = store.admin!.read
+  if (dialect === "sqlite") {
+    return {
+      reserve: () => store.reserve,
+      complete: store.complete,
+      markFailed: store.markFailed,
+      read,
+      isLockWaitEnded: isLockWaitEnded.sqlite
+    }
+  }
+  const upsert = mysqlUpsert(dialect, table)
+  return {
+    reserve: (leftMillis) => {
+      const tenths = Math.max(1, Math.ceil(leftMillis / 100))
+      const bound = `max_statement_time = ${(tenths / 10).toFixed(1)}, ` +
+        `innodb_lock_wait_timeout = ${Math.ceil(tenths / 10)}`
+      return {
+        _tag: "Row",
+        statement: statement(sql`SET STATEMENT ${MYSQL_SQL_MODE}, ${bound} FOR
+${upsert}`)
+      }
+    },
+    complete: store.complete,
+    markFailed: store.markFailed,
+    read,
+    isLockWaitEnded: isLockWaitEnded.mysql
+  }
 }
