@@ -14,7 +14,7 @@ import {
   IdempotencyRecord,
   IdempotencyStore
 } from "@effect-idempotency/core"
-import { D1SqlClient, SqlIdempotencyStore, SqlTransactional } from "@effect-idempotency/sql"
+import { D1SqlClient, DurableObjectSqlClient, SqlIdempotencyStore, SqlTransactional } from "@effect-idempotency/sql"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { assert, describe, layer } from "@effect/vitest"
@@ -494,28 +494,28 @@ const suite = (engine: Engine) => {
 for (const engine of engines) suite(engine)
 
 describe("SqlTransactional without interactive transactions", () => {
-  layer(
-    D1SqlClient.layer({
-      prepare: () => {
-        throw new Error("no statement may be sent")
-      }
-    }),
-    { excludeTestServices: true }
-  )("D1", (it) => {
-    it.effect("a run fails with TransactionsUnsupported, a StoreError, before anything is sent", () =>
-      Effect.gen(function*() {
-        let executions = 0
-        const op = SqlTransactional.make({
-          name: "tx-d1",
-          payload: NewOrder,
-          success: Order,
-          execute: () => Effect.sync(() => (executions++, { orderId: "o", quantity: 1 }))
-        })
-        const error = failureOf(yield* Effect.exit(op.run({ key: randomUUID(), payload })))
-        assert.isTrue(SqlTransactional.isTransactionsUnsupported(error))
-        assert.strictEqual((error as { readonly _tag: string })._tag, "StoreError")
-        assert.include((error as Error).message, "interactive transactions")
-        assert.strictEqual(executions, 0)
-      }))
-  })
+  const refused = (client: string, layerOf: Layer.Layer<SqlClient.SqlClient>) =>
+    layer(layerOf, { excludeTestServices: true })(client, (it) => {
+      it.effect("a run fails with TransactionsUnsupported, a StoreError, before anything is sent", () =>
+        Effect.gen(function*() {
+          let executions = 0
+          const op = SqlTransactional.make({
+            name: "tx-refused",
+            payload: NewOrder,
+            success: Order,
+            execute: () => Effect.sync(() => (executions++, { orderId: "o", quantity: 1 }))
+          })
+          const error = failureOf(yield* Effect.exit(op.run({ key: randomUUID(), payload })))
+          assert.isTrue(SqlTransactional.isTransactionsUnsupported(error))
+          assert.strictEqual((error as { readonly _tag: string })._tag, "StoreError")
+          assert.include((error as Error).message, "interactive transactions")
+          assert.strictEqual(executions, 0)
+        }))
+    })
+
+  const unreachable = () => {
+    throw new Error("no statement may be sent")
+  }
+  refused("D1", D1SqlClient.layer({ prepare: unreachable }))
+  refused("Durable Object", DurableObjectSqlClient.layer({ exec: unreachable }))
 })
