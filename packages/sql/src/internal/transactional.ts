@@ -209,14 +209,18 @@ export const makeEngine = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       const conflict = (retryAfterMillis: number) =>
         new IdempotencyConflict({ operation: name, key, retryAfterMillis: Math.max(0, retryAfterMillis) })
 
-      /** A statement of the store's own, its failures typed; a row it answers that does not decode is a `StoreError`. */
-      const statement = (
+      /**
+       * A statement of the store's own, its failures typed (by `onError`, `toStoreFailure` unless
+       * told otherwise); an answer that does not decode is a `StoreError`.
+       */
+      const statement = <F = StoreFailure>(
         method: string,
         text: Statement,
-        params: ReadonlyArray<unknown>
-      ): Effect.Effect<ReadonlyArray<unknown>, StoreFailure> =>
+        params: ReadonlyArray<unknown>,
+        onError: (error: unknown) => F | StoreFailure = toStoreFailure(method)
+      ): Effect.Effect<ReadonlyArray<unknown>, F | StoreFailure> =>
         Effect.flatMap(
-          Effect.mapError(sendOn(sql, text, params), toStoreFailure(method)),
+          Effect.mapError(sendOn(sql, text, params), onError),
           (rows) =>
             rows instanceof RowInvalid
               ? Effect.fail(new StoreError({ method, cause: rows.message }))
@@ -229,16 +233,12 @@ export const makeEngine = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         args: ReadonlyArray<unknown>
       ): Effect.Effect<ReserveRow, IdempotencyConflict | StoreFailure> => {
         const sent = (text: Statement, params: ReadonlyArray<unknown>) =>
-          sendOn(sql, text, params).pipe(
+          statement(
+            "reserve",
+            text,
+            params,
             // waited for a concurrent attempt's transaction until the time was up
-            Effect.mapError((error) =>
-              statements.isLockWaitEnded(error) ? conflict(0) : toStoreFailure("reserve")(error)
-            ),
-            Effect.flatMap((rows) =>
-              rows instanceof RowInvalid
-                ? Effect.fail(new StoreError({ method: "reserve", cause: rows.message }))
-                : Effect.succeed(rows)
-            )
+            (error) => statements.isLockWaitEnded(error) ? conflict(0) : toStoreFailure("reserve")(error)
           )
         const decoded = <A>(row: A | RowInvalid) =>
           row instanceof RowInvalid
