@@ -12,7 +12,7 @@
  *
  * | endpoint | action |
  * | --- | --- |
- * | `GET /record?operation=&key=&scope=&outcome=` | `IdempotencyAdmin.get` (404 `NoRecord` when absent) |
+ * | `POST /record` `{ operation, key, scope?, outcome? }` | `IdempotencyAdmin.get` (404 `NoRecord` when absent) |
  * | `GET /records?state=&operation=&olderThanMillis=&limit=&cursor=` | `IdempotencyAdmin.list` |
  * | `POST /unblock` `{ operation, key, scope?, reason, attempt }` | `IdempotencyAdmin.unblock` (409 `UnblockRefused`) |
  * | `GET /stats` | `IdempotencyAdmin.stats` |
@@ -173,8 +173,9 @@ const Target = {
  */
 export class AdminGroup extends HttpApiGroup.make("idempotencyAdmin")
   .add(
-    HttpApiEndpoint.get("get", "/record")
-      .setUrlParams(Schema.Struct({ ...Target, outcome: Schema.optional(Schema.BooleanFromString) }))
+    // a POST: the key travels in the body, never in a URL that access logs keep
+    HttpApiEndpoint.post("get", "/record")
+      .setPayload(Schema.Struct({ ...Target, outcome: Schema.optional(Schema.Boolean) }))
       .addSuccess(RecordInfo)
       .addError(NoRecord)
       .addError(IdempotencyAdmin.InvalidTarget, { status: 400 })
@@ -345,11 +346,11 @@ export const layer = (options: {
     (handlers) =>
       Effect.map(IdempotencyAdmin.IdempotencyAdmin, (admin) =>
         handlers
-          .handle("get", ({ urlParams }) =>
+          .handle("get", ({ payload }) =>
             audited(
               "inspect",
-              urlParams,
-              admin.get(targetOf(urlParams), { outcome: urlParams.outcome === true }).pipe(
+              payload,
+              admin.get(targetOf(payload), { outcome: payload.outcome === true }).pipe(
                 Effect.flatMap(Option.match({
                   onNone: () => Effect.fail(new NoRecord()),
                   onSome: (record) => Effect.succeed(wireRecord(record))
@@ -513,7 +514,7 @@ export const layerClient = (options: {
           call(
             "get",
             api.get({
-              urlParams: {
+              payload: {
                 ...targetOf(target),
                 ...(getOptions?.outcome === true ? { outcome: true } : {})
               }
