@@ -263,8 +263,10 @@ export const goals = (results: Results): ReadonlyArray<Goal> => {
     out.push({
       goal: "SQL store: round trips as its README documents (MariaDB 2 / 1 / 1, SQLite and libSQL 2 / 1 / 1 " +
         `once the phase has turned, at most ${SQL_SWITCH_ALLOWANCE} more while it turns)`,
-      measured: sqlTrips.map(([db, t]) => `${db.engine} ${t.first} / ${t.replay} / ${t.conflict}`).join("; "),
-      met: sqlTrips.every(([db, t]) => {
+      measured: sqlTrips.map(([db, t]) => `${db.engine} ${t.first} / ${t.replay} / ${t.conflict}`).join("; ") +
+        (results.quick ? " (a quick run: too few calls per path to judge the switch)" : ""),
+      // in a quick run the calls made while the store switches are most of a path's calls
+      met: results.quick ? undefined : sqlTrips.every(([db, t]) => {
         const [first, replay, conflict] = SQL_DOCUMENTED_TRIPS[db.engine]
         const allowance = db.engine === "mariadb" ? 0 : SQL_SWITCH_ALLOWANCE
         return t.first >= first && t.first <= first + allowance && t.replay >= replay &&
