@@ -18,7 +18,6 @@
  * @internal
  */
 import * as Cause from "effect/Cause"
-import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -28,7 +27,6 @@ import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
-import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import * as Attempt from "../../Attempt.js"
 import * as IdempotencyContext from "../../IdempotencyContext.js"
@@ -64,8 +62,6 @@ export const currentTrace = FiberRef.unsafeMake<Trace | undefined>(undefined)
 interface Job {
   readonly effect: Effect.Effect<unknown, unknown>
   readonly toEvent: (exit: Exit.Exit<unknown, unknown>) => Machine.Event | undefined
-  /** The attempt's context, for the downstream. */
-  readonly context?: IdempotencyContext.IdempotencyContext["Type"] | undefined
 }
 
 /**
@@ -139,45 +135,21 @@ class Driver<P, A, E, R> {
     })
   }
 
-  /**
-   * Runs `effect` in a fiber of its own, interruptible; its end posts the event `toEvent` gives. The
-   * fiber is a daemon, with the caller's references, and starts at once, on the driver's stack: one
-   * that does not wait (a downstream or a write that answers at once) has posted its end before the
-   * driver looks again, without a turn of the scheduler. With `context`, the fiber's context is the
-   * caller's with the attempt's `IdempotencyContext`, and the caller's again once `effect` ended, so
-   * that what the caller inherits from it (`Fiber.inheritAll`) never includes the attempt's context.
-   */
+  /** Runs `effect` in a fiber of its own, interruptible; its end posts the event `toEvent` gives. */
   spawn<X, Y, Z>(
     effect: Effect.Effect<X, Y, Z>,
-    toEvent: (exit: Exit.Exit<X, Y>) => Machine.Event | undefined,
-    context?: IdempotencyContext.IdempotencyContext["Type"]
+    toEvent: (exit: Exit.Exit<X, Y>) => Machine.Event | undefined
   ): Effect.Effect<Fiber.RuntimeFiber<void>, never, Z> {
-    return Effect.map(Effect.runtime<Z>(), (runtime) => {
-      const post = (exit: Exit.Exit<X, Y>) =>
-        Effect.sync(() => {
-          const event = toEvent(exit)
-          if (event !== undefined) this.post(event)
-        })
-      const ran = Effect.exit(Effect.interruptible(effect))
-      if (context === undefined) return Runtime.runFork(runtime, Effect.flatMap(ran, post))
-      const job = Effect.flatMap(
-        ran,
-        (exit) => Effect.zipRight(FiberRef.set(FiberRef.currentContext, runtime.context), post(exit))
-      )
-      return Runtime.runFork(
-        Runtime.make({
-          context: Context.add(runtime.context, IdempotencyContext.IdempotencyContext, context),
-          fiberRefs: runtime.fiberRefs,
-          runtimeFlags: runtime.runtimeFlags
-        }),
-        job
-      )
-    })
+    return Effect.forkDaemon(Effect.flatMap(Effect.exit(Effect.interruptible(effect)), (exit) =>
+      Effect.sync(() => {
+        const event = toEvent(exit)
+        if (event !== undefined) this.post(event)
+      })))
   }
 
   /** Runs `job` in a fiber of its own: the worker, the only one that runs the downstream or a step of the recording. */
   work(job: Job): Effect.Effect<void, never, R> {
-    return Effect.map(this.spawn(job.effect, job.toEvent, job.context), (fiber) => {
+    return Effect.map(this.spawn(job.effect, job.toEvent), (fiber) => {
       this.worker = fiber
     })
   }
@@ -263,12 +235,13 @@ class Driver<P, A, E, R> {
       this.inbox.push({ _tag: "NotStarted", defect: new TypeError("the operation's execute returned no Effect") })
       return undefined
     }
+    const withContext = Effect.provideService(
+      effect,
+      IdempotencyContext.IdempotencyContext,
+      IdempotencyContext.make({ id, token, attempt })
+    ) as Effect.Effect<unknown, unknown>
     // interruptible even when the caller runs in an uninterruptible region; its end always posts
-    return this.work({
-      effect: effect as Effect.Effect<unknown, unknown>,
-      toEvent: downstreamEnded,
-      context: IdempotencyContext.make({ id, token, attempt })
-    })
+    return this.work({ effect: withContext, toEvent: downstreamEnded })
   }
 
   /** Runs one command: an effect to run, or `undefined` when it was done at once. */
