@@ -1,7 +1,5 @@
 /**
- * The response of a function, as data: a status, headers and a text body. An idempotent function
- * answers it as a web `Response`; `@effect-idempotency/http` records it (status, selected headers,
- * the body's bytes) and replays it to every retry.
+ * The response of a function, as data: a status, headers and a text body.
  *
  * @since 0.1.0
  */
@@ -11,25 +9,19 @@ import * as Schema from "effect/Schema"
 import type { NetlifyError } from "./NetlifyError.js"
 
 /**
- * The header set on a replayed response.
- *
  * @since 0.1.0
  * @category constants
  */
 export const REPLAYED_HEADER = StoredResponse.REPLAYED_HEADER
 
 /**
- * The headers a stored response keeps by default (`HttpIdempotency.DEFAULT_STORED_HEADERS`:
- * `content-type`, `content-encoding`, `content-language`, `content-location`, `location`); the others
- * (cookies, for example) are sent with the fresh response only.
- *
  * @since 0.1.0
  * @category constants
  */
 export const DEFAULT_STORED_HEADERS: ReadonlyArray<string> = HttpIdempotency.DEFAULT_STORED_HEADERS
 
 /**
- * A function response. Header names are lower case.
+ * A function response; header names are lower case.
  *
  * @since 0.1.0
  * @category models
@@ -41,8 +33,6 @@ export class FunctionResponse extends Schema.Class<FunctionResponse>("@effect-id
 }) {}
 
 /**
- * Options of the response constructors.
- *
  * @since 0.1.0
  * @category models
  */
@@ -95,8 +85,6 @@ export const empty = (init?: Init): FunctionResponse =>
   new FunctionResponse({ status: init?.status ?? 204, headers: lowerCase(init?.headers), body: "" })
 
 /**
- * Keeps the headers a stored response keeps.
- *
  * @since 0.1.0
  * @category utils
  */
@@ -110,8 +98,6 @@ export const selectHeaders = (response: FunctionResponse, names: ReadonlyArray<s
 }
 
 /**
- * Adds headers to a response.
- *
  * @since 0.1.0
  * @category utils
  */
@@ -126,8 +112,6 @@ export const setHeaders = (
   })
 
 /**
- * Marks a response as replayed (`Idempotent-Replayed: true`).
- *
  * @since 0.1.0
  * @category utils
  */
@@ -135,8 +119,6 @@ export const markReplayed = (response: FunctionResponse): FunctionResponse =>
   setHeaders(response, { [REPLAYED_HEADER]: "true" })
 
 /**
- * Whether a response carries `Idempotent-Replayed: true`.
- *
  * @since 0.1.0
  * @category utils
  */
@@ -156,10 +138,7 @@ export const problem = (status: number, detail: string, init?: Omit<Init, "statu
   fromStored(StoredResponse.problem(status, detail, { headers: lowerCase(init?.headers) }))
 
 /**
- * The response of a library or adapter failure: its status (see `NetlifyError.httpStatus`), a
- * problem body with the error's message, `Retry-After` (whole seconds, rounded up) on a conflict,
- * and `Idempotent-Replayed: true` when a stored "outcome unknown" is replayed
- * (`StoredResponse.fromError` of `@effect-idempotency/http`).
+ * The response of a failure, with its status (README.md#per-invocation).
  *
  * @since 0.1.0
  * @category constructors
@@ -168,8 +147,6 @@ export const fromError = (error: NetlifyError | IdempotencyError.IdempotencyErro
   fromStored(StoredResponse.fromError(error))
 
 /**
- * Converts a response to a web `Response`.
- *
  * @since 0.1.0
  * @category conversions
  */

@@ -1,6 +1,5 @@
 /**
- * The current invocation of a function: the web `Request`, Netlify's context object, and the
- * deadline the platform's time limit sets.
+ * The current invocation: the web `Request`, Netlify's context, and the deadline of the time limit.
  *
  * @since 0.1.0
  */
@@ -12,8 +11,6 @@ import * as Effect from "effect/Effect"
 import type { InvalidRequestBody, RequestBodyTooLarge } from "./NetlifyError.js"
 
 /**
- * The largest request body a function accepts unless told otherwise: 1 MiB.
- *
  * @since 0.1.0
  * @category constants
  */
@@ -22,28 +19,20 @@ export const DEFAULT_MAX_BODY_BYTES = HttpIdempotency.DEFAULT_MAX_BODY_BYTES
 const decoder = new TextDecoder()
 
 /**
- * The part of Netlify's `Context` (the handler's second argument) the adapter reads. Netlify's own
- * type from `@netlify/functions` is assignable to it; so is `{}` in tests.
+ * The part of Netlify's `Context` the adapter reads.
  *
  * @since 0.1.0
  * @category models
  */
 export interface NetlifyContext {
-  /** Netlify's id of the request, put on every log line of the invocation. */
   readonly requestId?: string | undefined
-  /** The client's IP address. */
   readonly ip?: string | undefined
-  /** The path parameters of the function's route. */
   readonly params?: Readonly<Record<string, string>> | undefined
-  /** The deploy that serves the function. */
   readonly deploy?: { readonly id?: string | undefined; readonly context?: string | undefined } | undefined
-  /** The site that owns the function. */
   readonly site?: { readonly id?: string | undefined; readonly name?: string | undefined } | undefined
 }
 
 /**
- * The current invocation.
- *
  * @since 0.1.0
  * @category tags
  */
@@ -52,11 +41,9 @@ export class Invocation extends Context.Tag("@effect-idempotency/netlify/Invocat
   {
     readonly request: Request
     readonly context: NetlifyContext
-    /** When the handler was entered (epoch milliseconds, `Clock`). */
+    /** Epoch milliseconds, `Clock`, as `deadline`. */
     readonly startedAt: number
-    /** When the platform cuts the function off (epoch milliseconds, `Clock`). */
     readonly deadline: number
-    /** The request body as text, read once, at most the function's `maxBodyBytes`. */
     readonly text: Effect.Effect<string, InvalidRequestBody | RequestBodyTooLarge>
   }
 >() {}
@@ -72,7 +59,6 @@ export const make = (options: {
   readonly context: NetlifyContext
   readonly startedAt: number
   readonly timeLimit: Duration.Duration
-  /** The largest body read. Default `DEFAULT_MAX_BODY_BYTES`. */
   readonly maxBodyBytes?: number | undefined
 }): Effect.Effect<Invocation["Type"]> =>
   Effect.map(
@@ -89,11 +75,7 @@ export const make = (options: {
       )
   )
 
-/**
- * The invocation of a request the fetch handler of `@effect-idempotency/http` received.
- *
- * @internal
- */
+/** @internal */
 export const fromIncoming = (
   incoming: Pick<IdempotentFetch.Incoming<NetlifyContext>, "request" | "context" | "startedAt" | "text">,
   timeLimit: Duration.Duration
@@ -106,15 +88,13 @@ export const fromIncoming = (
 })
 
 /**
- * The web request of the current invocation.
- *
  * @since 0.1.0
  * @category accessors
  */
 export const request: Effect.Effect<Request, never, Invocation> = Effect.map(Invocation, (self) => self.request)
 
 /**
- * The request body of the current invocation, as text.
+ * The request body, read once, at most the function's `maxBodyBytes`.
  *
  * @since 0.1.0
  * @category accessors

@@ -1,7 +1,5 @@
 /**
- * Where an idempotent function finds the key of a request: the client's `Idempotency-Key` header,
- * or a value derived from the payload or the event (for background and event-triggered functions,
- * where no client sends a header). The key is validated either way before the store is touched.
+ * Where an idempotent function finds the key of a request: a header, or a value derived from the payload.
  *
  * @since 0.1.0
  */
@@ -12,25 +10,18 @@ import { pipeArguments } from "effect/Pipeable"
 import type { Invocation } from "./Invocation.js"
 
 /**
- * The header a client key is read from.
- *
  * @since 0.1.0
  * @category constants
  */
 export const HEADER = "Idempotency-Key"
 
 /**
- * A source of keys.
- *
  * @since 0.1.0
  * @category models
  */
 export interface KeySource<in P> extends Pipeable {
-  /** Where the key is looked for, for error messages. */
   readonly description: string
-  /** Whether a request without a key is rejected (400); otherwise it runs without idempotency. */
   readonly required: boolean
-  /** The raw key of a request, not yet validated. */
   readonly read: (payload: P, invocation: Invocation["Type"]) => Option.Option<string>
 }
 
@@ -41,8 +32,6 @@ const Proto: Pipeable = {
 }
 
 /**
- * Builds a key source.
- *
  * @since 0.1.0
  * @category constructors
  */
@@ -53,7 +42,7 @@ export const make = <P>(options: {
 }): KeySource<P> => Object.assign(Object.create(Proto), options)
 
 /**
- * The key from a request header (`Idempotency-Key` by default). `required` defaults to `true`.
+ * The key from a request header (`Idempotency-Key` by default), required by default.
  *
  * @since 0.1.0
  * @category constructors
@@ -71,8 +60,7 @@ export const header = (options?: {
 }
 
 /**
- * A key derived from the decoded payload or the invocation, for example an event's id. Return
- * `undefined` when there is none. `required` defaults to `true`.
+ * A key derived from the decoded payload or the invocation, required by default.
  *
  * @since 0.1.0
  * @category constructors
@@ -88,7 +76,7 @@ export const derive = <P>(
   })
 
 /**
- * The key of `self`, or when it has none, the key of `that`. Required if either is.
+ * The key of `self`, or else of `that`; required if either is.
  *
  * @since 0.1.0
  * @category combinators

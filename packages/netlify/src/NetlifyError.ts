@@ -1,7 +1,5 @@
 /**
- * The failures the Netlify adapter adds to those of an idempotent operation (those of
- * `@effect-idempotency/http`, which every HTTP integration shares), and the HTTP status of every
- * failure a function can end with.
+ * The adapter's failures (those of `@effect-idempotency/http`) and their HTTP statuses.
  *
  * @since 0.1.0
  */
@@ -37,33 +35,19 @@ export {
 } from "@effect-idempotency/http/HttpIdempotencyError"
 
 /**
- * Every failure the adapter itself produces.
- *
  * @since 0.1.0
  * @category models
  */
 export type NetlifyError = HttpIdempotencyError.HttpIdempotencyError
 
 /**
- * Whether a value is one of the adapter's failures.
- *
  * @since 0.1.0
  * @category refinements
  */
 export const isNetlifyError: (u: unknown) => u is NetlifyError = HttpIdempotencyError.isHttpIdempotencyError
 
 /**
- * The HTTP status of an adapter or library failure.
- *
- * | failure | status |
- * | --- | --- |
- * | `MissingIdempotencyKey`, `InvalidRequestBody`, `InvalidIdempotencyKey`, `InvalidPayload` | 400 |
- * | `IdempotencyConflict` (with `Retry-After`), `LeaseLost` | 409 |
- * | `RequestBodyTooLarge` | 413 |
- * | `KeyReused` | 422 |
- * | `StoredOutcomeInvalid`, `OutcomeNotReplayable` | 500 |
- * | `InsufficientTime`, `LayerUnavailable`, `CleanupFailed`, `StoreUnavailable`, `StoreError` | 503 |
- * | `DownstreamTimeout` | 504 |
+ * The HTTP status of a failure: the table in README.md#per-invocation.
  *
  * @since 0.1.0
  * @category mapping

@@ -1,10 +1,5 @@
 /**
- * Netlify's time limits: the default and the largest limit of a synchronous function, and the limit
- * of a background function. A function's `timeLimit` is one of them.
- *
- * How a limit is split between the handler, the margin that records the outcome, and the lease is
- * `@effect-idempotency/http`'s `TimeLimit`, which every HTTP integration shares; its functions and
- * constants are re-exported here, so `TimeLimit.defaultMargin` reads the same from either package.
+ * Netlify's time limits, with the arithmetic of `@effect-idempotency/http`'s `TimeLimit` re-exported.
  *
  * @example
  * ```ts
@@ -28,7 +23,7 @@ import * as Duration from "effect/Duration"
 export const synchronous: Duration.Duration = Duration.seconds(10)
 
 /**
- * The largest limit a synchronous function can be configured with.
+ * The largest limit of a synchronous function.
  *
  * @since 0.1.0
  * @category constants
@@ -44,9 +39,6 @@ export const synchronousMax: Duration.Duration = Duration.seconds(26)
 export const background: Duration.Duration = Duration.minutes(15)
 
 /**
- * The arithmetic of `@effect-idempotency/http`'s `TimeLimit`: `MAX_DEFAULT_MARGIN`, `defaultMargin`,
- * `downstreamTimeout` and `answerAllowance`.
- *
  * @since 0.1.0
  * @category re-exports
  */
