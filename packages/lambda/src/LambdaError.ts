@@ -7,9 +7,7 @@ import { HttpIdempotencyError } from "@effect-idempotency/http"
 import * as Schema from "effect/Schema"
 
 /**
- * The event is not the function's event: it does not decode with the event schema, or its decoded
- * value does not encode back with it (for its fingerprint). No store was touched. `detail` says
- * where it broke the schema, bounded, without any of its values.
+ * The event does not decode with the event schema, or does not encode back for its fingerprint.
  *
  * @since 0.1.0
  * @category errors
@@ -27,8 +25,6 @@ export class InvalidEvent extends Schema.TaggedError<InvalidEvent>("@effect-idem
 }
 
 /**
- * The key function found no key in the event. No store was touched.
- *
  * @since 0.1.0
  * @category errors
  */
@@ -45,9 +41,7 @@ export class MissingKey extends Schema.TaggedError<MissingKey>("@effect-idempote
 }
 
 /**
- * Too little of the invocation's time is left to call the downstream and still record the outcome
- * before Lambda stops the function (a slow cold start, for example). No store was touched; a retry
- * may succeed.
+ * Too little of the invocation's time is left to run and record the outcome; no store was touched.
  *
  * @since 0.1.0
  * @category errors
@@ -67,9 +61,7 @@ export class InsufficientTime extends Schema.TaggedError<InsufficientTime>(
 }
 
 /**
- * The function's layer (the store, the downstream clients) could not be built. The downstream was
- * not called; the next invocation builds it again. The same error as every adapter's (from
- * `@effect-idempotency/http`'s `WarmRuntime`).
+ * The function's layer could not be built (`WarmRuntime` of `@effect-idempotency/http`).
  *
  * @since 0.1.0
  * @category errors
@@ -83,8 +75,6 @@ export const LayerUnavailable = HttpIdempotencyError.LayerUnavailable
 export type LayerUnavailable = HttpIdempotencyError.LayerUnavailable
 
 /**
- * Every failure the adapter itself produces.
- *
  * @since 0.1.0
  * @category models
  */

@@ -1,16 +1,6 @@
 /**
- * Idempotent Lambda functions for any event: EventBridge, S3, direct and asynchronous invocations,
- * Step Functions tasks. The event is decoded with a Schema; the key comes from a typed function of
- * the decoded event (where Powertools takes a JMESPath, `eventKeyJmesPath`), and the request's
- * fingerprint from the event or a chosen part of it (`payloadValidationJmesPath`).
- *
- * Per invocation: the event is decoded (an `InvalidEvent` otherwise), the key read, and the handler
- * run inside `Idempotency.once`, within the time Lambda leaves the invocation less a margin, so the
- * outcome is recorded before Lambda stops the function. The lease covers the invocation's remaining
- * time. The result is the handler's value, encoded with `success` (what Lambda serializes); a replay
- * returns the recorded one. A failure is rejected with the error itself, so an asynchronous
- * invocation is retried by Lambda as usual: a stored failure is rejected again on every retry, and
- * the handler does not run.
+ * Idempotent Lambda functions for any event (EventBridge, S3, direct and asynchronous invocations, Step
+ * Functions tasks), decoded with a Schema and keyed by a typed function of it (see README.md).
  *
  * @example
  * ```ts
@@ -48,12 +38,7 @@ import { InsufficientTime, InvalidEvent, MissingKey } from "./LambdaError.js"
 import * as LambdaInvocation from "./LambdaInvocation.js"
 
 /**
- * A Lambda handler: call it as Lambda does, `handler(event, context)`, with a context whose
- * `getRemainingTimeInMillis` tells the time left. It resolves with the function's result, or rejects
- * with the error Lambda reports. A test calls it the same way, or with `LambdaTest.invoke`, which
- * makes the context and cuts the invocation off at its timeout as Lambda does. Its runtime (the
- * layer: the store's connections) is built once per execution environment, on the first invocation
- * unless `ready` started it.
+ * A Lambda handler, `handler(event, context)`, with `ready()` and `dispose()` for its runtime.
  *
  * @example
  * ```ts
@@ -86,26 +71,12 @@ import * as LambdaInvocation from "./LambdaInvocation.js"
  */
 export interface Handler<Event, Result> {
   (event: Event, context: LambdaInvocation.LambdaContext): Promise<Result>
-  /**
-   * Builds the runtime now, and resolves once it is built or its build failed (the next invocation
-   * then builds again). `await handler.ready()` at the top level of an ES module makes the build
-   * part of Lambda's init phase, which does not count against an invocation's time. Without it, the
-   * first invocation waits for the build while it could still run and record its outcome; past that
-   * point it fails with `InsufficientTime` before Lambda's cut-off (no store touched), and the build
-   * goes on for the next invocation.
-   */
   readonly ready: () => Promise<void>
-  /** Releases the runtime (the store's connections): at the end of a test or a local run. */
   readonly dispose: () => Promise<void>
 }
 
 /**
- * The operation behind a handler, one request at a time, with the handler's name, schemas, policies
- * and settings: give it to `RetryProperty` (`operation: handler.operation`) to property-test the
- * configuration you deploy rather than a copy of it. A request's `payload` is the decoded event (a
- * record's decoded body for `LambdaSqs`) and its `key` the idempotency key; the handler runs as in an
- * invocation that ends at the request's `deadline`, else its `timeout` from now, else 3 seconds from
- * now (Lambda's default time limit).
+ * The operation behind a handler, for `RetryProperty` (README.md#testing-your-function).
  *
  * @since 0.1.0
  * @category models
@@ -122,8 +93,6 @@ export interface Operation<P, A, E, R> {
 }
 
 /**
- * A handler of events that exposes its operation.
- *
  * @since 0.1.0
  * @category models
  */
@@ -132,41 +101,25 @@ export interface EventHandler<Ev, IA, A, E, R> extends Handler<unknown, IA> {
 }
 
 /**
- * An idempotent function of an event.
+ * The options of `idempotent`.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Options<Ev, EvI, A, IA, E, EF, IEF, ROut, LE> extends Idempotency.Settings {
-  /** The operation's name: the namespace of its records. */
   readonly name: string
-  /** The services of the handler, the `IdempotencyStore` among them; built once per execution environment. */
   readonly layer: Layer.Layer<ROut | IdempotencyStore.IdempotencyStore, LE>
-  /** The event, decoded with this schema. */
   readonly event: Schema.Schema<Ev, EvI>
-  /** The idempotency key of an event (validated as any key); `undefined` rejects it with `MissingKey`. */
+  /** `undefined` rejects the event with `MissingKey`. */
   readonly key: (event: Ev, context: LambdaInvocation.LambdaContext) => string | undefined
-  /**
-   * The part of the event the fingerprint covers: a retry with the same key and another value of it
-   * fails with `KeyReused`. Default: the decoded event, encoded again with `event` (the order of
-   * members and members the schema does not declare do not count).
-   */
+  /** The part of the event the fingerprint covers. Default: the decoded event, encoded again. */
   readonly payload?: ((event: Ev) => unknown) | undefined
-  /** A tenant or user id: keys of different scopes never share a record. */
   readonly scope?: ((event: Ev) => string | undefined) | undefined
-  /** The handler's success: recorded encoded, and the encoded value is the function's result. */
   readonly success: Schema.Schema<A, IA>
-  /** The domain failures recorded and rejected again to every retry (see `Idempotency.Options.failure`). */
   readonly failure?: Schema.Schema<EF, IEF> | undefined
-  /** The failure policy (see `Idempotency.Options.onFailure`). */
   readonly onFailure?: ((error: E) => IdempotencyPolicy.FailurePolicy) | undefined
-  /**
-   * The time kept between the end of the handler and the moment Lambda stops the invocation, to
-   * record the outcome. Default `LambdaInvocation.defaultMargin` of the remaining time (a quarter,
-   * at most 1 second).
-   */
+  /** Default `LambdaInvocation.defaultMargin` of the remaining time. */
   readonly margin?: Duration.DurationInput | undefined
-  /** The handler: it runs at most once per key while its record lives (within the policies). */
   readonly handler: (
     event: Ev
   ) => Effect.Effect<
@@ -179,12 +132,7 @@ export interface Options<Ev, EvI, A, IA, E, EF, IEF, ROut, LE> extends Idempoten
   >
 }
 
-/**
- * Runs one decoded event through the operation, within the invocation's time. Shared by the batch
- * adapters.
- *
- * @internal
- */
+/** @internal */
 export const runIdempotent = <A, IA, E, EF, IEF, R>(
   options: Idempotency.Settings & {
     readonly name: string
@@ -220,7 +168,7 @@ export const runIdempotent = <A, IA, E, EF, IEF, R>(
         operation: options.name,
         payload: options.fingerprint,
         onFailure: options.onFailure as ((error: unknown) => IdempotencyPolicy.FailurePolicy) | undefined,
-        // the lease covers the invocation: no retry takes over an attempt that may still run
+        // See README.md#per-invocation: the lease covers the invocation
         lease: options.lease ?? Duration.millis(invocation.deadline - now),
         leaseMargin: Duration.subtract(margin, allowance),
         deadline: invocation.deadline - Duration.toMillis(allowance)
@@ -229,7 +177,7 @@ export const runIdempotent = <A, IA, E, EF, IEF, R>(
   })
 
 /**
- * An idempotent Lambda function of an event (see the module's documentation).
+ * An idempotent Lambda function of an event.
  *
  * @since 0.1.0
  * @category constructors
@@ -242,7 +190,6 @@ export const idempotent = <Ev, EvI, A, IA, E, ROut, LE, EF = never, IEF = never>
   const encodeSuccess = Schema.encode(options.success)
   const invalid = (error: ParseResult.ParseError) =>
     new InvalidEvent({ detail: IdempotencyErrors.describeParseError(error) })
-  /** The decoded event through the operation, under `key`. */
   const run = (event: Ev, key: string, scope: string | undefined) =>
     Effect.flatMap(
       options.payload === undefined

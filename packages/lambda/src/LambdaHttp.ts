@@ -1,16 +1,6 @@
 /**
- * Idempotent HTTP functions on AWS Lambda: API Gateway REST APIs (payload 1.0), HTTP APIs (payload
- * 2.0) and function URLs (payload 2.0), with the HTTP semantics of the fetch handler and the
- * `@effect/platform` middleware (one implementation: `@effect-idempotency/http`): the
- * `Idempotency-Key` header, 400 / 409 with `Retry-After` / 413 / 422 as problem responses, the
- * response recorded (status, allowed headers, body bytes) and replayed with
- * `Idempotent-Replayed: true`, 5xx not recorded.
- *
- * The event becomes a Web `Request` (method, path, query, headers, the body decoded from base64
- * when API Gateway encoded it); the handler's `Response` becomes the event source's result (a
- * binary body as base64, cookies as API Gateway wants them). The cut-off is the invocation's
- * remaining time: the handler ends `margin` before it (default 1 second) and every store call
- * before it.
+ * Idempotent HTTP functions on AWS Lambda (API Gateway REST, HTTP APIs, function URLs), with the HTTP
+ * semantics of `@effect-idempotency/http` and the invocation's remaining time as the cut-off.
  *
  * @example
  * ```ts
@@ -48,7 +38,7 @@ import type { LambdaContext } from "./LambdaInvocation.js"
 import { MAX_DEFAULT_MARGIN } from "./LambdaInvocation.js"
 
 /**
- * An HTTP event: API Gateway REST (payload 1.0), or HTTP API and function URL (payload 2.0).
+ * API Gateway REST (payload 1.0), or HTTP API and function URL (payload 2.0).
  *
  * @since 0.1.0
  * @category models
@@ -56,21 +46,13 @@ import { MAX_DEFAULT_MARGIN } from "./LambdaInvocation.js"
 export type HttpEvent = APIGatewayProxyEvent | APIGatewayProxyEventV2
 
 /**
- * The result for the event's source (the same payload version as the event).
- *
  * @since 0.1.0
  * @category models
  */
 export type HttpResult = APIGatewayProxyResult | APIGatewayProxyStructuredResultV2
 
 /**
- * A Lambda handler of HTTP events: call it as Lambda does, `handler(event, context)`, or in a test
- * with `LambdaTest.invoke(handler, LambdaTest.httpApiEvent(...))`. It resolves with the result for
- * the event's source, failures included (problem responses). `ready()` builds the execution
- * environment's runtime now (awaited at a module's top level: during Lambda's init phase, which does
- * not count against an invocation's time); without it, a first invocation whose cold start leaves
- * too little time answers 503 (`InsufficientTime`) before Lambda's cut-off, and the build goes on for
- * the next one. `dispose()` releases the runtime (tests, local runs).
+ * A Lambda handler of HTTP events; it resolves with problem responses too.
  *
  * @since 0.1.0
  * @category models
@@ -82,19 +64,15 @@ export interface Handler {
 }
 
 /**
- * An idempotent HTTP function.
- *
  * @since 0.1.0
  * @category models
  */
 export interface Options<E, ROut, LE> extends HttpIdempotency.Options {
-  /** The services of the handler, the `IdempotencyStore` among them; built once per execution environment. */
   readonly layer: Layer.Layer<ROut | IdempotencyStore.IdempotencyStore, LE>
-  /** A tenant or principal id of a request (an authorizer's claim, say): keys of different scopes never share a record. */
+  /** Keys of different scopes (a tenant, an authorizer's principal) never share a record. */
   readonly scope?: ((request: Request, event: HttpEvent) => string | undefined) | undefined
-  /** The answer to a failure of the handler. Default: 500 with a problem body that shows nothing of it. */
+  /** Default: 500 with a problem body that shows nothing of the error. */
   readonly onError?: ((error: E) => Response) | undefined
-  /** The handler: called at most once per scoped key while its record lives (within the policies). */
   readonly handler: (
     request: Request,
     event: HttpEvent
@@ -105,8 +83,6 @@ const isV2 = (event: HttpEvent): event is APIGatewayProxyEventV2 =>
   (event as { readonly version?: unknown }).version === "2.0"
 
 /**
- * The Web request of an event.
- *
  * @since 0.1.0
  * @category conversions
  */
@@ -151,7 +127,7 @@ export const toRequest = (event: HttpEvent): Request => {
 const TEXT = /^(text\/|application\/(json|xml|javascript|problem\+json|x-www-form-urlencoded)|[^;]*\+(json|xml))/i
 
 /**
- * The result of a Web response, for an event of `version` (a body that is not text is base64).
+ * The result of a Web response (a body that is not text as base64).
  *
  * @since 0.1.0
  * @category conversions
@@ -163,7 +139,7 @@ export const toResult = async (response: Response, event: HttpEvent): Promise<Ht
   const body = text ? new TextDecoder().decode(bytes) : Buffer.from(bytes).toString("base64")
   const headers: Record<string, string> = {}
   response.headers.forEach((value, name) => {
-    // `Connection` is hop-by-hop (the 413 of `IdempotentFetch` sets it): a result has no connection
+    // `Connection` is hop-by-hop: a result has no connection
     if (name !== "set-cookie" && name !== "connection") headers[name] = value
   })
   const cookies = response.headers.getSetCookie()
@@ -186,7 +162,7 @@ export const toResult = async (response: Response, event: HttpEvent): Promise<Ht
 }
 
 /**
- * An idempotent HTTP function (see the module's documentation).
+ * An idempotent HTTP function.
  *
  * @since 0.1.0
  * @category constructors
@@ -206,8 +182,7 @@ export const idempotent = <E, ROut, LE>(options: Options<E, ROut, LE>): Handler 
       const lambda = context as { readonly context?: LambdaContext } | undefined
       return lambda?.context === undefined ? {} : { requestId: lambda.context.awsRequestId }
     },
-    // the cut-off is the invocation's: the time Lambda said was left when the handler was entered,
-    // from when the request was received (the same instant), so a cold start counts once
+    // from when the request was received, so a cold start counts once
     cutOff: (incoming) =>
       incoming.context === undefined ? undefined : incoming.startedAt + Math.max(0, incoming.context.remaining),
     scope: scope === undefined

@@ -1,6 +1,5 @@
 /**
- * The current invocation of a Lambda function: AWS Lambda's context object, when the handler was
- * entered, and the deadline its remaining time sets.
+ * The current invocation of a Lambda function: its context, when it was entered, and its deadline.
  *
  * @since 0.1.0
  */
@@ -10,23 +9,18 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 
 /**
- * The part of AWS Lambda's context object (the handler's second argument) the adapter reads. The
- * `Context` type of `@types/aws-lambda` is assignable to it.
+ * The part of Lambda's context the adapter reads; `Context` of `@types/aws-lambda` is assignable to it.
  *
  * @since 0.1.0
  * @category models
  */
 export interface LambdaContext {
-  /** Lambda's id of the invocation, put on every log line of it. */
   readonly awsRequestId: string
   readonly functionName?: string | undefined
-  /** The time left before Lambda stops the invocation, in milliseconds. */
   readonly getRemainingTimeInMillis: () => number
 }
 
 /**
- * The current invocation.
- *
  * @since 0.1.0
  * @category tags
  */
@@ -34,15 +28,14 @@ export class Invocation extends Context.Tag("@effect-idempotency/lambda/Invocati
   Invocation,
   {
     readonly context: LambdaContext
-    /** When the handler was entered (epoch milliseconds, `Clock`). */
+    /** Epoch milliseconds, `Clock`, as `deadline`. */
     readonly startedAt: number
-    /** When Lambda stops the invocation (epoch milliseconds, `Clock`). */
     readonly deadline: number
   }
 >() {}
 
 /**
- * The largest default margin: enough for a few store round trips and the retries of a completion.
+ * The largest default margin: a few store round trips and the retries of a completion.
  *
  * @since 0.1.0
  * @category constants
@@ -50,9 +43,7 @@ export class Invocation extends Context.Tag("@effect-idempotency/lambda/Invocati
 export const MAX_DEFAULT_MARGIN: Duration.Duration = Duration.seconds(1)
 
 /**
- * The default margin of an invocation with `remaining` time: a quarter of it, at most 1 second. The
- * downstream ends at the latest this long before Lambda stops the invocation, so the outcome is
- * recorded first.
+ * The default margin of an invocation with `remaining` time: a quarter of it, at most 1 second.
  *
  * @since 0.1.0
  * @category utils
@@ -61,8 +52,7 @@ export const defaultMargin = (remaining: Duration.DurationInput): Duration.Durat
   Duration.min(MAX_DEFAULT_MARGIN, Duration.unsafeDivide(Duration.decode(remaining), 4))
 
 /**
- * The part of a margin kept for the answer itself, after the last store call: a quarter of the
- * margin, at most 100 ms. Every store call ends this long before Lambda stops the invocation.
+ * The part of a margin kept for the answer after the last store call: a quarter, at most 100 ms.
  *
  * @since 0.1.0
  * @category utils
@@ -71,8 +61,6 @@ export const answerAllowance = (margin: Duration.DurationInput): Duration.Durati
   Duration.min(Duration.millis(100), Duration.unsafeDivide(Duration.decode(margin), 4))
 
 /**
- * The time left before Lambda stops the current invocation.
- *
  * @since 0.1.0
  * @category accessors
  */

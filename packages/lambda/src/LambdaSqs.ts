@@ -1,13 +1,5 @@
 /**
- * Idempotent SQS consumers: one idempotent operation per record, the records of a batch processed
- * with bounded concurrency, and a partial batch response (`batchItemFailures`), so only the records
- * that failed go back to the queue. A record already processed (a duplicate delivery, a redelivery
- * after a visibility timeout) is replayed and counts as done: its side effect happens once.
- *
- * The function's event source mapping must have `ReportBatchItemFailures` on, so that Lambda reads
- * `batchItemFailures`. A record whose body does not decode fails (it returns to the queue, and goes
- * to its dead-letter queue after `maxReceiveCount`). With `fifo: true`, records are processed in
- * order and the first failure fails every record after it, as SQS FIFO queues require.
+ * Idempotent SQS consumers: an operation per record, a partial batch response (README.md#per-invocation).
  *
  * @example
  * ```ts
@@ -48,56 +40,35 @@ import { runIdempotent } from "./LambdaEvent.js"
 import type * as LambdaInvocation from "./LambdaInvocation.js"
 
 /**
- * The default number of records of a batch processed at once.
- *
  * @since 0.1.0
  * @category constants
  */
 export const DEFAULT_CONCURRENCY = 8
 
 /**
- * An idempotent consumer of SQS batches.
+ * The options of `batch`.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Options<B, BI, A, IA, E, ROut, LE, EF = never, IEF = never> extends Idempotency.Settings {
-  /** The operation's name: the namespace of its records. */
   readonly name: string
-  /** The services of the handler, the `IdempotencyStore` among them; built once per execution environment. */
   readonly layer: Layer.Layer<ROut | IdempotencyStore.IdempotencyStore, LE>
-  /** A record's body (a string), decoded with this schema (`Schema.parseJson(...)` for JSON). */
+  /** A record's body (a string) decoded: `Schema.parseJson(...)` for JSON. */
   readonly body: Schema.Schema<B, BI>
-  /** A record's idempotency key. Default: its `messageId`. */
+  /** Default: the record's `messageId`. */
   readonly key?: ((body: B, record: SQSRecord) => string) | undefined
-  /**
-   * The part of a record the fingerprint covers. Default: its decoded body, encoded again with `body`
-   * (for `Schema.parseJson(...)`, JSON in the schema's order: the order of members, whitespace and
-   * members the schema does not declare do not count).
-   */
+  /** The part of a record the fingerprint covers. Default: its decoded body, encoded again. */
   readonly payload?: ((body: B, record: SQSRecord) => unknown) | undefined
-  /** A tenant or user id: keys of different scopes never share a record. */
   readonly scope?: ((body: B, record: SQSRecord) => string | undefined) | undefined
-  /** What a processed record's handler returns, recorded and replayed. Default: `Schema.Unknown`. */
+  /** Default: `Schema.Unknown`. */
   readonly success?: Schema.Schema<A, IA> | undefined
-  /**
-   * The domain failures recorded (`onFailure: "store"`) and failed again on every redelivery, without
-   * running the handler (see `Idempotency.Options.failure`). A record whose failure is recorded counts
-   * as failed: it goes back to the queue (and to its dead-letter queue after `maxReceiveCount`).
-   */
   readonly failure?: Schema.Schema<EF, IEF> | undefined
-  /**
-   * The failure policy (see `Idempotency.Options.onFailure`). Default: `store` for failures that
-   * `failure` accepts, `release` (the record is retried) otherwise.
-   */
   readonly onFailure?: ((error: E) => IdempotencyPolicy.FailurePolicy) | undefined
-  /** The time kept before Lambda stops the invocation, to record outcomes (see `LambdaEvent.Options.margin`). */
   readonly margin?: Duration.DurationInput | undefined
-  /** How many records are processed at once. Default `DEFAULT_CONCURRENCY` (8); ignored with `fifo`. */
+  /** Default `DEFAULT_CONCURRENCY`; ignored with `fifo`. */
   readonly concurrency?: number | undefined
-  /** Process in order and fail every record after the first failure (SQS FIFO queues). Default `false`. */
   readonly fifo?: boolean | undefined
-  /** The handler of one record: it runs at most once per key while its record lives (within the policies). */
   readonly handler: (
     body: B,
     record: SQSRecord
@@ -112,10 +83,7 @@ export interface Options<B, BI, A, IA, E, ROut, LE, EF = never, IEF = never> ext
 }
 
 /**
- * A consumer of SQS batches that exposes its operation (see `LambdaEvent.Operation`): one record at
- * a time, the request's payload being the record's decoded body and its key the record's key. The
- * record the handler gets is made from the request: its `messageId` is the key, its `body` the
- * payload encoded with `body`.
+ * A consumer of SQS batches; its `operation` takes a record's decoded body, keyed as its `messageId`.
  *
  * @since 0.1.0
  * @category models
@@ -125,7 +93,7 @@ export interface BatchHandler<B, A, E, R> extends Handler<SQSEvent, SQSBatchResp
 }
 
 /**
- * An idempotent consumer of SQS batches (see the module's documentation).
+ * An idempotent consumer of SQS batches.
  *
  * @since 0.1.0
  * @category constructors
@@ -139,16 +107,14 @@ export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown, EF = never,
   const invalid = (error: ParseResult.ParseError) =>
     new InvalidEvent({ detail: IdempotencyError.describeParseError(error) })
 
-  /** How a record ended: `true` when it is done (fresh or replayed), `false` when it goes back to the queue. */
+  /** `true` when a record is done (fresh or replayed), `false` when it goes back to the queue. */
   const settled = (record: SQSRecord) => (exit: Exit.Exit<unknown, unknown>): Effect.Effect<boolean> => {
     if (Exit.isSuccess(exit)) return Effect.succeed(true)
     const failure = Cause.failureOption(exit.cause)
-    // the record was processed: only its outcome could not be kept, and it never runs again
+    // See README.md#per-invocation: an outcome not kept counts as done
     if (Option.isSome(failure) && (failure.value as { readonly _tag?: unknown })._tag === "OutcomeNotReplayable") {
       return Effect.succeed(true)
     }
-    // a record's defect is that record's: its defect policy was applied by the operation, and the
-    // other records of the batch run to their end
     const log = Option.isSome(failure)
       ? Effect.logWarning("a record failed; it goes back to the queue", failure.value)
       : Cause.isInterruptedOnly(exit.cause)
@@ -160,7 +126,6 @@ export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown, EF = never,
     return Effect.as(log.pipe(Effect.annotateLogs({ messageId: record.messageId })), false)
   }
 
-  /** A record's decoded body through the operation. */
   const run = (body: B, record: SQSRecord, key: string, scope: string | undefined) =>
     Effect.flatMap(
       options.payload === undefined
@@ -170,12 +135,7 @@ export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown, EF = never,
         runIdempotent({ ...options, success, key, fingerprint, scope, effect: options.handler(body, record) })
     )
 
-  /**
-   * A record, decoded, fingerprinted and keyed, made ready to run: the records of a batch are
-   * prepared in order, so that a record whose key an earlier record of the batch holds waits for that
-   * one to end (within the invocation's time, as every record does) and replays its outcome, instead
-   * of being sent back as a conflict.
-   */
+  /** Prepared in order, so that a duplicate in the batch waits for the earlier record and replays it. */
   const prepare = (record: SQSRecord, inBatch: Map<string, Deferred.Deferred<void>>) =>
     decodeBody(record.body).pipe(
       Effect.mapError(invalid),
@@ -206,7 +166,6 @@ export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown, EF = never,
       if (options.fifo === true) {
         const results: Array<boolean> = []
         for (const run of runs) {
-          // after the first failure, nothing more runs: the rest go back to the queue in order
           if (results.includes(false)) results.push(false)
           else results.push(yield* run)
         }
@@ -232,7 +191,6 @@ export const batch = <B, BI, E, ROut, LE, A = unknown, IA = unknown, EF = never,
   })
 }
 
-/** The record a request of the operation stands for. */
 const recordOf = (messageId: string, body: string): SQSRecord => ({
   messageId,
   receiptHandle: `operation-${messageId}`,

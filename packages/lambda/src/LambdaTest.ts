@@ -1,12 +1,5 @@
 /**
- * Run a deployed function's handler in a test, as Lambda would run it: the events its sources send
- * (SQS batches, API Gateway REST and HTTP API requests), a context whose remaining time runs down,
- * and an invocation that Lambda cuts off at the function's timeout. With them, a test of your own
- * exercises the configuration you deploy (the layer, the key, the schemas, the margin) without a
- * runner of its own.
- *
- * The handler runs in its own runtime, on the wall clock, as it does on Lambda: `context`'s remaining
- * time and `invoke`'s cut-off follow the wall clock too, whatever `Clock` the test provides.
+ * Runs a deployed function's handler in a test as Lambda would (README.md#testing-your-function).
  *
  * @example
  * ```ts
@@ -53,12 +46,11 @@ import { createHash, randomUUID } from "node:crypto"
 const REGION = "us-east-1"
 const ACCOUNT = "123456789012"
 
-/** The clock Lambda and the handler's runtime read, whatever `Clock` the caller provides. */
+// Lambda's clock, whatever `Clock` the caller provides
 const wallClock = Clock.make()
 
 /**
- * Lambda's default function timeout: the remaining time of an invocation when `invoke` is not told
- * another.
+ * Lambda's default function timeout.
  *
  * @since 0.1.0
  * @category constants
@@ -66,26 +58,21 @@ const wallClock = Clock.make()
 export const DEFAULT_TIMEOUT: Duration.Duration = Duration.seconds(3)
 
 /**
- * An SQS message as Lambda delivers it.
- *
  * @since 0.1.0
  * @category models
  */
 export interface SqsRecordOptions {
   readonly messageId: string
-  /** The message's body, as sent. */
   readonly body: string
-  /** Which delivery of the message this is (`attributes.ApproximateReceiveCount`). Default 1. */
+  /** `attributes.ApproximateReceiveCount`. Default 1. */
   readonly receiveCount?: number | undefined
-  /** Merged over the record's attributes: `MessageGroupId`, `MessageDeduplicationId` of a FIFO queue, say. */
   readonly attributes?: Partial<SQSRecordAttributes> | undefined
   readonly messageAttributes?: SQSRecord["messageAttributes"] | undefined
-  /** The queue. Default `arn:aws:sqs:us-east-1:123456789012:test-queue`. */
   readonly eventSourceARN?: string | undefined
 }
 
 /**
- * An SQS record of a message (`messageId`, `body`, the receive count, the body's MD5, the queue).
+ * An SQS record of a message, as Lambda delivers it.
  *
  * @example
  * ```ts
@@ -122,40 +109,31 @@ export const sqsRecord = (options: SqsRecordOptions): SQSRecord => {
 }
 
 /**
- * An SQS event: a batch of records, as the event source mapping hands it to the function. A record
- * may come twice in a batch (SQS delivers at least once).
- *
  * @since 0.1.0
  * @category constructors
  */
 export const sqsEvent = (records: ReadonlyArray<SQSRecord>): SQSEvent => ({ Records: [...records] })
 
 /**
- * An HTTP request, for `restApiEvent` and `httpApiEvent`.
+ * A request, for `restApiEvent` and `httpApiEvent`.
  *
  * @since 0.1.0
  * @category models
  */
 export interface HttpEventOptions {
-  /** Default `"GET"`. */
   readonly method?: string | undefined
-  /** The path, with its query string if any: `"/orders?source=web"`. */
+  /** With its query string if any: `"/orders?source=web"`. */
   readonly path: string
-  /** The request's headers (an HTTP API event has their names lower-cased). */
   readonly headers?: Readonly<Record<string, string>> | undefined
-  /** Text is sent as it is; bytes base64-encoded, with `isBase64Encoded`, as API Gateway sends a binary body. */
+  /** Bytes are sent base64-encoded, as API Gateway sends a binary body. */
   readonly body?: string | Uint8Array | undefined
-  /** The request's cookies (`"name=value"`): a `Cookie` header (REST), or `cookies` (HTTP API). */
   readonly cookies?: ReadonlyArray<string> | undefined
-  /** The route's path (REST's `resource`, in HTTP API's `routeKey`): `"/orders/{id}"`. Default: the path. */
+  /** REST's `resource`, in HTTP API's `routeKey`: `"/orders/{id}"`. Default: the path. */
   readonly route?: string | undefined
-  /** The route's parameters: `{ id: "42" }`. */
   readonly pathParameters?: Readonly<Record<string, string>> | undefined
-  /** The API's domain, the host of the request's URL. Default `"api.example.com"`. */
   readonly domainName?: string | undefined
 }
 
-/** The parts of a request both payload versions are made of. */
 const parts = (options: HttpEventOptions) => {
   const method = (options.method ?? "GET").toUpperCase()
   const at = options.path.indexOf("?")
@@ -188,14 +166,12 @@ const parts = (options: HttpEventOptions) => {
 
 /** API Gateway's request time: `14/Nov/2023:22:13:20 +0000`. */
 const requestTime = (millis: number): string => {
-  // "Tue, 14 Nov 2023 22:13:20 GMT"
   const [, day, month, year, time] = new Date(millis).toUTCString().split(" ")
   return `${day}/${month}/${year}:${time} +0000`
 }
 
 /**
- * An API Gateway REST API event (payload 1.0) of a request: headers as sent and as lists, the query
- * string as parameters and lists (`null` without one), the body as text or base64.
+ * An API Gateway REST API event (payload 1.0) of a request.
  *
  * @example
  * ```ts
@@ -273,8 +249,7 @@ export const restApiEvent = (options: HttpEventOptions): APIGatewayProxyEvent =>
 }
 
 /**
- * An API Gateway HTTP API event (payload 2.0; a function URL sends the same): header names
- * lower-cased, cookies apart, the raw query string, the body as text or base64.
+ * An API Gateway HTTP API event (payload 2.0, as a function URL sends it) of a request.
  *
  * @example
  * ```ts
@@ -337,24 +312,18 @@ export const httpApiEvent = (options: HttpEventOptions): APIGatewayProxyEventV2 
 }
 
 /**
- * An invocation's context.
- *
  * @since 0.1.0
  * @category models
  */
 export interface ContextOptions {
-  /** The time the invocation has left now: the function's timeout, for a context made as it starts. */
+  /** The time the invocation has left now. */
   readonly remaining: Duration.DurationInput
-  /** Default `"test-function"`. */
   readonly functionName?: string | undefined
-  /** Default: a random UUID. */
   readonly awsRequestId?: string | undefined
 }
 
 /**
- * A Lambda context (the handler's second argument, of `@types/aws-lambda`'s `Context` type) whose
- * `getRemainingTimeInMillis()` starts at `remaining` and runs down on the wall clock, to 0. The
- * deprecated `done`, `fail` and `succeed` do nothing: a handler here answers with its promise.
+ * A Lambda context whose `getRemainingTimeInMillis()` runs down from `remaining` on the wall clock.
  *
  * @example
  * ```ts
@@ -390,9 +359,7 @@ export const context = (options: ContextOptions): Context => {
 }
 
 /**
- * The handler rejected the invocation (or threw): `cause` is what it rejected with, the error
- * Lambda would report (the adapters reject with their typed errors: `InvalidEvent`,
- * `InsufficientTime`, the handler's failure).
+ * The handler rejected the invocation (or threw) with `cause`.
  *
  * @since 0.1.0
  * @category errors
@@ -409,8 +376,7 @@ export class InvocationFailed extends Schema.TaggedError<InvocationFailed>(
 }
 
 /**
- * The handler did not answer within the function's timeout: Lambda stopped the invocation, and
- * whatever it answers later is lost.
+ * The handler did not answer within the function's timeout.
  *
  * @since 0.1.0
  * @category errors
@@ -427,29 +393,18 @@ export class InvocationTimedOut extends Schema.TaggedError<InvocationTimedOut>(
 }
 
 /**
- * An invocation.
- *
  * @since 0.1.0
  * @category models
  */
 export interface InvokeOptions {
-  /** The function's timeout: the context's remaining time, and when the invocation is cut off. Default 3 seconds. */
+  /** The function's timeout. Default `DEFAULT_TIMEOUT`. */
   readonly remaining?: Duration.DurationInput | undefined
-  /** Default `"test-function"`. */
   readonly functionName?: string | undefined
-  /** Default: a random UUID. */
   readonly awsRequestId?: string | undefined
 }
 
 /**
- * Invokes a handler with `event` and a fresh `context`, as Lambda does: its resolved value is the
- * result; a rejection (or a throw) fails with `InvocationFailed`; no answer within `remaining` fails
- * with `InvocationTimedOut`, at that time and never later. The cut-off is on the wall clock, as the
- * handler's. Like Lambda, it stops waiting, not the handler: a handler that goes on after its
- * cut-off goes on in the background (`dispose()` it at the end of the test).
- *
- * Any handler of the form `(event, context) => Promise<Result>` can be invoked: those of
- * `LambdaEvent`, `LambdaSqs` and `LambdaHttp`, or a handler of your own.
+ * Invokes a handler `(event, context) => Promise<Result>` as Lambda does, with a fresh `context`.
  *
  * @example
  * ```ts

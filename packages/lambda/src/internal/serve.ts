@@ -12,10 +12,7 @@ import type { Handler } from "../LambdaEvent.js"
 import type { LambdaContext } from "../LambdaInvocation.js"
 import { defaultMargin, Invocation } from "../LambdaInvocation.js"
 
-/**
- * What Lambda gets when an invocation fails: the error itself when it is an `Error` (tagged errors
- * are), so its name and message show in Lambda's error report; a defect is not shown.
- */
+/** The error itself, so its name and message show in Lambda's error report; a defect is not shown. */
 const thrown = (cause: Cause.Cause<unknown>): unknown => {
   if (Cause.isInterruptedOnly(cause)) return new Error("The invocation was interrupted")
   const failure = Cause.failureOption(cause)
@@ -26,12 +23,7 @@ const thrown = (cause: Cause.Cause<unknown>): unknown => {
     : new Error(`The function failed: ${String((error as { _tag?: unknown })?._tag)}`)
 }
 
-/**
- * Runs invocations at the edge: one runtime per execution environment, the invocation in the
- * context, the result or the error handed to Lambda.
- *
- * @internal
- */
+/** @internal */
 export const serve = <R, LE, Event, Result>(
   options: {
     readonly name: string
@@ -44,13 +36,11 @@ export const serve = <R, LE, Event, Result>(
   const instance = Effect.runSync(WarmRuntime.make(layer))
   const invoke = (event: Event, context: LambdaContext) =>
     Effect.gen(function*() {
-      // the remaining time is read with the clock, before the runtime is built: a cold start counts
-      // against the invocation's time once, not twice
+      // read before the runtime is built: a cold start counts against the invocation's time once
       const startedAt = yield* Clock.currentTimeMillis
       const remaining = Math.max(0, context.getRemainingTimeInMillis())
       const deadline = startedAt + remaining
-      // a cold start is awaited while the invocation could still run and record: past that, the
-      // answer is `InsufficientTime` before Lambda's cut-off, and the build goes on for the next one
+      // See README.md#per-invocation: a cold start is awaited while the invocation could still record
       const marginMillis = Duration.toMillis(margin === undefined ? defaultMargin(Duration.millis(remaining)) : margin)
       const built = yield* Effect.timeoutOption(
         instance.runtime,
@@ -85,15 +75,10 @@ export const serve = <R, LE, Event, Result>(
   })
 }
 
-/** Lambda's default time limit: an operation's request without a deadline or a timeout gets it. */
+/** Lambda's default time limit. */
 const DEFAULT_TIME_LIMIT = Duration.seconds(3)
 
-/**
- * The operation of a handler (see `LambdaEvent.Operation`): each request runs as an invocation that
- * ends at its deadline, else its timeout from now, else Lambda's default time limit from now.
- *
- * @internal
- */
+/** @internal */
 export const operation = <P, A, E, R>(
   name: string,
   run: (request: Idempotency.Request<P>) => Effect.Effect<A, E, R | Invocation>
