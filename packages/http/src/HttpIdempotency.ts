@@ -1,24 +1,5 @@
 /**
- * The IETF Idempotency-Key draft (draft-ietf-httpapi-idempotency-key-header) as one engine that
- * every HTTP integration shares: the `@effect/platform` middleware, the Web `fetch` wrapper and the
- * serverless adapters only translate their request and response to and from it.
- *
- * Per request, the engine
- *
- * 1. lets through the methods it does not cover (default `POST` and `PATCH`), untouched;
- * 2. reads the `Idempotency-Key` header (an sf-string, `"…"`, or the bare key) and validates it
- *    before anything else: a missing key is a 400 problem where the key is required, a request
- *    to run untouched otherwise;
- * 3. reads the body, at most `maxBodyBytes` of it (413 past it, never read further);
- * 4. fingerprints the request: its method, path, query (by default), the configured headers and
- *    the SHA-256 of the body's bytes;
- * 5. runs the handler once per scoped key through the core's protocol (`Idempotency.make`): the
- *    record's outcome is the response itself (status, the headers of an allow-list, the body's
- *    bytes), kept when the response policy says so (by default every status below 500);
- * 6. answers with the fresh response, or replays the recorded one with `Idempotent-Replayed: true`,
- *    or answers with a problem (400, 409 with `Retry-After`, 413, 422, 500, 503, 504). A 409's
- *    `Retry-After` is the time left of the other request's lease, at most `retryAfter` (1 second):
- *    the lease says how long the key may stay held, not when the other request will be done.
+ * The IETF Idempotency-Key draft as one engine that every HTTP integration shares (see README.md).
  *
  * @example
  * ```ts
@@ -49,8 +30,6 @@ import * as StoredResponse from "./StoredResponse.js"
 import * as TimeLimit from "./TimeLimit.js"
 
 /**
- * The request header of the key.
- *
  * @since 0.1.0
  * @category constants
  */
@@ -65,26 +44,18 @@ export const HEADER = "Idempotency-Key"
 export const DEFAULT_METHODS: ReadonlyArray<string> = ["POST", "PATCH"]
 
 /**
- * The largest request body read by default: 1 MiB.
- *
  * @since 0.1.0
  * @category constants
  */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 /**
- * The largest response body kept by default: 1 MiB. A larger response is answered, and recorded as
- * not replayable: retries get 500, never a second execution.
- *
  * @since 0.1.0
  * @category constants
  */
 export const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
 
 /**
- * The response headers kept and replayed by default; the others (cookies, for example) go with the
- * fresh response only.
- *
  * @since 0.1.0
  * @category constants
  */
@@ -97,36 +68,30 @@ export const DEFAULT_STORED_HEADERS: ReadonlyArray<string> = [
 ]
 
 /**
- * The longest `Retry-After` of a 409 by default: 1 second.
- *
  * @since 0.1.0
  * @category constants
  */
 export const DEFAULT_RETRY_AFTER: Duration.Duration = Duration.seconds(1)
 
 /**
- * The operation name (the namespace of the records) when none is given.
- *
  * @since 0.1.0
  * @category constants
  */
 export const DEFAULT_NAME = "http"
 
 /**
- * What the response policy sees of a response.
+ * What the response policy sees of a response (lower-case header names).
  *
  * @since 0.1.0
  * @category models
  */
 export interface ResponseHead {
   readonly status: number
-  /** Lower-case names. */
   readonly headers: Readonly<Record<string, string>>
 }
 
 /**
- * The default response policy: every status below 500 is recorded (a success, and a rejection that
- * a retry must see again); a 5xx is not: it releases the record, so a retry runs the handler again.
+ * The default response policy: a 5xx is not recorded, so a retry runs the handler again.
  *
  * @since 0.1.0
  * @category response policies
@@ -134,137 +99,56 @@ export interface ResponseHead {
 export const recordUnlessServerError = (response: ResponseHead): boolean => response.status < 500
 
 /**
- * The options of an idempotent route.
+ * The options of an idempotent route; their defaults are in README.md#options.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Options extends Idempotency.Settings {
-  /** The operation's name: the namespace of the records, and the name of the span. Default `"http"`. */
   readonly name?: string | undefined
-  /** The methods covered; the others pass untouched. Default `DEFAULT_METHODS` (`POST`, `PATCH`). */
   readonly methods?: ReadonlyArray<string> | undefined
-  /** The request header of the key. Default `Idempotency-Key`. */
   readonly header?: string | undefined
-  /**
-   * Whether a request without a key is rejected with 400. Default `true`; with `false`, it runs
-   * untouched (without idempotency).
-   */
   readonly required?: boolean | undefined
-  /** Key validation (the maximum length, 255 by default). */
   readonly keyOptions?: IdempotencyKey.Options | undefined
-  /**
-   * Request headers that are part of the fingerprint (a key sent again with another value of one of
-   * them gets 422). Default: none.
-   */
   readonly fingerprintHeaders?: ReadonlyArray<string> | undefined
-  /**
-   * Whether the query string is part of the fingerprint: `"include"` (default: `?a=1` and `?a=2`
-   * are different requests), or `"ignore"`.
-   */
   readonly query?: "include" | "ignore" | undefined
-  /** The largest request body read, in bytes; a larger one gets 413. Default 1 MiB. */
   readonly maxBodyBytes?: number | undefined
-  /**
-   * The largest response body kept, in bytes. A larger response is answered once, and recorded as
-   * not replayable: retries get 500 and the handler never runs again for the key. Default 1 MiB.
-   */
   readonly maxResponseBytes?: number | undefined
-  /** The response headers kept and replayed. Default `DEFAULT_STORED_HEADERS`. */
   readonly storedHeaders?: ReadonlyArray<string> | undefined
-  /**
-   * Which responses are recorded. One that is not recorded releases the record: it is answered to
-   * this request, and a retry runs the handler again. Default `recordUnlessServerError`.
-   */
   readonly record?: ((response: ResponseHead) => boolean) | undefined
-  /**
-   * The failure policy for a failure of the handler (its error channel). Default `release`: a
-   * retry runs the handler again. A rejection that retries must see as well is better answered as
-   * a response (a 4xx), which is recorded.
-   */
   readonly onFailure?: ((error: unknown) => IdempotencyPolicy.FailurePolicy) | undefined
-  /**
-   * A platform's time limit per request (its cut-off), counted from the request's start. The
-   * handler then gets the time left less `margin`, every store call ends before the cut-off, and
-   * the lease defaults to the time limit. Default: none (the core's `timeout`, 30 seconds).
-   */
   readonly timeLimit?: Duration.DurationInput | undefined
-  /**
-   * With `timeLimit` (or a per-request `cutOff`): the time kept between the end of the handler and
-   * the cut-off, to record the outcome and to answer. Default `TimeLimit.defaultMargin(timeLimit)`;
-   * with per-request cut-offs only, set it.
-   */
   readonly margin?: Duration.DurationInput | undefined
-  /**
-   * A URL of the documentation of the route's idempotency: the `type` of the problems for a missing,
-   * invalid or reused key and a request in progress, with a `Link` header (`rel="describedby"`), as
-   * the draft shows. Default: none (`about:blank`).
-   */
   readonly documentation?: string | undefined
-  /**
-   * The longest `Retry-After` of a 409 (the key's request still in progress): a 409 says the time
-   * left of the other request's lease, at most this, in whole seconds rounded up. The lease bounds
-   * how long a key can stay held (by an attempt that crashed, or timed out under `keepLease`), not
-   * when its request will be done: most end well before it, and a retry that comes back then gets
-   * the recorded response. Set it near the handler's usual duration. Default `DEFAULT_RETRY_AFTER`
-   * (1 second).
-   */
   readonly retryAfter?: Duration.DurationInput | undefined
-  /** The level of the line logged per request. Default `"Debug"`; a 5xx is logged as a warning. */
   readonly logLevel?: LogLevel.Literal | undefined
 }
 
 /**
- * One request as the engine sees it. Integrations build it from their own request.
+ * One request as the engine sees it (method upper case, header names lower case).
  *
  * @since 0.1.0
  * @category models
  */
 export interface Exchange<E, R> {
-  /** Upper case. */
   readonly method: string
-  /** The path, without the query. */
   readonly path: string
-  /** The query string, with its `?`, or `""`. */
   readonly query: string
-  /** A request header by its lower-case name. */
   readonly header: (name: string) => string | null | undefined
-  /**
-   * The body's bytes, read at most once, and not past `maxBodyBytes`: past it, `RequestBodyTooLarge`.
-   */
   readonly body: Effect.Effect<Uint8Array, RequestBodyTooLarge | InvalidRequestBody>
-  /** When the request started (epoch milliseconds of the `Clock`), for `timeLimit`. Default: now. */
   readonly startedAt?: number | undefined
-  /**
-   * When the platform cuts this request off (epoch milliseconds of the `Clock`), where a platform
-   * says so per request (AWS Lambda's remaining time). It takes the place of `startedAt +
-   * timeLimit`; the handler ends `margin` before it, every store call before it.
-   */
+  /** A platform's cut-off of this request (AWS Lambda's), in place of `startedAt + timeLimit`. */
   readonly cutOff?: number | undefined
-  /**
-   * The key, when it comes from elsewhere than the header (derived from the body or an event).
-   * `undefined` from it: no key. Default: the header.
-   */
+  /** The key, where it does not come from the header; `undefined`: no key. */
   readonly key?: Effect.Effect<string | undefined, E, R> | undefined
-  /** A tenant or principal id: keys of different scopes never share a record. Default: none. */
   readonly scope?: Effect.Effect<string | undefined, E, R> | undefined
-  /** Where the key was looked for, for the 400 of a missing key. Default: the header. */
   readonly keySource?: string | undefined
-  /**
-   * The request's payload as the handler sees it, in its encoded form (what a schema that decoded
-   * the body encodes it back to), where an integration decodes the body with a schema: the
-   * fingerprint then covers its canonical form (core's `Fingerprint`: members in any order, any
-   * whitespace) instead of the body's bytes. `None`, or no `payload`: the body's bytes. A body that
-   * cannot be decoded at all fails with `InvalidRequestBody`: 400, and nothing runs.
-   */
+  /** The payload encoded, where a schema decoded the body: the fingerprint covers its canonical form. */
   readonly payload?: Effect.Effect<Option.Option<unknown>, E | InvalidRequestBody, R> | undefined
 }
 
 /**
- * A response of the handler, as the engine needs it: its status, its headers (lower-case names),
- * its body's bytes, and the integration's own response, which is answered as it is when the handler
- * ran. `body` is `undefined` when the body cannot be read whole (a stream past `maxResponseBytes`, a
- * body of another kind): such a response is answered once and recorded as not replayable.
+ * A response of the handler; `body` is `undefined` when it cannot be read whole (not replayable).
  *
  * @since 0.1.0
  * @category models
@@ -277,15 +161,7 @@ export interface Captured<X> {
 }
 
 /**
- * What the integration answers.
- *
- * - `Bypass`: the method is not covered, or the request has no key and none is required: run the
- *   handler as if there were no middleware.
- * - `Fresh`: the handler ran for this request: answer its own response (`recorded` tells whether a
- *   retry will get it back; `response` is that response as it is recorded: the kept headers, and no
- *   body where it could not be read whole).
- * - `Replayed`: an earlier request's recorded response, with `Idempotent-Replayed: true`.
- * - `Rejected`: a problem response (the key, the body, a conflict, the store, the time).
+ * What the integration answers: `Bypass` runs the handler as if there were no middleware.
  *
  * @since 0.1.0
  * @category models
@@ -297,7 +173,6 @@ export type Answer<X> =
     readonly value: X
     readonly recorded: boolean
     readonly response: StoredResponse.StoredResponse
-    /** The execution attempt (1, or more after takeovers); 0 where the protocol did not say. */
     readonly attempt: number
   }
   | { readonly _tag: "Replayed"; readonly response: StoredResponse.StoredResponse; readonly attempt: number }
@@ -311,17 +186,12 @@ export type Answer<X> =
  */
 export interface HttpIdempotency {
   readonly name: string
-  /** The largest request body read, in bytes. */
   readonly maxBodyBytes: number
-  /** The largest response body kept, in bytes. */
   readonly maxResponseBytes: number
-  /** Whether a method is covered (upper case). */
   readonly covers: (method: string) => boolean
-  /** The time limit of a request, when one is set (`timeLimit`), in milliseconds. */
   readonly timeLimitMillis: number | undefined
-  /** The time kept before a cut-off to record an outcome (`margin`), in milliseconds. */
   readonly marginMillis: number
-  /** Handles one request; `downstream` runs at most once, and only for a `Fresh` answer. */
+  /** `downstream` runs at most once, and only for a `Fresh` answer. */
   readonly handle: <X, E, R>(
     exchange: Exchange<E, R>,
     downstream: Effect.Effect<Captured<X>, E, R>
@@ -329,7 +199,7 @@ export interface HttpIdempotency {
 }
 
 /**
- * The fingerprint's input: what makes two requests with one key the same request.
+ * What makes two requests with one key the same request.
  *
  * @since 0.1.0
  * @category models
@@ -338,9 +208,7 @@ export interface RequestFingerprint {
   readonly method: string
   readonly path: string
   readonly query: string
-  /** The values of `fingerprintHeaders`, in their order (`""` when absent). */
   readonly headers: ReadonlyArray<string>
-  /** The SHA-256 of the body's bytes, base64. */
   readonly body: string
 }
 
@@ -353,9 +221,6 @@ const isRequestFingerprint = (u: unknown): u is RequestFingerprint => {
 }
 
 /**
- * The schema of a fingerprint's input: the value as it is (it is JSON already), checked, with no
- * transformation to run per request.
- *
  * @since 0.1.0
  * @category schemas
  */
@@ -364,16 +229,13 @@ export const RequestFingerprint: Schema.Schema<RequestFingerprint> = Schema.decl
 })
 
 /**
- * The SHA-256 of a body, as the fingerprint holds it.
- *
  * @since 0.1.0
  * @category utils
  */
 export const bodyDigest = (body: Uint8Array): string => createHash("sha256").update(body).digest("base64")
 
 /**
- * The fingerprint of a request, as the engine records it (for inspection and tests): over its body's
- * bytes, or over `payload` (the encoded payload, see `Exchange.payload`) where one is given.
+ * The fingerprint of a request as the engine records it, for inspection and tests.
  *
  * @since 0.1.0
  * @category utils
@@ -394,21 +256,20 @@ export const fingerprint = (request: {
     body: "payload" in request ? Fingerprint.fromEncoded(request.payload) : bodyDigest(request.body)
   }))
 
-/** A response the policy chose not to record: carried as a failure, so the record is released. */
+/** A response the policy chose not to record: a failure, so the record is released. */
 class Unrecorded {
   readonly _tag = "Unrecorded"
 }
 
-/** The body of a response that could not be read whole: it never encodes, so it is recorded as omitted. */
+/** The body of a response not read whole: it never encodes, so it is recorded as omitted. */
 const NOT_KEPT = new Uint8Array(0)
 
-/** The downstream of the current request, provided per request to the operation built once. */
+/** The current request's downstream, provided per request to the operation built once. */
 class Downstream extends Context.Tag("@effect-idempotency/http/HttpIdempotency/Downstream")<
   Downstream,
   Effect.Effect<StoredResponse.StoredResponse, unknown>
 >() {}
 
-/** A response as the store keeps it: its body as base64. */
 interface EncodedResponse {
   readonly status: number
   readonly headers: Readonly<Record<string, string>>
@@ -431,11 +292,7 @@ const fromBase64 = (text: string): Uint8Array => {
   return new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength)
 }
 
-/**
- * The recorded response, coded by hand (it runs twice per fresh request and once per replay): the
- * body as base64; a body over the limit, or one that could not be read whole, does not encode, so
- * the core records the outcome as omitted.
- */
+/** Coded by hand: it runs twice per fresh request and once per replay. */
 const storedSchema = (maxBytes: number): Schema.Schema<StoredResponse.StoredResponse, EncodedResponse> =>
   Schema.declare<StoredResponse.StoredResponse, EncodedResponse, readonly []>([], {
     decode: () => (input, _, ast) => {
@@ -456,8 +313,7 @@ const storedSchema = (maxBytes: number): Schema.Schema<StoredResponse.StoredResp
 const bypass: Answer<never> = { _tag: "Bypass" }
 
 /**
- * Builds an engine: the options are resolved and the operation is built here, once; a request only
- * looks them up.
+ * Builds an engine: the options are resolved and the operation is built here, once.
  *
  * @since 0.1.0
  * @category constructors
@@ -479,7 +335,7 @@ export const make = (options: Options = {}): HttpIdempotency => {
   const logLevel = LogLevel.fromLiteral(options.logLevel ?? "Debug")
   const retryAfterMs = Math.max(0, Duration.toMillis(Duration.decode(options.retryAfter ?? DEFAULT_RETRY_AFTER)))
 
-  // a platform's cut-off: the handler ends `margin` before it, every store call `allowance` before it
+  // See README.md, Time
   const timeLimit = options.timeLimit === undefined ? undefined : Duration.decode(options.timeLimit)
   const margin = options.margin !== undefined
     ? Duration.decode(options.margin)
@@ -526,7 +382,7 @@ export const make = (options: Options = {}): HttpIdempotency => {
     )
 
   const reject = (failure: RequestFailure): Effect.Effect<Answer<never>> => {
-    // a conflict says when a retry can usefully come back: the lease left, at most `retryAfter`
+    // See README.md, Conflict
     const error = failure._tag === "IdempotencyConflict" && failure.retryAfterMillis > retryAfterMs
       ? new IdempotencyError.IdempotencyConflict({
         operation: failure.operation,
@@ -556,7 +412,6 @@ export const make = (options: Options = {}): HttpIdempotency => {
         if (remaining <= marginMs) {
           return yield* reject(new InsufficientTime({ remainingMillis: remaining, marginMillis: marginMs }))
         }
-        // every store call ends before the cut-off, leaving time to answer
         deadline = cutOff - allowanceMs
       }
 
@@ -609,8 +464,7 @@ export const make = (options: Options = {}): HttpIdempotency => {
         scope,
         deadline
       }).pipe(
-        // the downstream runs in the operation's fiber, a child of this one: its requirements are
-        // those of the returned effect
+        // the downstream runs in a child fiber of this one: its requirements are the returned effect's
         Effect.provideService(Downstream, run as Effect.Effect<StoredResponse.StoredResponse, unknown>),
         Effect.matchEffect({
           onSuccess: (result): Effect.Effect<Answer<X>> => {
@@ -641,8 +495,7 @@ export const make = (options: Options = {}): HttpIdempotency => {
             }
             if (IdempotencyError.isIdempotencyError(error)) {
               if (error._tag === "OutcomeNotReplayable" && !error.replayed && captured !== undefined) {
-                // the handler ran and its response cannot be kept: this request gets it, retries get
-                // 500, and the handler does not run again for the key
+                // See README.md#what-a-request-gets: a response that could not be kept
                 return fresh(
                   false,
                   `executed; the response ${captured.status} cannot be kept: retries get 500, the handler does not run again`
@@ -655,8 +508,6 @@ export const make = (options: Options = {}): HttpIdempotency => {
         })
       )
     }).pipe(
-      // a handler that died answers 500 and holds the key as its defect policy says: say so, with
-      // the cause and the operation (never the request's body)
       Effect.tapDefect((cause) =>
         Effect.logWarning(
           "the handler died; its outcome is unknown and the defect policy applies (by default the key " +
@@ -664,7 +515,7 @@ export const make = (options: Options = {}): HttpIdempotency => {
           cause
         ).pipe(Effect.annotateLogs("operation", name))
       ),
-      // a client's key is never logged, only its hash
+      // See README.md, Logs: never the key itself
       Effect.annotateLogs("idempotency.key_hash", IdempotencyKey.hash(key))
     )
 
@@ -681,7 +532,6 @@ export const make = (options: Options = {}): HttpIdempotency => {
           ? reject(new MissingIdempotencyKey({ source: exchange.keySource ?? keySource }))
           : Effect.succeed(bypass)
       }
-      // the key is validated before the body is read or any store is touched
       const key = IdempotencyKey.validate(raw, keyOptions)
       return Either.isLeft(key) ? reject(key.left) : execute(exchange, downstream, key.right)
     }
@@ -700,35 +550,23 @@ export const make = (options: Options = {}): HttpIdempotency => {
 }
 
 /**
- * A request of an HTTP route's operation (see `Operation`): what a client sends, but its key, which
- * is the operation request's `key`, sent in the route's key header.
+ * A request of an HTTP route's `Operation`, its key aside (sent in the route's key header).
  *
  * @since 0.1.0
  * @category models
  */
 export interface OperationRequest {
-  /** Default: the route's own method where it has one (an `HttpApi` endpoint's), else `POST`. */
+  /** Default: the route's own method where it has one, else `POST`. */
   readonly method?: string | undefined
-  /** The path, with its query. Default: the route's own path where it has one, else `/`. */
+  /** With its query. Default: the route's own path where it has one, else `/`. */
   readonly path?: string | undefined
-  /** The request's headers, the key's aside. */
   readonly headers?: Readonly<Record<string, string>> | undefined
-  /**
-   * The body: a `Uint8Array` or a string as it is, any other value as JSON (with `content-type:
-   * application/json` unless `headers` has one). Default: none.
-   */
+  /** Bytes or a string as they are, any other value as JSON. */
   readonly body?: unknown
 }
 
 /**
- * The operation behind an idempotent HTTP route, one request at a time, with the route's engine (its
- * name, methods, key header, fingerprint, policies, lease, timeouts) and its handler: give it to
- * `RetryProperty` (`operation: route.operation`) to property-test the configuration you deploy rather
- * than a copy of it. A request's `payload` is an `OperationRequest`, sent with its `key` in the key
- * header; the route's scope is the request's `scope` where it has one. Its cut-off is the request's
- * `deadline`, else its `timeout` from now, else the route's own (`timeLimit`). The value is the
- * response as it is recorded (a replay's without `Idempotent-Replayed`); a problem response fails
- * with its error.
+ * The operation behind an idempotent HTTP route, for `RetryProperty` (README.md#a-fetch-handler).
  *
  * @since 0.1.0
  * @category models
@@ -747,8 +585,7 @@ export interface Operation<E, R> {
 const textEncoder = new TextEncoder()
 
 /**
- * The Web request of an operation's request: its key in `header`, its method and path defaulting to
- * the route's (else `POST` and `/`), on `http://localhost`.
+ * The Web request of an operation's request, on `http://localhost`.
  *
  * @since 0.1.0
  * @category utils
@@ -781,9 +618,7 @@ export const webRequest = (
 }
 
 /**
- * An `Operation` from the way a route answers one request (`handle`, given the request and its
- * cut-off): the answer is mapped to the operation's result, a problem to its error, and a request the
- * route lets through without idempotency (a method it does not cover) is a defect.
+ * An `Operation` from the way a route answers one request; a `Bypass` answer is a defect.
  *
  * @since 0.1.0
  * @category constructors

@@ -1,9 +1,5 @@
 /**
- * The failures the HTTP layer adds to those of an idempotent operation, and the HTTP status of
- * every failure a request can end with.
- *
- * None of them ever holds a value of the request: a bad key is shown as a short escaped prefix,
- * a body that does not decode is described by where it broke the schema.
+ * The failures the HTTP layer adds to those of an idempotent operation, and their HTTP statuses.
  *
  * @since 0.1.0
  */
@@ -12,8 +8,7 @@ import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 
 /**
- * The type id of every error of this module (a registered symbol: two installed copies of this
- * package recognise each other's errors).
+ * A registered symbol: two installed copies of this package recognise each other's errors.
  *
  * @since 0.1.0
  * @category type ids
@@ -27,7 +22,7 @@ export const TypeId: unique symbol = Symbol.for("@effect-idempotency/http/HttpId
 export type TypeId = typeof TypeId
 
 /**
- * The route requires an idempotency key and the request carries none. No store was touched.
+ * The route requires an idempotency key and the request carries none.
  *
  * @since 0.1.0
  * @category errors
@@ -35,7 +30,6 @@ export type TypeId = typeof TypeId
 export class MissingIdempotencyKey extends Schema.TaggedError<MissingIdempotencyKey>(
   "@effect-idempotency/http/MissingIdempotencyKey"
 )("MissingIdempotencyKey", {
-  /** Where the key was looked for, e.g. `the Idempotency-Key header`. */
   source: Schema.String
 }) {
   /**
@@ -51,9 +45,7 @@ export class MissingIdempotencyKey extends Schema.TaggedError<MissingIdempotency
 }
 
 /**
- * The request body could not be read, or is not the payload (not JSON, or rejected by the payload
- * schema). No store was touched. `detail` says where the body broke the schema, bounded and
- * escaped, and never holds any of the body's values.
+ * The request body could not be read, is not JSON, or the payload schema rejects it.
  *
  * @since 0.1.0
  * @category errors
@@ -77,8 +69,7 @@ export class InvalidRequestBody extends Schema.TaggedError<InvalidRequestBody>(
 }
 
 /**
- * The request body is larger than the route accepts (`maxBodyBytes`). It was not read past the
- * limit; no store was touched.
+ * The request body is larger than `maxBodyBytes`; it was not read past the limit.
  *
  * @since 0.1.0
  * @category errors
@@ -101,8 +92,7 @@ export class RequestBodyTooLarge extends Schema.TaggedError<RequestBodyTooLarge>
 }
 
 /**
- * Too little of the request's time limit is left to call the handler and still record its
- * outcome (a slow cold start, for example). No store was touched; a retry may succeed.
+ * Too little of the request's time limit is left to run the handler and record its outcome.
  *
  * @since 0.1.0
  * @category errors
@@ -126,8 +116,7 @@ export class InsufficientTime extends Schema.TaggedError<InsufficientTime>(
 }
 
 /**
- * The handler's services (the store, the downstream clients) could not be built. The handler was
- * not called; the next request builds them again.
+ * The handler's services could not be built; the next request builds them again.
  *
  * @since 0.1.0
  * @category errors
@@ -150,8 +139,6 @@ export class LayerUnavailable extends Schema.TaggedError<LayerUnavailable>(
 }
 
 /**
- * Every failure the HTTP layer itself produces.
- *
  * @since 0.1.0
  * @category models
  */
@@ -169,8 +156,6 @@ for (
 }
 
 /**
- * Whether a value is one of the HTTP layer's failures, by type id.
- *
  * @since 0.1.0
  * @category refinements
  */
@@ -178,8 +163,7 @@ export const isHttpIdempotencyError = (u: unknown): u is HttpIdempotencyError =>
   Predicate.hasProperty(u, TypeId) && Predicate.hasProperty(u, "_tag") && typeof u._tag === "string"
 
 /**
- * Any failure a request can end with that is not the handler's own: the HTTP layer's, or the
- * idempotent operation's.
+ * Any failure a request can end with that is not the handler's own.
  *
  * @since 0.1.0
  * @category models
@@ -187,8 +171,6 @@ export const isHttpIdempotencyError = (u: unknown): u is HttpIdempotencyError =>
 export type RequestFailure = HttpIdempotencyError | IdempotencyError.IdempotencyError
 
 /**
- * Whether a value is a `RequestFailure`.
- *
  * @since 0.1.0
  * @category refinements
  */
@@ -196,17 +178,7 @@ export const isRequestFailure = (u: unknown): u is RequestFailure =>
   isHttpIdempotencyError(u) || IdempotencyError.isIdempotencyError(u)
 
 /**
- * The HTTP status of a failure.
- *
- * | failure | status |
- * | --- | --- |
- * | `MissingIdempotencyKey`, `InvalidRequestBody`, `InvalidIdempotencyKey`, `InvalidPayload` | 400 |
- * | `IdempotencyConflict` (with `Retry-After`), `LeaseLost` | 409 |
- * | `RequestBodyTooLarge` | 413 |
- * | `KeyReused` | 422 |
- * | `StoredOutcomeInvalid`, `OutcomeNotReplayable` | 500 |
- * | `InsufficientTime`, `LayerUnavailable`, `CleanupFailed`, `StoreUnavailable`, `StoreError` | 503 |
- * | `DownstreamTimeout` | 504 |
+ * The HTTP status of a failure: the table in README.md#what-a-request-gets.
  *
  * @since 0.1.0
  * @category mapping

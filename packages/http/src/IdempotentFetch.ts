@@ -1,15 +1,5 @@
 /**
- * Idempotency for any runtime that speaks Web `Request` and `Response`: Netlify Functions,
- * Cloudflare Workers, Deno, Bun, Hono, Next.js route handlers. A `(request, context?) =>
- * Promise<Response>` handler goes in, the same comes out, with one `ManagedRuntime` per instance
- * (the store's connections are made once, on the first request, and reused). Mount it as the
- * platform asks: `export const POST = handler` (Next.js), `Deno.serve(handler)`, `export default {
- * fetch: handler }` (Bun). On Cloudflare Workers, whose bindings arrive with each request, make one
- * per request: see the package's README.
- *
- * The engine (`HttpIdempotency`) does the rest: the key, the fingerprint, the record, the replays
- * and the problem responses. `make` takes an Effect handler instead, with a step that reads the
- * request once (to derive the key from the body, for example).
+ * Idempotency for any runtime that speaks Web `Request` and `Response` (see README.md#a-fetch-handler).
  *
  * @example
  * ```ts
@@ -54,28 +44,19 @@ import * as StoredResponse from "./StoredResponse.js"
 import * as WarmRuntime from "./WarmRuntime.js"
 
 /**
- * A Web fetch handler, with a way to release its instance's runtime (tests, local servers).
+ * A Web fetch handler, with `ready()` and `dispose()` for its instance's runtime.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Handler<C = unknown> {
   (request: Request, context?: C): Promise<Response>
-  /**
-   * Builds the instance's runtime now, and resolves once it is built or its build failed (the next
-   * request then builds again). Awaited at a module's top level, the build happens while the
-   * platform loads the function, before a request's time runs.
-   */
   readonly ready: () => Promise<void>
-  /** Releases the runtime of this instance (the store's connections, for example). */
   readonly dispose: () => Promise<void>
 }
 
 /**
- * An idempotent fetch handler that exposes its operation (see `HttpIdempotency.Operation`): its
- * engine and its handler, one request at a time, for `RetryProperty` (`operation: handler.operation`).
- * The request is made from the operation's request (`HttpIdempotency.webRequest`), without the
- * platform's context; its cut-off is the request's deadline or timeout, else the `timeLimit`.
+ * An idempotent fetch handler, with its `operation` for `RetryProperty`.
  *
  * @since 0.1.0
  * @category models
@@ -91,22 +72,13 @@ export interface IdempotentHandler<C, E, R> extends Handler<C> {
  * @category models
  */
 export interface Incoming<C> {
-  /** The request. Once its body was read (see `bytes`), a copy over the bytes read, readable again. */
+  /** Once its body was read, a copy over the bytes read, readable again. */
   readonly request: Request
-  /** The second argument of the handler (a platform's context), if any. */
   readonly context: C | undefined
-  /** When the request was received (epoch milliseconds of the `Clock`). */
   readonly startedAt: number
-  /** The body's bytes, read once, at most `maxBodyBytes` of them. */
   readonly bytes: Effect.Effect<Uint8Array, RequestBodyTooLarge | InvalidRequestBody>
-  /** The body as UTF-8 text. */
   readonly text: Effect.Effect<string, RequestBodyTooLarge | InvalidRequestBody>
-  /**
-   * The body as JSON, decoded with a schema. A body that is not JSON, or that the schema rejects,
-   * fails with `InvalidRequestBody` (400), whose detail says where the body broke the schema, never
-   * any of its values. From `prepare` (`prepare: (incoming) => incoming.json(Order)`), it runs before
-   * the key is read: a body that does not decode is answered 400, and nothing is reserved.
-   */
+  /** The JSON body decoded with a schema; else `InvalidRequestBody` (400), showing none of its values. */
   readonly json: <A, I>(
     schema: Schema.Schema<A, I, never>
   ) => Effect.Effect<A, RequestBodyTooLarge | InvalidRequestBody>
@@ -114,7 +86,6 @@ export interface Incoming<C> {
 
 const decoder = new TextDecoder()
 
-/** A body's text as JSON, decoded with `schema`; the failures say nothing of the body's values. */
 const decodeJson = <A, I>(
   text: Effect.Effect<string, RequestBodyTooLarge | InvalidRequestBody>,
   schema: Schema.Schema<A, I, never>
@@ -123,7 +94,7 @@ const decodeJson = <A, I>(
     Effect.flatMap((text) =>
       Effect.try({
         try: () => JSON.parse(text) as unknown,
-        // the parser's message quotes the body: it is not passed on
+        // the parser's message quotes the body
         catch: () => new InvalidRequestBody({ reason: "NotJson", detail: "the body is not JSON" })
       })
     ),
@@ -136,8 +107,7 @@ const decodeJson = <A, I>(
   )
 
 /**
- * Reads a request's body, never more than `maxBytes` of it: a larger body (declared, or as read)
- * fails with `RequestBodyTooLarge` and is not read further.
+ * Reads a request's body, never more than `maxBytes` of it (`RequestBodyTooLarge` past it).
  *
  * @since 0.1.0
  * @category utils
@@ -178,7 +148,7 @@ class IncomingImpl<C> implements Incoming<C> {
   }
 }
 
-/** A request whose body is read at most once, by whichever step reads it first. */
+/** The body is read at most once, by whichever step reads it first. */
 const makeIncoming = <C>(
   request: Request,
   context: C | undefined,
@@ -202,102 +172,48 @@ const makeIncoming = <C>(
  * @category models
  */
 export interface RuntimeOptions<E> {
-  /**
-   * The answer to a failure of the handler. Default: 500 with a problem body that shows nothing of it.
-   * A failure answered below 500 (the application's refusal, a 4xx) is logged at the handler's
-   * `logLevel`, with its cause; one answered with a 5xx is logged as an error.
-   */
   readonly onError?: ((error: E) => Response) | undefined
-  /**
-   * Interrupt the handler when the request's `signal` aborts. Default `false`: a handler that keeps
-   * running after its client went away records its outcome, which the client's retry then gets. Set
-   * it where an abort means the platform stopped the function (an emulator, tests).
-   */
   readonly interruptOnAbort?: boolean | undefined
-  /** Log annotations of a request (a platform's request id, for example). */
   readonly annotations?: ((request: Request, context: unknown) => Record<string, unknown>) | undefined
 }
 
 /**
- * The options of an idempotent fetch handler with an Effect handler. `E` is the error of the steps
- * that read the request (`prepare`, `key`, `scope`, `payload`), `EH` the handler's own (by default
- * the same); `onError` answers either. TypeScript types a callback's parameter with what it has
- * inferred up to it: write `onError` after `handler` (or annotate its parameter), so that it sees
- * the handler's errors.
+ * The options of `make`: `E` is the error of the steps that read the request, `EH` the handler's.
+ * Write `onError` after `handler` (or annotate its parameter) so that it sees the handler's errors.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Options<C, P, E, ROut, LE, EH = E> extends HttpIdempotency.Options, RuntimeOptions<NoInfer<E | EH>> {
-  /** The services of the handler, among them the `IdempotencyStore`; built once per instance. */
   readonly layer: Layer.Layer<ROut | IdempotencyStore.IdempotencyStore, LE>
-  /**
-   * A schema the JSON body of every covered request must decode with, checked first: a body that is
-   * not JSON, or that the schema rejects, is answered 400 (`InvalidRequestBody`) before the key is
-   * read, and nothing is reserved. The handler reads the body as it likes (the request's body is
-   * readable again). To hand the decoded value to the handler, decode it in `prepare` instead
-   * (`prepare: (incoming) => incoming.json(schema)`). Default: none.
-   */
+  /** A schema the JSON body must decode with, checked before the key (README.md#a-fetch-handler). */
   readonly body?: Schema.Schema.AnyNoContext | undefined
-  /**
-   * Reads what the key, the scope and the handler need from the request, once per request (decodes
-   * a JSON body with `incoming.json(schema)`, for example: a body that does not decode is then a
-   * 400, and nothing is reserved). It runs before the key is read, for every request.
-   */
+  /** Reads what the key, the scope and the handler need, once per request, before the key. */
   readonly prepare?: ((incoming: Incoming<C>) => Effect.Effect<P, E, NoInfer<ROut>>) | undefined
-  /**
-   * The key, when it does not come from the `Idempotency-Key` header: derived from the body or an
-   * event (`undefined`: no key). Default: the header.
-   */
   readonly key?: ((prepared: P, incoming: Incoming<C>) => string | undefined) | undefined
-  /** Where the key is looked for, for the 400 of a missing key. Default: the header. */
   readonly keySource?: string | undefined
-  /**
-   * The payload the handler sees, in its encoded form, where `prepare` decodes the body with a
-   * schema: the fingerprint then covers its canonical form (members in any order, any whitespace)
-   * instead of the body's bytes (see `HttpIdempotency.Exchange.payload`). Default: the body's bytes.
-   */
   readonly payload?: ((prepared: P, incoming: Incoming<C>) => Effect.Effect<unknown, E, NoInfer<ROut>>) | undefined
-  /**
-   * When the platform cuts a request off (epoch milliseconds of the `Clock`), where the platform
-   * says so per request (AWS Lambda's remaining time, read from its context). Default: `startedAt +
-   * timeLimit` when a `timeLimit` is set, none otherwise.
-   */
   readonly cutOff?: ((incoming: Incoming<C>) => number | undefined) | undefined
-  /** A tenant or principal id: keys of different scopes never share a record. */
   readonly scope?:
     | ((prepared: P, incoming: Incoming<C>) => Effect.Effect<string | undefined, E, NoInfer<ROut>> | string | undefined)
     | undefined
-  /**
-   * The handler: called at most once per scoped key while its record lives (within the policies). It
-   * reads the attempt (the key, step keys) with `IdempotencyContext.current`.
-   */
   readonly handler: (
     prepared: P,
     incoming: Incoming<C>
   ) => Effect.Effect<Response, EH, NoInfer<ROut> | IdempotencyStore.IdempotencyStore>
 }
 
-/** The failures of reading a body. */
 type BodyFailure = RequestBodyTooLarge | InvalidRequestBody
 
 const internalError = (): Response => StoredResponse.toWeb(StoredResponse.problem(500, "The request failed"))
 
-/**
- * The answer to a failure of the request. A 413 closes the connection (`Connection: close`): the
- * body was left unread past the limit, and a server that kept the connection open would wait for
- * it to be read, or parse what is left of it as the next request.
- */
+/** See README.md, The rest of a body too large: a 413 closes the connection. */
 const rejection = (response: StoredResponse.StoredResponse, error: RequestFailure): Response =>
   StoredResponse.toWeb(
     error instanceof RequestBodyTooLarge ? StoredResponse.setHeaders(response, { connection: "close" }) : response
   )
 
-/**
- * An answer given while the request's body was never read (a missing key, a handler that ignores
- * the body) closes the connection, as a 413 does: a server that kept it open would wait for the
- * body to be read, or parse it as the next request.
- */
+/** So does an answer given while the body was never read. */
 const closingIfUnread = (request: Request, response: Response): Response => {
   if (request.body === null || request.bodyUsed || response.headers.has("connection")) return response
   const headers = new Headers(response.headers)
@@ -306,12 +222,7 @@ const closingIfUnread = (request: Request, response: Response): Response => {
 }
 
 /**
- * Answers every failure of a handler: a failure of the HTTP layer or of the protocol with its
- * problem response, any other with `onError` (or a 500 that shows nothing of it), a defect with a
- * 500. Each is logged once, by the status it is answered with: below 500 at `logLevel` (default
- * `"Info"`; `make` passes its own, `"Debug"` by default), as the engine logs a client's error; a
- * problem of 500 or more as a warning; a failure of the handler answered with 500 or more (the
- * service failed) as an error, with its cause.
+ * Answers every failure of a handler, logged once by its status (README.md#options, `logLevel`).
  *
  * @since 0.1.0
  * @category combinators
@@ -338,7 +249,6 @@ export const catchFailures = <E>(options?: {
         )
       }
       const response = onError === undefined ? internalError() : onError(error as E)
-      // a failure the application answered with a 4xx is a client's error, not the service's
       const log = response.status >= 500
         ? Effect.logError("the handler failed", Cause.fail(error))
         : Effect.logWithLevel(logLevel, `the handler failed; answered ${response.status}`, Cause.fail(error))
@@ -351,9 +261,7 @@ export const catchFailures = <E>(options?: {
 }
 
 /**
- * Runs an Effect request handler as a Web fetch handler: one runtime per instance, built from
- * `layer` on the first request (503 while it cannot be built; the next request builds it again),
- * and an interruption answered with 503. The handler answers every failure itself.
+ * Runs an Effect request handler as a Web fetch handler, on one runtime per instance.
  *
  * @since 0.1.0
  * @category constructors
@@ -362,11 +270,7 @@ export const toHandler = <C, ROut, LE>(
   layer: Layer.Layer<ROut, LE>,
   handle: (request: Request, context: C | undefined, startedAt: number) => Effect.Effect<Response, never, ROut>,
   options?: RuntimeOptions<never> & {
-    /**
-     * How long a request waits for a cold start: until a point in time (epoch milliseconds of the
-     * `Clock`) less a margin, after which it is answered 503 (`InsufficientTime`) and the build goes
-     * on for the next request. Default: a request waits for the build.
-     */
+    /** How long a request waits for a cold start; past it, 503 (`InsufficientTime`). */
     readonly coldStart?: {
       readonly until: (request: Request, context: C | undefined, startedAt: number) => number | undefined
       readonly marginMillis: number
@@ -391,7 +295,7 @@ export const toHandler = <C, ROut, LE>(
   }
   const invoke = (request: Request, context: C | undefined) =>
     Effect.gen(function*() {
-      // measured before the runtime is built: a cold start counts against a time limit
+      // before the runtime is built: a cold start counts against a time limit
       const startedAt = yield* Clock.currentTimeMillis
       const runtime = yield* runtimeFor(request, context, startedAt)
       return yield* Effect.provide(handle(request, context, startedAt), runtime)
@@ -428,10 +332,7 @@ export const toHandler = <C, ROut, LE>(
 }
 
 /**
- * An idempotent fetch handler from an Effect handler. Per request (see `HttpIdempotency` for the
- * engine): the methods not covered run the handler untouched; the others are prepared, keyed,
- * fingerprinted and run at most once per scoped key, and a retry gets the recorded response with
- * `Idempotent-Replayed: true`.
+ * An idempotent fetch handler from an Effect handler.
  *
  * @since 0.1.0
  * @category constructors
@@ -443,16 +344,13 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never,
   const logLevelLiteral = options.logLevel ?? "Debug"
   const logLevel = LogLevel.fromLiteral(logLevelLiteral)
   const prepare = options.prepare ?? (() => Effect.void as Effect.Effect<P>)
-  // a covered request's body is checked against `body` before anything else reads it
   const body = options.body
   const prepareCovered = (incoming: Incoming<C>): Effect.Effect<P, E | BodyFailure, ROut> =>
     body === undefined ? prepare(incoming) : Effect.zipRight(incoming.json(body), prepare(incoming))
   const key = options.key
   const scope = options.scope
   const payload = options.payload
-  /**
-   * The engine's answer to a covered request; the operation gives its own cut-off and scope (`override`).
-   */
+  /** The operation gives its own cut-off and scope (`override`). */
   const answerOf = (
     incoming: Incoming<C>,
     prepared: Effect.Effect<P, E | BodyFailure, ROut>,
@@ -548,40 +446,23 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never,
       marginMillis: engine.marginMillis
     }
   })
-  // a body that `body` rejects fails the operation with its `RequestFailure`, as every problem does
   return Object.assign(handler, { operation: operation as HttpIdempotency.Operation<E | EH, ROut> })
 }
 
 /**
- * The options of `wrap`: those of `make` without the handler (the wrapped one) and the steps of an
- * Effect handler.
- *
  * @since 0.1.0
  * @category models
  */
 export interface WrapOptions<C, LE> extends HttpIdempotency.Options, RuntimeOptions<unknown> {
-  /** The store (and anything else the scope needs), built once per instance. */
   readonly layer: Layer.Layer<IdempotencyStore.IdempotencyStore, LE>
-  /**
-   * A schema the JSON body of every covered request must decode with, checked first: a body that is
-   * not JSON, or that the schema rejects, is answered 400 before the key is read, and nothing is
-   * reserved. Without it, a handler that throws on the body (`await request.json()`) holds the key
-   * as any handler that throws does (the defect policy). Default: none.
-   */
   readonly body?: Schema.Schema.AnyNoContext | undefined
-  /** A tenant or principal id of a request: keys of different scopes never share a record. */
   readonly scope?:
     | ((request: Request, context: C | undefined) => string | undefined | Promise<string | undefined>)
     | undefined
 }
 
 /**
- * Makes a Web fetch handler idempotent: `(request, context?) => Promise<Response>` in, the same out.
- * A handler that throws (or rejects) may have written before it did: like a defect in an Effect
- * handler, it is answered with 500 and gets the defect policy (`onDefect`, by default the timeout
- * policy, `keepLease`: a retry gets 409 until the lease ends, then takes over). `onDefect: "release"`
- * lets a retry run it again at once, for handlers that throw only before they write. A body the
- * handler would throw on is refused first with `body` (a schema): 400, and nothing is reserved.
+ * Makes a Web fetch handler idempotent; a throw follows the defect policy (README.md, Response policy).
  *
  * @example
  * ```ts
@@ -616,19 +497,13 @@ export const wrap = <C = unknown, LE = never>(
     scope: scope === undefined ?
       undefined :
       (_, incoming) => Effect.tryPromise(async () => await scope(incoming.request, incoming.context)),
-    // a throw is a defect: its outcome is unknown, as for a defect of an Effect handler
     handler: (_, incoming) => Effect.promise(async () => await handler(incoming.request, incoming.context))
   })
 }
 
 /**
- * The name of the Durable Object (or shard, or queue partition) that a request's records belong to:
- * the key of its `Idempotency-Key` header in its canonical form, validated as the handler validates
- * it. The header's two spellings of one key, `"k-1"` and `k-1`, are one key to the handler: routed
- * by the raw header they would reach two objects, each with its own records, and each would run the
- * handler. Every request of a record has the same canonical key, so it reaches the object that holds
- * that record, whatever its scope or operation. A missing or invalid key is answered here, with the
- * handler's 400.
+ * The name of the Durable Object (or shard) a request's records belong to: its key in canonical form
+ * (README.md#a-durable-object-per-key).
  *
  * @example
  * ```ts

@@ -1,8 +1,5 @@
 /**
- * The response as an idempotent route records it and replays it: a status, the headers of an
- * allow-list, and the body's bytes, kept exactly (binary-safe). Also the problem responses
- * (RFC 9457, `application/problem+json`) of every failure, as the IETF Idempotency-Key draft shows
- * them.
+ * The response as an idempotent route records and replays it, and the problem responses of failures.
  *
  * @since 0.1.0
  */
@@ -11,15 +8,13 @@ import type { RequestFailure } from "./HttpIdempotencyError.js"
 import { httpStatus } from "./HttpIdempotencyError.js"
 
 /**
- * The header set on a replayed response.
- *
  * @since 0.1.0
  * @category constants
  */
 export const REPLAYED_HEADER = "Idempotent-Replayed"
 
 /**
- * A response as data. Header names are lower case.
+ * A response as data; header names are lower case.
  *
  * @since 0.1.0
  * @category models
@@ -34,8 +29,6 @@ const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
 /**
- * A response from its parts.
- *
  * @since 0.1.0
  * @category constructors
  */
@@ -50,16 +43,12 @@ export const make = (options: {
 })
 
 /**
- * The body as UTF-8 text.
- *
  * @since 0.1.0
  * @category getters
  */
 export const text = (self: StoredResponse): string => decoder.decode(self.body)
 
 /**
- * Adds headers (names are lower-cased).
- *
  * @since 0.1.0
  * @category utils
  */
@@ -70,8 +59,6 @@ export const setHeaders = (self: StoredResponse, headers: Readonly<Record<string
 }
 
 /**
- * Marks a response as replayed (`Idempotent-Replayed: true`).
- *
  * @since 0.1.0
  * @category utils
  */
@@ -82,8 +69,6 @@ export const markReplayed = (self: StoredResponse): StoredResponse => ({
 })
 
 /**
- * Whether a response carries `Idempotent-Replayed: true`.
- *
  * @since 0.1.0
  * @category utils
  */
@@ -100,18 +85,13 @@ const reasons: Record<number, string> = {
 }
 
 /**
- * Options of a problem response.
- *
  * @since 0.1.0
  * @category models
  */
 export interface ProblemOptions {
   /** Default: the status's reason phrase. */
   readonly title?: string | undefined
-  /**
-   * A URL of the documentation: the problem's `type`, and a `Link` header with
-   * `rel="describedby"`, as the draft shows. Default: `about:blank`, no link.
-   */
+  /** The problem's `type`, with a `Link` header. Default: `about:blank`, no link. */
   readonly documentation?: string | undefined
   readonly headers?: Readonly<Record<string, string>> | undefined
 }
@@ -149,15 +129,7 @@ export const retryAfterSeconds = (error: IdempotencyError.IdempotencyConflict): 
   Math.max(0, Math.ceil(error.retryAfterMillis / 1000))
 
 /**
- * The problem response of a failure: its status (see `HttpIdempotencyError.httpStatus`),
- * `Retry-After` on a conflict, and `Idempotent-Replayed: true` when the failure is a replay of a
- * recorded one (an unknown outcome, an outcome that could not be kept). The detail is the error's
- * message, which never holds a value of the request; a stored outcome that no longer decodes is not
- * shown.
- *
- * The title is the status's reason phrase, as RFC 9457 asks of the type `about:blank`. With
- * `documentation` (a problem type of its own), a missing, invalid or reused key and a request in
- * progress get the draft's titles (`Idempotency-Key is missing`, …) and a `Link` to it.
+ * The problem response of a failure (README.md#what-a-request-gets, Titles).
  *
  * @since 0.1.0
  * @category constructors
@@ -197,7 +169,6 @@ export const fromError = (
         )
         : problem(status, error.message)
     case "StoredOutcomeInvalid":
-      // the stored value is internal: say only that it could not be replayed
       return problem(status, "The stored response of this request could not be replayed")
     default:
       return problem(status, error.message)
@@ -207,8 +178,6 @@ export const fromError = (
 const nullBodyStatuses = new Set([101, 103, 204, 205, 304])
 
 /**
- * A web `Response` of a stored response.
- *
  * @since 0.1.0
  * @category conversions
  */

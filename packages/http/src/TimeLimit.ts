@@ -1,6 +1,5 @@
 /**
- * How an idempotent request splits a platform's time limit (its cut-off) between the handler, the
- * margin that records the outcome, and the answer itself.
+ * How a request splits a platform's time limit between the handler, the margin and the answer.
  *
  * ```
  *   request received                    handler timeout            platform cuts off
@@ -9,17 +8,12 @@
  *   │◀──────────────────────── lease (≥ time limit) ──────────────────────▶│
  * ```
  *
- * The handler ends at the latest `margin` before the cut-off, so the outcome, or the timeout
- * policy, is recorded while the request still runs; every store call ends `answerAllowance(margin)`
- * before the cut-off, which leaves the time to answer. The lease lasts at least as long as the
- * request may run, so no retry takes the record over while it is alive.
- *
  * @since 0.1.0
  */
 import * as Duration from "effect/Duration"
 
 /**
- * The largest default margin: enough for a few store round trips and the retries of a completion.
+ * The largest default margin: a few store round trips and the retries of a completion.
  *
  * @since 0.1.0
  * @category constants
@@ -36,8 +30,7 @@ export const defaultMargin = (timeLimit: Duration.DurationInput): Duration.Durat
   Duration.min(MAX_DEFAULT_MARGIN, Duration.unsafeDivide(Duration.decode(timeLimit), 4))
 
 /**
- * The timeout of the handler when `remaining` is left before the cut-off: `remaining` less the
- * margin, or zero.
+ * The handler's timeout with `remaining` left: `remaining` less the margin, or zero.
  *
  * @since 0.1.0
  * @category utils
@@ -51,8 +44,7 @@ export const downstreamTimeout = (
 }
 
 /**
- * The part of a margin kept for the answer itself, after the last store call: a quarter of the
- * margin, at most 100 ms. Every store call ends this long before the platform's cut-off.
+ * The part of a margin kept for the answer after the last store call: a quarter, at most 100 ms.
  *
  * @since 0.1.0
  * @category utils

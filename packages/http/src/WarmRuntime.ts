@@ -1,12 +1,5 @@
 /**
- * One runtime per warm instance of a serverless function (a Lambda execution environment, a
- * Netlify function instance, an isolate): the layer (a store's connections, the handler's
- * services) is built once and reused by the next requests; a build that fails answers
- * `LayerUnavailable` and is tried again on the next request. Every adapter of this repository runs
- * on it.
- *
- * The build runs in a fiber of its own: a request that stops waiting for it (its time ran out)
- * leaves it running for the next one, so a cold start longer than one request's time is paid once.
+ * One runtime per warm instance of a serverless function, under every adapter of this repository.
  *
  * @since 0.1.0
  */
@@ -20,10 +13,7 @@ import * as SynchronizedRef from "effect/SynchronizedRef"
 import { LayerUnavailable } from "./HttpIdempotencyError.js"
 
 /**
- * The runtime of a warm instance (a serverless function, an isolate): built from the layer on first
- * use, then reused. A build that fails is disposed and forgotten, so the next request builds again
- * (a store that was unreachable at a cold start does not disable the instance for good).
- * Interrupting `runtime` stops the wait, not the build.
+ * Built on first use and reused; a failed build is released and tried again by the next request.
  *
  * @since 0.1.0
  * @category models
@@ -34,8 +24,6 @@ export interface WarmRuntime<R> {
 }
 
 /**
- * A warm runtime of a layer (see `WarmRuntime`).
- *
  * @since 0.1.0
  * @category constructors
  */
@@ -48,7 +36,7 @@ export const make = <R, E>(layer: Layer.Layer<R, E>): Effect.Effect<WarmRuntime<
           const managed = ManagedRuntime.make(layer)
           return [managed, Option.some(managed)] as const
         }))
-    // a failed build is forgotten (unless a newer one replaced it already) and its resources released
+    // unless a newer build replaced it already
     const forget = (managed: ManagedRuntime.ManagedRuntime<R, E>) =>
       Effect.flatten(SynchronizedRef.modify(cell, (current) =>
         Option.isSome(current) && current.value === managed
@@ -56,7 +44,7 @@ export const make = <R, E>(layer: Layer.Layer<R, E>): Effect.Effect<WarmRuntime<
           : [Effect.void, current]))
     return {
       runtime: Effect.flatMap(current, (managed) =>
-        // `runtimeEffect` awaits a build running in a fiber of its own: an interrupted wait leaves it
+        // the build runs in a fiber of its own: an interrupted wait leaves it
         Effect.catchAllCause(managed.runtimeEffect, (cause) =>
           Cause.isInterruptedOnly(cause)
             ? Effect.failCause(cause as Cause.Cause<never>)

@@ -13,10 +13,8 @@ const concat = (chunks: ReadonlyArray<Uint8Array>, size: number): Uint8Array => 
 }
 
 /**
- * Reads a request body, never more than `limit` bytes of it: a declared or actual size past the
- * limit stops the read. The rest is left unread rather than cancelled: a Node adapter that destroys
- * the request on cancel takes the connection with it, before the 413 is written (the 413 closes the
- * connection instead, see `IdempotentFetch`).
+ * The rest past the limit is left unread, not cancelled: a Node adapter that destroys the request on
+ * cancel takes the connection with it, before the 413 is written.
  *
  * @internal
  */
@@ -41,9 +39,7 @@ export const readRequestBody = async (request: Request, limit: number): Promise<
 }
 
 /**
- * A response read for the record: its headers, and its body's bytes when it has at most `limit` of
- * them. The response to answer is rebuilt over what was read: whole, or the part read followed by
- * the rest of the stream, which is then passed on without being kept.
+ * A response past `limit` is answered as it streams, rebuilt over what was read, and never kept.
  *
  * @internal
  */
@@ -70,7 +66,6 @@ export const captureResponse = async (response: Response, limit: number): Promis
     size += value.byteLength
     chunks.push(value)
   }
-  // past the limit: answered as it streams, never kept
   let index = 0
   const rest = new ReadableStream<Uint8Array>({
     async pull(controller) {
