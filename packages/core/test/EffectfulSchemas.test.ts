@@ -46,6 +46,9 @@ const failsWith = <A, E, R>(effect: Effect.Effect<A, E, R>, tag: string) =>
     return error
   })
 
+/** Provides a fresh memory store. */
+const onMemory = Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))
+
 describe("schemas that suspend", () => {
   it("are effects, not plain Eithers (the premise of this suite)", () => {
     assert.isFalse(Either.isEither(Schema.encode(SuspendingOrder)({ sku: "A-1", quantity: 2 })))
@@ -73,7 +76,7 @@ describe("schemas that suspend", () => {
       assert.deepStrictEqual([again.value, again.replayed], ["order-A-1-1", true])
       yield* failsWith(place.run({ key: "k-1", payload: { sku: "B-2", quantity: 2 } }), "KeyReused")
       assert.strictEqual(executions, 1)
-    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+    }).pipe(onMemory))
 
   it.effect("a payload the suspending schema refuses is InvalidPayload, and no store is touched", () =>
     Effect.gen(function*() {
@@ -89,7 +92,7 @@ describe("schemas that suspend", () => {
       assert.strictEqual(executions, 0)
       // the key was never reserved: a valid payload under it executes
       assert.strictEqual(yield* place.run({ key: "k-1", payload: { sku: "good" } }), "order-1")
-    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+    }).pipe(onMemory))
 
   it.effect("a success schema that suspends records the outcome and replays it decoded", () =>
     Effect.gen(function*() {
@@ -106,7 +109,7 @@ describe("schemas that suspend", () => {
       assert.deepStrictEqual(first, { value: { orderId: "A-1-1" }, replayed: false, attempt: 1, recorded: true })
       assert.deepStrictEqual(again, { value: { orderId: "A-1-1" }, replayed: true, attempt: 1, recorded: true })
       assert.strictEqual(executions, 1)
-    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+    }).pipe(onMemory))
 
   it.effect("an outcome the suspending schema will not encode is kept as not replayable: no retry runs it again", () =>
     Effect.gen(function*() {
@@ -123,7 +126,7 @@ describe("schemas that suspend", () => {
       assert.isFalse((first as IdempotencyError.OutcomeNotReplayable).replayed)
       assert.isTrue((again as IdempotencyError.OutcomeNotReplayable).replayed)
       assert.strictEqual(executions, 1)
-    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+    }).pipe(onMemory))
 
   it.effect("a recorded outcome the suspending schema no longer decodes replays as StoredOutcomeInvalid", () =>
     Effect.gen(function*() {
@@ -142,7 +145,7 @@ describe("schemas that suspend", () => {
       })
       yield* failsWith(after.run({ key: "k-1", payload: order }), "StoredOutcomeInvalid")
       assert.strictEqual(executions, 1)
-    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+    }).pipe(onMemory))
 
   it.effect("a success whose value the suspending schema takes in but not back is not handed to the caller", () =>
     Effect.gen(function*() {
@@ -159,7 +162,7 @@ describe("schemas that suspend", () => {
       yield* failsWith(place.run({ key: "k-1", payload: order }), "OutcomeNotReplayable")
       yield* failsWith(place.run({ key: "k-1", payload: order }), "OutcomeNotReplayable")
       assert.strictEqual(executions, 1)
-    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+    }).pipe(onMemory))
 
   it.effect("a failure schema that suspends records the failure and replays it", () =>
     Effect.gen(function*() {
@@ -179,5 +182,5 @@ describe("schemas that suspend", () => {
       assert.instanceOf(again, OutOfStock)
       assert.strictEqual((again as OutOfStock).sku, "A-1")
       assert.strictEqual(executions, 1)
-    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+    }).pipe(onMemory))
 })

@@ -62,6 +62,13 @@ const controllableStore = Effect.gen(function*() {
   }
 })
 
+/** Provides a fresh memory store. */
+const onMemory = Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))
+
+/** A `behaviour`: the execution's order "o", placed once `effect` has run. */
+const placedAfter = <E>(effect: Effect.Effect<unknown, E>) => (execution: number) =>
+  Effect.as(effect, { orderId: "o", execution })
+
 /** An operation whose downstream counts executions and does what `behaviour` says. */
 const counted = <E = never>(
   options: Partial<Idempotency.Options<typeof order, typeof order, typeof Placed.Type, any, E, never, any, any>> & {
@@ -102,7 +109,7 @@ describe("Idempotency", () => {
       })
       assert.deepStrictEqual(third, first.value)
       assert.strictEqual(yield* Ref.get(executions), 1)
-    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+    }).pipe(onMemory))
 
   it.effect("a different request under the same key fails with KeyReused and does not execute", () =>
     Effect.gen(function*() {
@@ -112,7 +119,7 @@ describe("Idempotency", () => {
       assert.strictEqual(error._tag, "KeyReused")
       assert.strictEqual(IdempotencyError.httpStatus(error as IdempotencyError.IdempotencyError), 422)
       assert.strictEqual(yield* Ref.get(executions), 1)
-    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+    }).pipe(onMemory))
 
   it.effect("an invalid key fails before any store call", () =>
     Effect.gen(function*() {
@@ -149,7 +156,7 @@ describe("Idempotency", () => {
       assert.notStrictEqual(a.orderId, b.orderId)
       assert.isTrue(a2.replayed)
       assert.strictEqual(a2.value.orderId, a.orderId)
-    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+    }).pipe(onMemory))
 
   describe("failure policy", () => {
     it.effect("release (the default for failures the failure schema does not cover): a retry executes again", () =>
@@ -162,7 +169,7 @@ describe("Idempotency", () => {
         const retry = yield* operation.run({ key: "k", payload: order })
         assert.strictEqual(retry.execution, 2)
         assert.strictEqual(yield* Ref.get(executions), 2)
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
 
     it.effect("store (the default for failures the failure schema covers): the failure is replayed, typed", () =>
       Effect.gen(function*() {
@@ -176,7 +183,7 @@ describe("Idempotency", () => {
         assert.instanceOf(replay, OutOfStock)
         assert.deepStrictEqual(replay, first)
         assert.strictEqual(yield* Ref.get(executions), 1)
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
 
     it.effect("markFailed: the same request takes the record over; another request is KeyReused", () =>
       Effect.gen(function*() {
@@ -193,7 +200,7 @@ describe("Idempotency", () => {
         const retry = yield* operation.runDetailed({ key: "k", payload: order })
         assert.deepStrictEqual([retry.value.execution, retry.attempt, retry.replayed], [2, 2, false])
         assert.strictEqual(yield* Ref.get(executions), 2)
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
 
     it.effect("a failure chosen for store that the failure schema cannot encode is kept omitted, never re-run", () =>
       Effect.gen(function*() {
@@ -211,7 +218,7 @@ describe("Idempotency", () => {
         assert.strictEqual(retry._tag, "OutcomeNotReplayable")
         assert.isTrue((retry as IdempotencyError.OutcomeNotReplayable).replayed)
         assert.strictEqual(yield* Ref.get(executions), 1)
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
 
     it.effect("a policy that cannot be applied fails with CleanupFailed carrying the original failure", () =>
       Effect.gen(function*() {
@@ -249,7 +256,7 @@ describe("Idempotency", () => {
         assert.strictEqual(yield* Ref.get(executions), 1)
         yield* TestClock.adjust("20 seconds")
         assert.strictEqual((yield* operation.run({ key: "k", payload: order })).execution, 2)
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
 
     it.effect("a defect under markUnknown blocks the key; onDefect: release lets a retry run at once", () =>
       Effect.gen(function*() {
@@ -266,7 +273,7 @@ describe("Idempotency", () => {
         const released = yield* counted({ onTimeout: "markUnknown", onDefect: "release", behaviour: defect })
         yield* Effect.exit(released.operation.run({ key: "k2", payload: order }))
         assert.strictEqual((yield* released.operation.run({ key: "k2", payload: order })).execution, 2)
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
 
     it.effect("an execute function that throws is a defect that releases the record", () =>
       Effect.gen(function*() {
@@ -284,7 +291,7 @@ describe("Idempotency", () => {
         const exit = yield* Effect.exit(operation.run({ key: "k", payload: null }))
         assert.isTrue(exit._tag === "Failure" && exit.cause._tag === "Die")
         assert.strictEqual(yield* operation.run({ key: "k", payload: null }), 2)
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
   })
 
   describe("timeout policy", () => {
@@ -319,7 +326,7 @@ describe("Idempotency", () => {
         const retry = yield* operation.runDetailed({ key: "k", payload: order })
         assert.deepStrictEqual([retry.value.execution, retry.attempt], [2, 2])
         assert.strictEqual(yield* Ref.get(executions), 2)
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
 
     it.effect("release: a retry executes at once", () =>
       Effect.gen(function*() {
@@ -334,7 +341,7 @@ describe("Idempotency", () => {
         const retry = yield* operation.runDetailed({ key: "k", payload: order })
         assert.deepStrictEqual([retry.value.execution, retry.attempt], [2, 1])
         assert.strictEqual(yield* Ref.get(executions), 2)
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
 
     it.effect("markUnknown: the key stays blocked with DownstreamTimeout until the record expires", () =>
       Effect.gen(function*() {
@@ -354,7 +361,7 @@ describe("Idempotency", () => {
         assert.strictEqual(yield* Ref.get(executions), 1)
         yield* TestClock.adjust("31 minutes")
         assert.strictEqual((yield* operation.run({ key: "k", payload: order })).execution, 2)
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
 
     it.effect("markUnknown: a crashed attempt's expired lease is never taken over", () =>
       Effect.gen(function*() {
@@ -371,7 +378,7 @@ describe("Idempotency", () => {
         const error = yield* Effect.flip(operation.run({ key: "k", payload: order }))
         assert.strictEqual(error._tag, "DownstreamTimeout")
         assert.strictEqual(yield* Ref.get(executions), 1)
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
 
     it.effect("a run interrupted from outside interrupts its downstream, and returns once the downstream stopped", () =>
       Effect.gen(function*() {
@@ -396,7 +403,7 @@ describe("Idempotency", () => {
           (yield* Effect.flip(operation.run({ key: "k", payload: order })))._tag,
           "IdempotencyConflict"
         )
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
 
     it.effect("keepLease: a crashed attempt blocks the key only until its lease ends", () =>
       Effect.gen(function*() {
@@ -415,7 +422,7 @@ describe("Idempotency", () => {
         yield* TestClock.adjust("9 seconds")
         assert.strictEqual((yield* operation.run({ key: "k", payload: order })).execution, 2)
         assert.strictEqual(yield* Ref.get(executions), 2)
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
 
     it.effect("the lease is at least the timeout plus a margin, and a request may shorten the timeout", () =>
       Effect.gen(function*() {
@@ -426,7 +433,7 @@ describe("Idempotency", () => {
         const conflict = yield* Effect.flip(operation.run({ key: "k", payload: order }))
         // lease = max(1 s, 2 s + 1 s margin) from the reservation, 2 s ago
         assert.strictEqual((conflict as IdempotencyError.IdempotencyConflict).retryAfterMillis, 1000)
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
   })
 
   describe("deadline", () => {
@@ -435,7 +442,7 @@ describe("Idempotency", () => {
         const { operation } = yield* counted({
           timeout: "30 seconds",
           leaseMargin: "100 millis",
-          behaviour: (n) => Effect.as(Effect.sleep("1 hour"), { orderId: "o", execution: n })
+          behaviour: placedAfter(Effect.sleep("1 hour"))
         })
         const now = yield* Clock.currentTimeMillis
         const first = yield* Effect.fork(Effect.flip(operation.run({ key: "k", payload: order, deadline: now + 3000 })))
@@ -444,7 +451,7 @@ describe("Idempotency", () => {
         assert.deepStrictEqual([timeout._tag, timeout.timeoutMillis], ["DownstreamTimeout", 2900])
         const conflict = yield* Effect.flip(operation.run({ key: "k", payload: order }))
         assert.strictEqual((conflict as IdempotencyError.IdempotencyConflict).retryAfterMillis, 100)
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
 
     it.effect("a deadline that leaves no time fails before any store call", () =>
       Effect.gen(function*() {
@@ -516,7 +523,7 @@ describe("Idempotency", () => {
       Effect.gen(function*() {
         const gate = yield* Deferred.make<void>()
         const { operation } = yield* counted({
-          behaviour: (n) => Effect.as(Deferred.await(gate), { orderId: "o", execution: n })
+          behaviour: placedAfter(Deferred.await(gate))
         })
         const first = yield* Effect.fork(operation.run({ key: "k", payload: order }))
         yield* Effect.yieldNow()
@@ -525,7 +532,7 @@ describe("Idempotency", () => {
         assert.strictEqual(IdempotencyError.httpStatus(conflict as IdempotencyError.IdempotencyError), 409)
         yield* Deferred.succeed(gate, void 0)
         assert.strictEqual((yield* Fiber.join(first)).execution, 1)
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
 
     it.effect("wait: a concurrent attempt polls on the schedule and replays the outcome once recorded", () =>
       Effect.gen(function*() {
@@ -533,7 +540,7 @@ describe("Idempotency", () => {
           inProgress: IdempotencyPolicy.waitOnConflict(
             Schedule.spaced("1 second").pipe(Schedule.intersect(Schedule.recurs(10)))
           ),
-          behaviour: (n) => Effect.as(Effect.sleep("3500 millis"), { orderId: "o", execution: n })
+          behaviour: placedAfter(Effect.sleep("3500 millis"))
         })
         const first = yield* Effect.fork(operation.run({ key: "k", payload: order }))
         yield* Effect.yieldNow()
@@ -543,7 +550,7 @@ describe("Idempotency", () => {
         assert.isTrue(waited.replayed)
         assert.strictEqual(waited.value.execution, (yield* Fiber.join(first)).execution)
         assert.strictEqual(yield* Ref.get(executions), 1)
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
 
     it.effect("wait: when the schedule ends first, the attempt fails with IdempotencyConflict", () =>
       Effect.gen(function*() {
@@ -551,14 +558,14 @@ describe("Idempotency", () => {
           inProgress: IdempotencyPolicy.waitOnConflict(
             Schedule.spaced("1 second").pipe(Schedule.intersect(Schedule.recurs(2)))
           ),
-          behaviour: (n) => Effect.as(Effect.sleep("20 seconds"), { orderId: "o", execution: n })
+          behaviour: placedAfter(Effect.sleep("20 seconds"))
         })
         yield* Effect.fork(operation.run({ key: "k", payload: order }))
         yield* Effect.yieldNow()
         const waiting = yield* Effect.fork(Effect.flip(operation.run({ key: "k", payload: order })))
         yield* TestClock.adjust("3 seconds")
         assert.strictEqual((yield* Fiber.join(waiting))._tag, "IdempotencyConflict")
-      }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+      }).pipe(onMemory))
   })
 
   it.effect("a heartbeat keeps a long call's lease alive", () =>
@@ -567,7 +574,7 @@ describe("Idempotency", () => {
         lease: "10 seconds",
         heartbeat: "3 seconds",
         timeout: "2 minutes",
-        behaviour: (n) => Effect.as(Effect.sleep("60 seconds"), { orderId: "o", execution: n })
+        behaviour: placedAfter(Effect.sleep("60 seconds"))
       })
       const first = yield* Effect.fork(operation.run({ key: "k", payload: order }))
       yield* TestClock.adjust("45 seconds")
@@ -576,7 +583,7 @@ describe("Idempotency", () => {
       assert.strictEqual((yield* Fiber.join(first)).execution, 1)
       assert.strictEqual((yield* operation.runDetailed({ key: "k", payload: order })).replayed, true)
       assert.strictEqual(yield* Ref.get(executions), 1)
-    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+    }).pipe(onMemory))
 
   it.effect("a lease shorter than the margin, kept by a heartbeat, is not given up while the call runs", () =>
     Effect.gen(function*() {
@@ -585,7 +592,7 @@ describe("Idempotency", () => {
         lease: "500 millis",
         heartbeat: "100 millis",
         timeout: "10 seconds",
-        behaviour: (n) => Effect.as(Effect.sleep("2 seconds"), { orderId: "o", execution: n })
+        behaviour: placedAfter(Effect.sleep("2 seconds"))
       })
       const first = yield* Effect.fork(operation.run({ key: "k", payload: order }))
       yield* TestClock.adjust("1 second")
@@ -593,7 +600,7 @@ describe("Idempotency", () => {
       yield* TestClock.adjust("1 second")
       assert.strictEqual((yield* Fiber.join(first)).execution, 1)
       assert.strictEqual(yield* Ref.get(executions), 1)
-    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+    }).pipe(onMemory))
 
   it.effect("an outcome that no longer decodes fails with StoredOutcomeInvalid (500)", () =>
     Effect.gen(function*() {
@@ -613,13 +620,13 @@ describe("Idempotency", () => {
       const error = yield* Effect.flip(v2.run({ key: "k", payload: null }))
       assert.strictEqual(error._tag, "StoredOutcomeInvalid")
       assert.strictEqual(IdempotencyError.httpStatus(error), 500)
-    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+    }).pipe(onMemory))
 
   it.effect("a completion that keeps failing returns the value unrecorded after its bounded retries", () =>
     Effect.gen(function*() {
       const control = yield* controllableStore
       const { operation } = yield* counted({
-        behaviour: (n) => Effect.as(control.setDown("complete"), { orderId: "o", execution: n })
+        behaviour: placedAfter(control.setDown("complete"))
       })
       const fiber = yield* Effect.fork(
         operation.runDetailed({ key: "k", payload: order }).pipe(Effect.provide(control.layer))
@@ -700,7 +707,7 @@ describe("Idempotency", () => {
       assert.strictEqual(error._tag, "LeaseLost")
       const id = IdempotencyRecord.makeRecordId({ operation: "usurped", key: IdempotencyKey.unsafeMake("k") })
       assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, "usurper")
-    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+    }).pipe(onMemory))
 
   it.effect("a run started in an uninterruptible region returns, and its timeout still stops the downstream", () =>
     Effect.gen(function*() {
@@ -719,7 +726,7 @@ describe("Idempotency", () => {
       const retry = yield* Effect.uninterruptible(operation.run({ key: "k", payload: order }))
       assert.strictEqual(retry.execution, 2)
       assert.strictEqual(yield* Ref.get(executions), 2)
-    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+    }).pipe(onMemory))
 
   it.effect("the downstream reads the key and stable per-step keys from IdempotencyContext", () =>
     Effect.gen(function*() {
@@ -755,5 +762,5 @@ describe("Idempotency", () => {
       assert.notStrictEqual(seen[2]!.charge, seen[0]!.charge)
       assert.isTrue(seen.every((s) => /^[A-Za-z0-9_-]{43}$/.test(s.charge)))
       assert.isTrue(Option.isNone(yield* IdempotencyContext.current))
-    }).pipe(Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))))
+    }).pipe(onMemory))
 })

@@ -38,6 +38,26 @@ const loggingStore = (completeMillis: number) =>
     return { calls, store }
   })
 
+/**
+ * An operation whose downstream writes for 1 s (timeout 3 s, lease 1 s, a heartbeat every 300 ms),
+ * calling `onStart` when it starts and `onEnd`, if given, when its write ends.
+ */
+const oneSecondWrite = (name: string, onStart: () => void, onEnd?: () => void) =>
+  Idempotency.make({
+    name,
+    payload: Schema.Null,
+    success: Schema.String,
+    timeout: "3 seconds",
+    lease: "1 second",
+    heartbeat: "300 millis",
+    execute: () =>
+      Effect.suspend(() => {
+        onStart()
+        const write = Effect.as(Effect.sleep("1 second"), "written")
+        return onEnd === undefined ? write : Effect.tap(write, onEnd)
+      })
+  })
+
 describe("a caller interrupted at any point", () => {
   it.effect("leaves nothing running once it has its answer, and drops no known outcome", () =>
     Effect.gen(function*() {
@@ -45,19 +65,7 @@ describe("a caller interrupted at any point", () => {
       for (let offset = 0; offset <= 1800; offset += 50) {
         const { calls, store } = yield* loggingStore(400)
         let runs = 0
-        const operation = Idempotency.make({
-          name: "sweep",
-          payload: Schema.Null,
-          success: Schema.String,
-          timeout: "3 seconds",
-          lease: "1 second",
-          heartbeat: "300 millis",
-          execute: () =>
-            Effect.suspend(() => {
-              runs++
-              return Effect.as(Effect.sleep("1 second"), "written")
-            })
-        })
+        const operation = oneSecondWrite("sweep", () => runs++)
         const run = operation.runDetailed({ key: "k", payload: null }).pipe(
           Effect.provideService(IdempotencyStore.IdempotencyStore, store)
         )
@@ -106,18 +114,8 @@ describe("a caller interrupted on any step of the attempt", () => {
         const { calls, store } = yield* loggingStore(400)
         let runs = 0
         let ended = false
-        const operation = Idempotency.make({
-          name: "interrupted-anywhere",
-          payload: Schema.Null,
-          success: Schema.String,
-          timeout: "3 seconds",
-          lease: "1 second",
-          heartbeat: "300 millis",
-          execute: () =>
-            Effect.suspend(() => {
-              runs++
-              return Effect.as(Effect.sleep("1 second"), "written").pipe(Effect.tap(() => (ended = true)))
-            })
+        const operation = oneSecondWrite("interrupted-anywhere", () => runs++, () => {
+          ended = true
         })
         const run = (supervisor: Supervisor.Supervisor<unknown>) =>
           operation.runDetailed({ key: "k", payload: null }).pipe(

@@ -96,6 +96,23 @@ const awaitWithin = <X>(fiber: Fiber.RuntimeFiber<X>, millis: number) =>
     return done !== null && Exit.isSuccess(done) ? done.value : undefined
   })
 
+/** Starts `effect`, moves the clock until it answers (at most `millis`), and asserts that it did: its answer. */
+const answerOf = <A, E>(effect: Effect.Effect<A, E>, millis: number, what: string) =>
+  Effect.gen(function*() {
+    const answer = yield* awaitWithin(yield* start(effect), millis)
+    assert.isDefined(answer, what)
+    return answer!
+  })
+
+/** An operation of a `null` payload and a string success (unless `success` says otherwise). */
+const operationOf = <E, R>(
+  options: Idempotency.Settings & {
+    readonly name: string
+    readonly success?: Schema.Schema<string>
+    readonly execute: () => Effect.Effect<string, E, R>
+  }
+) => Idempotency.make({ payload: Schema.Null, success: Schema.String, ...options })
+
 /** Moves the clock on in 50 ms steps, so that the fibers of the attempts run as they would. */
 const advance = (millis: number) =>
   Effect.gen(function*() {
@@ -111,6 +128,29 @@ const field = (value: unknown, name: string): unknown =>
 
 const describeExit = (exit: Exit.Exit<unknown, unknown>): string =>
   Exit.isSuccess(exit) ? `success ${JSON.stringify(exit.value)}` : Cause.pretty(exit.cause).split("\n")[0]!
+
+/**
+ * An attempt on key "k", a second one `after` ms later that takes the key over once the first's lease
+ * has ended, and 600 ms more: the first attempt's answer, a failure, with never two downstreams at once.
+ */
+const takenOver = <E>(
+  provide: Effect.Effect.Success<ReturnType<typeof testStore>>["provide"],
+  operation: Idempotency.Operation<null, string, E, never>,
+  after: number,
+  seen: ReturnType<typeof probe>["seen"]
+) =>
+  Effect.gen(function*() {
+    const first = yield* start(provide(operation.run({ key: "k", payload: null })))
+    yield* advance(after)
+    yield* start(provide(operation.run({ key: "k", payload: null })))
+    yield* advance(600)
+    assert.strictEqual(seen.runs, 2, "the second attempt took over after the lease")
+    assert.strictEqual(seen.maxRunning, 1, "two downstreams ran at once")
+    const answer = yield* awaitWithin(first, 0)
+    assert.isDefined(answer, "the first attempt answered")
+    assert.isTrue(Exit.isFailure(answer!.exit), describeExit(answer!.exit))
+    return answer!
+  })
 
 /**
  * Downstreams that wait inside a combinator whose fiber reports itself uninterruptible in its
@@ -141,20 +181,20 @@ describe("1. a downstream waiting inside Effect.timeout (or race) is stopped", (
         Effect.gen(function*() {
           const { provide } = yield* testStore()
           const { seen, track } = probe()
-          const operation = Idempotency.make({
+          const operation = operationOf({
             name: "timeout-shape",
-            payload: Schema.Null,
-            success: Schema.String,
             ...(bound === "timeout" ? { timeout: "1 second" } : {}),
             execute: () => track(Effect.as(downstream, "done"))
           })
           // with a deadline, the downstream must end the lease margin (1 s) before it
           const deadline = bound === "deadline" ? (yield* Clock.currentTimeMillis) + 2000 : undefined
-          const run = yield* start(provide(operation.run({ key: "k", payload: null, deadline })))
-          const answer = yield* awaitWithin(run, 5000)
-          assert.isDefined(answer, "the attempt answered")
-          assert.strictEqual(field(failureOf(answer!.exit), "_tag"), "DownstreamTimeout", describeExit(answer!.exit))
-          assert.isAtMost(answer!.at, 1100, "answered at its time")
+          const answer = yield* answerOf(
+            provide(operation.run({ key: "k", payload: null, deadline })),
+            5000,
+            "the attempt answered"
+          )
+          assert.strictEqual(field(failureOf(answer.exit), "_tag"), "DownstreamTimeout", describeExit(answer.exit))
+          assert.isAtMost(answer.at, 1100, "answered at its time")
           assert.strictEqual(seen.interruptedAt.length, 1, "the downstream was interrupted")
           assert.isAtMost(seen.interruptedAt[0]!, 1050)
         }))
@@ -164,18 +204,14 @@ describe("1. a downstream waiting inside Effect.timeout (or race) is stopped", (
       Effect.gen(function*() {
         const { provide } = yield* testStore()
         const { seen, track } = probe()
-        const operation = Idempotency.make({
+        const operation = operationOf({
           name: "interrupted-shape",
-          payload: Schema.Null,
-          success: Schema.String,
           execute: () => track(Effect.as(downstream, "done"))
         })
         const caller = yield* start(provide(operation.run({ key: "k", payload: null })))
         yield* TestClock.adjust("200 millis")
-        const interrupter = yield* start(Fiber.interrupt(caller))
-        const interrupted = yield* awaitWithin(interrupter, 5000)
-        assert.isDefined(interrupted, "the interruption of the caller completed")
-        assert.isAtMost(interrupted!.at, 700, "the caller ended promptly")
+        const interrupted = yield* answerOf(Fiber.interrupt(caller), 5000, "the interruption of the caller completed")
+        assert.isAtMost(interrupted.at, 700, "the caller ended promptly")
         assert.strictEqual(seen.interruptedAt.length, 1, "the downstream was interrupted")
         assert.strictEqual(seen.running, 0)
       }))
@@ -192,58 +228,46 @@ describe("1. a downstream waiting inside Effect.timeout (or race) is stopped", (
               : Effect.tap(base.extend(request), () => extended.push(now)))
       }))
       const { seen, track } = probe()
-      const operation = Idempotency.make({
+      const operation = operationOf({
         name: "heartbeat-down",
-        payload: Schema.Null,
-        success: Schema.String,
         timeout: "30 seconds",
         lease: "1 second",
         heartbeat: "300 millis",
         execute: () => track(Effect.as(Effect.sleep("10 seconds").pipe(Effect.timeout("20 seconds")), "done"))
       })
-      const first = yield* start(provide(operation.run({ key: "k", payload: null })))
       // every extension fails from 500 ms on: the lease ends 1 s after the last one applied, by 1.5 s
-      yield* advance(1600)
+      const first = yield* takenOver(provide, operation, 1600, seen)
       const leaseEnd = (extended.at(-1) ?? 0) + 1000
-      yield* start(provide(operation.run({ key: "k", payload: null })))
-      yield* advance(600)
-      assert.strictEqual(seen.runs, 2, "the second attempt took over after the lease")
-      assert.strictEqual(seen.maxRunning, 1, "two downstreams ran at once")
       assert.isAtLeast(seen.interruptedAt.length, 1)
       assert.isBelow(seen.interruptedAt[0]!, leaseEnd, "the first downstream was interrupted before its lease ended")
-      const answer = yield* awaitWithin(first, 0)
-      assert.isDefined(answer, "the first attempt answered")
-      assert.isTrue(Exit.isFailure(answer!.exit), describeExit(answer!.exit))
-      assert.isAtMost(answer!.at, leaseEnd)
+      assert.isAtMost(first.at, leaseEnd)
     }))
 
   it.effect("a downstream waiting on a conflict of another operation (waitOnConflict) is stopped at its timeout", () =>
     Effect.gen(function*() {
       const { provide } = yield* testStore()
       let innerRuns = 0
-      const inner = Idempotency.make({
+      const inner = operationOf({
         name: "inner",
-        payload: Schema.Null,
-        success: Schema.String,
         timeout: "1 minute",
         inProgress: IdempotencyPolicy.waitOnConflict(Schedule.spaced("100 millis").pipe(Schedule.upTo("30 seconds"))),
         // the first execution holds the key
         execute: () => Effect.suspend(() => innerRuns++ === 0 ? Effect.never : Effect.succeed("inner"))
       })
-      const outer = Idempotency.make({
+      const outer = operationOf({
         name: "outer",
-        payload: Schema.Null,
-        success: Schema.String,
         timeout: "1 second",
         execute: () => inner.run({ key: "held", payload: null })
       })
       yield* start(provide(inner.run({ key: "held", payload: null })))
       yield* TestClock.adjust("50 millis")
-      const run = yield* start(provide(outer.run({ key: "k", payload: null })))
-      const answer = yield* awaitWithin(run, 5000)
-      assert.isDefined(answer, "the outer attempt answered")
-      assert.strictEqual(field(failureOf(answer!.exit), "_tag"), "DownstreamTimeout", describeExit(answer!.exit))
-      assert.isAtMost(answer!.at, 1150, "answered at its timeout")
+      const answer = yield* answerOf(
+        provide(outer.run({ key: "k", payload: null })),
+        5000,
+        "the outer attempt answered"
+      )
+      assert.strictEqual(field(failureOf(answer.exit), "_tag"), "DownstreamTimeout", describeExit(answer.exit))
+      assert.isAtMost(answer.at, 1150, "answered at its timeout")
     }))
 })
 
@@ -256,94 +280,64 @@ const effectfulEncoder = (encode: (value: string) => Effect.Effect<string>) =>
 
 describe("2. an effectful encoder that hangs or is slow", () => {
   const Hanging = effectfulEncoder(() => Effect.never)
+  const Slow = effectfulEncoder((value) => Effect.as(Effect.sleep("5 seconds"), value))
+  /** An operation whose downstream answers "done" after 100 ms, encoded by `success`. */
+  const encoding = (name: string, success: Schema.Schema<string>, settings?: Idempotency.Settings) =>
+    operationOf({ name, success, ...settings, execute: () => Effect.as(Effect.sleep("100 millis"), "done") })
 
   it.effect("hanging, without a deadline: the attempt answers within its lease", () =>
     Effect.gen(function*() {
       const { provide } = yield* testStore()
-      const operation = Idempotency.make({
-        name: "hanging-encoder",
-        payload: Schema.Null,
-        success: Hanging,
-        timeout: "1 second",
-        execute: () => Effect.as(Effect.sleep("100 millis"), "done")
-      })
+      const operation = encoding("hanging-encoder", Hanging, { timeout: "1 second" })
       // the lease: the timeout and the margin (1 s)
-      const run = yield* start(provide(operation.run({ key: "k", payload: null })))
-      const answer = yield* awaitWithin(run, 5000)
-      assert.isDefined(answer, "the attempt answered")
-      assert.isAtMost(answer!.at, 2000, "answered within the lease")
+      const answer = yield* answerOf(provide(operation.run({ key: "k", payload: null })), 5000, "the attempt answered")
+      assert.isAtMost(answer.at, 2000, "answered within the lease")
     }))
 
-  it.effect("hanging, with a deadline: the attempt answers by the deadline", () =>
-    Effect.gen(function*() {
-      const { provide } = yield* testStore()
-      const operation = Idempotency.make({
-        name: "hanging-encoder",
-        payload: Schema.Null,
-        success: Hanging,
-        execute: () => Effect.as(Effect.sleep("100 millis"), "done")
-      })
-      const deadline = (yield* Clock.currentTimeMillis) + 3000
-      const run = yield* start(provide(operation.run({ key: "k", payload: null, deadline })))
-      const answer = yield* awaitWithin(run, 6000)
-      assert.isDefined(answer, "the attempt answered")
-      assert.isAtMost(answer!.at, deadline, "answered by the deadline")
-    }))
+  const withDeadline = [["hanging", "hanging-encoder", Hanging, 6000], [
+    "slow (5 s)",
+    "slow-encoder",
+    Slow,
+    10_000
+  ]] as const
+  for (const [encoder, name, success, millis] of withDeadline) {
+    it.effect(`${encoder}, with a deadline: the attempt answers by the deadline`, () =>
+      Effect.gen(function*() {
+        const { provide } = yield* testStore()
+        const operation = encoding(name, success)
+        const deadline = (yield* Clock.currentTimeMillis) + 3000
+        const answer = yield* answerOf(
+          provide(operation.run({ key: "k", payload: null, deadline })),
+          millis,
+          "the attempt answered"
+        )
+        assert.isAtMost(answer.at, deadline, "answered by the deadline")
+      }))
+  }
 
   it.effect("hanging: interrupting the caller completes", () =>
     Effect.gen(function*() {
       const { provide } = yield* testStore()
-      const operation = Idempotency.make({
-        name: "hanging-encoder",
-        payload: Schema.Null,
-        success: Hanging,
-        timeout: "1 second",
-        execute: () => Effect.as(Effect.sleep("100 millis"), "done")
-      })
+      const operation = encoding("hanging-encoder", Hanging, { timeout: "1 second" })
       const caller = yield* start(provide(operation.run({ key: "k", payload: null })))
       yield* TestClock.adjust("500 millis")
-      const interrupter = yield* start(Fiber.interrupt(caller))
-      const interrupted = yield* awaitWithin(interrupter, 5000)
-      assert.isDefined(interrupted, "the interruption of the caller completed")
-      assert.isAtMost(interrupted!.at, 2000, "within the lease")
+      const interrupted = yield* answerOf(Fiber.interrupt(caller), 5000, "the interruption of the caller completed")
+      assert.isAtMost(interrupted.at, 2000, "within the lease")
     }))
 
   it.effect("slow (5 s): the encoder runs once per execution", () =>
     Effect.gen(function*() {
       const { provide } = yield* testStore()
       let encodes = 0
-      const operation = Idempotency.make({
-        name: "slow-encoder",
-        payload: Schema.Null,
-        success: effectfulEncoder((value) =>
-          Effect.suspend(() => {
-            encodes++
-            return Effect.as(Effect.sleep("5 seconds"), value)
-          })
-        ),
-        timeout: "1 second",
-        execute: () => Effect.as(Effect.sleep("100 millis"), "done")
-      })
-      const run = yield* start(provide(operation.run({ key: "k", payload: null })))
-      const answer = yield* awaitWithin(run, 10_000)
-      assert.isDefined(answer, "the attempt answered")
+      const counted = effectfulEncoder((value) =>
+        Effect.suspend(() => {
+          encodes++
+          return Effect.as(Effect.sleep("5 seconds"), value)
+        })
+      )
+      const operation = encoding("slow-encoder", counted, { timeout: "1 second" })
+      yield* answerOf(provide(operation.run({ key: "k", payload: null })), 10_000, "the attempt answered")
       assert.strictEqual(encodes, 1, "encoder calls")
-    }))
-
-  it.effect("slow (5 s), with a deadline: the attempt answers by the deadline", () =>
-    Effect.gen(function*() {
-      const { provide } = yield* testStore()
-      const operation = Idempotency.make({
-        name: "slow-encoder",
-        payload: Schema.Null,
-        success: effectfulEncoder((value) => Effect.as(Effect.sleep("5 seconds"), value)),
-        execute: () => Effect.as(Effect.sleep("100 millis"), "done")
-      })
-      const deadline = (yield* Clock.currentTimeMillis) + 3000
-      const run = yield* start(provide(operation.run({ key: "k", payload: null, deadline })))
-      const answer = yield* awaitWithin(run, 10_000)
-      assert.isDefined(answer, "the attempt answered")
-      assert.isAtMost(answer!.at, deadline, "answered by the deadline")
     }))
 
   it.effect("an encoding not done in time keeps the outcome as omitted: no retry runs the downstream again", () =>
@@ -351,26 +345,29 @@ describe("2. an effectful encoder that hangs or is slow", () => {
       const { provide } = yield* testStore()
       const { seen, track } = probe()
       // every encoding of the first execution's value hangs
-      const operation = Idempotency.make({
+      const operation = operationOf({
         name: "hanging-first",
-        payload: Schema.Null,
         success: effectfulEncoder((value) => seen.runs === 1 ? Effect.never : Effect.succeed(value)),
         lease: "10 seconds",
         execute: () => track(Effect.as(Effect.sleep("100 millis"), "done"))
       })
       const deadline = (yield* Clock.currentTimeMillis) + 3000
-      const first = yield* start(provide(operation.run({ key: "k", payload: null, deadline })))
-      const answer = yield* awaitWithin(first, 3500)
-      assert.isDefined(answer, "the first attempt answered")
-      assert.isAtMost(answer!.at, deadline, "the first attempt answered by its deadline")
-      assert.strictEqual(field(failureOf(answer!.exit), "_tag"), "OutcomeNotReplayable", describeExit(answer!.exit))
+      const answer = yield* answerOf(
+        provide(operation.run({ key: "k", payload: null, deadline })),
+        3500,
+        "the first attempt answered"
+      )
+      assert.isAtMost(answer.at, deadline, "the first attempt answered by its deadline")
+      assert.strictEqual(field(failureOf(answer.exit), "_tag"), "OutcomeNotReplayable", describeExit(answer.exit))
       // the downstream ran and its outcome is kept as omitted: no retry runs it, in the lease or after
       for (const wait of [0, 10_000]) {
         yield* advance(wait)
-        const retry = yield* start(provide(operation.runDetailed({ key: "k", payload: null })))
-        const refused = yield* awaitWithin(retry, 1000)
-        assert.isDefined(refused, "the retry answered")
-        assert.strictEqual(field(failureOf(refused!.exit), "_tag"), "OutcomeNotReplayable", describeExit(refused!.exit))
+        const refused = yield* answerOf(
+          provide(operation.runDetailed({ key: "k", payload: null })),
+          1000,
+          "the retry answered"
+        )
+        assert.strictEqual(field(failureOf(refused.exit), "_tag"), "OutcomeNotReplayable", describeExit(refused.exit))
         assert.strictEqual(seen.runs, 1, "no second execution")
       }
     }))
@@ -393,24 +390,23 @@ describe("3. a caller interrupted while its reservation is in flight", () => {
             }
           }))
           const { seen, track } = probe()
-          const operation = Idempotency.make({
+          const operation = operationOf({
             name: "interrupted-reservation",
-            payload: Schema.Null,
-            success: Schema.String,
             timeout: "3 seconds",
             onTimeout,
             execute: () => track(Effect.succeed("done"))
           })
           const caller = yield* start(provide(operation.run({ key: "k", payload: null })))
           yield* TestClock.adjust("100 millis")
-          const interrupter = yield* start(Fiber.interrupt(caller))
-          assert.isDefined(yield* awaitWithin(interrupter, 900), "the interruption of the caller completed")
+          yield* answerOf(Fiber.interrupt(caller), 900, "the interruption of the caller completed")
           yield* advance(retryAt - (yield* Clock.currentTimeMillis))
           assert.strictEqual(seen.runs, 0, "the first downstream never ran")
-          const retry = yield* start(provide(operation.runDetailed({ key: "k", payload: null })))
-          const answer = yield* awaitWithin(retry, 2000)
-          assert.isDefined(answer, "the retry answered")
-          assert.isTrue(Exit.isSuccess(answer!.exit), describeExit(answer!.exit))
+          const answer = yield* answerOf(
+            provide(operation.runDetailed({ key: "k", payload: null })),
+            2000,
+            "the retry answered"
+          )
+          assert.isTrue(Exit.isSuccess(answer.exit), describeExit(answer.exit))
           assert.strictEqual(seen.runs, 1)
         }))
     }
@@ -422,18 +418,18 @@ describe("4. a deadline that is not a number", () => {
     Effect.gen(function*() {
       const { calls, provide } = yield* testStore()
       const { seen, track } = probe()
-      const operation = Idempotency.make({
+      const operation = operationOf({
         name: "nan-deadline",
-        payload: Schema.Null,
-        success: Schema.String,
         execute: () => track(Effect.succeed("done"))
       })
       for (let call = 0; call < 2; call++) {
-        const run = yield* start(provide(operation.run({ key: "k", payload: null, deadline: NaN })))
-        const answer = yield* awaitWithin(run, 1000)
-        assert.isDefined(answer, "the run answered")
-        const error = failureOf(answer!.exit)
-        assert.strictEqual(field(error, "_tag"), "InvalidSettings", describeExit(answer!.exit))
+        const answer = yield* answerOf(
+          provide(operation.run({ key: "k", payload: null, deadline: NaN })),
+          1000,
+          "the run answered"
+        )
+        const error = failureOf(answer.exit)
+        assert.strictEqual(field(error, "_tag"), "InvalidSettings", describeExit(answer.exit))
         assert.strictEqual(field(error, "setting"), "deadline")
         // the second call, 20 ms later
         yield* TestClock.adjust("20 millis")
@@ -448,26 +444,16 @@ describe("5. a store call that dies", () => {
     Effect.gen(function*() {
       const { provide } = yield* testStore(() => ({ extend: () => Effect.die(new Error("driver bug")) }))
       const { seen, track } = probe()
-      const operation = Idempotency.make({
+      const operation = operationOf({
         name: "extend-dies",
-        payload: Schema.Null,
-        success: Schema.String,
         timeout: "30 seconds",
         lease: "1 second",
         heartbeat: "300 millis",
         execute: () => track(Effect.as(Effect.sleep("10 seconds"), "done"))
       })
       // no extension is ever applied: the lease of the reservation (at 0) ends at 1 s
-      const first = yield* start(provide(operation.run({ key: "k", payload: null })))
-      yield* advance(1100)
-      yield* start(provide(operation.run({ key: "k", payload: null })))
-      yield* advance(600)
-      assert.strictEqual(seen.runs, 2, "the second attempt took over after the lease")
-      assert.strictEqual(seen.maxRunning, 1, "two downstreams ran at once")
-      const answer = yield* awaitWithin(first, 0)
-      assert.isDefined(answer, "the first attempt answered")
-      assert.isTrue(Exit.isFailure(answer!.exit), describeExit(answer!.exit))
-      assert.isAtMost(answer!.at, 1000, "by the end of its lease")
+      const first = yield* takenOver(provide, operation, 1100, seen)
+      assert.isAtMost(first.at, 1000, "by the end of its lease")
     }))
 })
 
@@ -477,18 +463,13 @@ describe("6. a FiberRef set by the downstream", () => {
       const { provide } = yield* testStore()
       for (const [shape, before] of [["at-once", Effect.void], ["after-a-wait", Effect.sleep("10 millis")]] as const) {
         const ref = FiberRef.unsafeMake(0)
-        const operation = Idempotency.make({
+        const operation = operationOf({
           name: "fiber-ref",
-          payload: Schema.Null,
-          success: Schema.String,
           execute: () => before.pipe(Effect.zipRight(FiberRef.set(ref, 42)), Effect.as("done"))
         })
-        const run = yield* start(
-          provide(Effect.flatMap(operation.run({ key: shape, payload: null }), () => FiberRef.get(ref)))
-        )
-        const answer = yield* awaitWithin(run, 1000)
-        assert.isDefined(answer, "the run answered")
-        const exit = answer!.exit
+        const run = Effect.flatMap(operation.run({ key: shape, payload: null }), () => FiberRef.get(ref))
+        const answer = yield* answerOf(provide(run), 1000, "the run answered")
+        const exit = answer.exit
         assert.strictEqual(Exit.isSuccess(exit) ? exit.value : describeExit(exit), 42, `${shape}: the FiberRef's value`)
       }
     }))
@@ -499,10 +480,8 @@ describe("7. settings that cannot hold are refused when the operation is built",
     let thrown: unknown
     assert.throws(() => {
       try {
-        Idempotency.make({
+        operationOf({
           name: "settings",
-          payload: Schema.Null,
-          success: Schema.String,
           execute: () => Effect.succeed("done"),
           ...settings
         })
@@ -534,10 +513,8 @@ describe("7. settings that cannot hold are refused when the operation is built",
   })
 
   it("a lease margin longer than a lease a heartbeat keeps is accepted (the lease guards with half its length)", () => {
-    const operation = Idempotency.make({
+    const operation = operationOf({
       name: "settings",
-      payload: Schema.Null,
-      success: Schema.String,
       execute: () => Effect.succeed("done"),
       lease: "500 millis",
       heartbeat: "100 millis",
@@ -558,10 +535,12 @@ describe("8. a top-level undefined success", () => {
         execute: () => Effect.succeed(undefined)
       })
       for (const replayed of [false, true]) {
-        const run = yield* start(provide(operation.runDetailed({ key: "k", payload: null })))
-        const answer = yield* awaitWithin(run, 1000)
-        assert.isDefined(answer, "the run answered")
-        const exit = answer!.exit
+        const answer = yield* answerOf(
+          provide(operation.runDetailed({ key: "k", payload: null })),
+          1000,
+          "the run answered"
+        )
+        const exit = answer.exit
         assert.deepStrictEqual(
           Exit.map(exit, (result) => ({ replayed: result.replayed, value: result.value })),
           Exit.succeed({ replayed, value: undefined }),
@@ -575,16 +554,12 @@ describe("9. a store whose complete dies", () => {
   it.effect("does not drop the known value", () =>
     Effect.gen(function*() {
       const { provide } = yield* testStore(() => ({ complete: () => Effect.die(new Error("driver bug")) }))
-      const operation = Idempotency.make({
+      const operation = operationOf({
         name: "complete-dies",
-        payload: Schema.Null,
-        success: Schema.String,
         execute: () => Effect.succeed("done")
       })
-      const run = yield* start(provide(operation.run({ key: "k", payload: null })))
-      const answer = yield* awaitWithin(run, 5000)
-      assert.isDefined(answer, "the run answered")
-      assert.deepStrictEqual(answer!.exit, Exit.succeed("done"), describeExit(answer!.exit))
+      const answer = yield* answerOf(provide(operation.run({ key: "k", payload: null })), 5000, "the run answered")
+      assert.deepStrictEqual(answer.exit, Exit.succeed("done"), describeExit(answer.exit))
     }))
 })
 
@@ -594,23 +569,25 @@ describe("10. an execute that returns no Effect", () => {
       const { provide } = yield* testStore()
       const { seen, track } = probe()
       let broken = true
-      const operation = Idempotency.make({
+      const operation = operationOf({
         name: "not-an-effect",
-        payload: Schema.Null,
-        success: Schema.String,
         onTimeout: "markUnknown",
         // what a JavaScript caller may pass: a function giving a Promise
         execute: () => broken ? (Promise.resolve("done") as never) : track(Effect.succeed("done"))
       })
-      const first = yield* start(provide(operation.run({ key: "k", payload: null })))
-      const failed = yield* awaitWithin(first, 1000)
-      assert.isDefined(failed, "the first call answered")
-      assert.isTrue(Exit.isFailure(failed!.exit) && Cause.isDie(failed!.exit.cause), describeExit(failed!.exit))
+      const failed = yield* answerOf(
+        provide(operation.run({ key: "k", payload: null })),
+        1000,
+        "the first call answered"
+      )
+      assert.isTrue(Exit.isFailure(failed.exit) && Cause.isDie(failed.exit.cause), describeExit(failed.exit))
       broken = false
-      const retry = yield* start(provide(operation.runDetailed({ key: "k", payload: null })))
-      const answer = yield* awaitWithin(retry, 1000)
-      assert.isDefined(answer, "the retry answered")
-      assert.isTrue(Exit.isSuccess(answer!.exit), describeExit(answer!.exit))
+      const answer = yield* answerOf(
+        provide(operation.runDetailed({ key: "k", payload: null })),
+        1000,
+        "the retry answered"
+      )
+      assert.isTrue(Exit.isSuccess(answer.exit), describeExit(answer.exit))
       assert.strictEqual(seen.runs, 1)
     }))
 })
