@@ -1,25 +1,6 @@
 /**
- * The admin service (`IdempotencyAdmin`) over HTTP, for a store that only its platform reaches: D1
- * and Durable Objects, a database in a private network. A Worker or a function mounts the API
- * (`toWebHandler`, or `layer` in an `HttpApi` of your own); the operator's CLI talks to it with
- * `effect-idempotency --endpoint <url> --token <token>`, and a program with `layerClient`.
- *
- * Every request carries the token as `Authorization: Bearer <token>`, compared in constant time (the
- * SHA-256 digests of both, byte by byte); a missing or wrong token is answered 401 and logged at
- * WARNING, with neither token in the log. Every action is logged at INFO (`unblock` at WARNING, by
- * the admin service), with the operation and the key's hash, never the key; the client logs an unblock
- * it made at WARNING too.
- *
- * | endpoint | action |
- * | --- | --- |
- * | `POST /record` `{ operation, key, scope?, outcome? }` | `IdempotencyAdmin.get` (404 `NoRecord` when absent) |
- * | `GET /records?state=&operation=&olderThanMillis=&limit=&cursor=` | `IdempotencyAdmin.list` |
- * | `POST /unblock` `{ operation, key, scope?, reason, attempt }` | `IdempotencyAdmin.unblock` (409 `UnblockRefused`) |
- * | `GET /stats` | `IdempotencyAdmin.stats` |
- * | `POST /purge` `{ limit? }` | `IdempotencyAdmin.purge` |
- *
- * A store failure is answered 503 (`StoreUnavailable`) or 500 (`StoreError`), its cause reduced to
- * a bounded message; an invalid key 400 (`InvalidTarget`).
+ * The admin service (`IdempotencyAdmin`) over HTTP, for a store that only its platform reaches: its
+ * endpoints, token and logs are in README.md#the-admin-service-over-http.
  *
  * @example
  * ```ts
@@ -63,17 +44,14 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 
-// ---------------------------------------------------------------------------------------------
 // the wire
-// ---------------------------------------------------------------------------------------------
 
 const State = Schema.Literal("running", "stuck", "completed", "unknown", "omitted", "failed")
 
 const Name = Schema.String.pipe(Schema.maxLength(512))
 
 /**
- * A record as the API answers it: `IdempotencyAdmin.RecordInfo`, without the fencing token (which
- * the admin service never reads).
+ * `IdempotencyAdmin.RecordInfo` without the fencing token.
  *
  * @since 0.1.0
  * @category schemas
@@ -97,8 +75,6 @@ export const RecordInfo = Schema.Struct({
 })
 
 /**
- * The request carried no token, or not the endpoint's.
- *
  * @since 0.1.0
  * @category errors
  */
@@ -123,8 +99,7 @@ export class NoRecord extends Schema.TaggedError<NoRecord>("@effect-idempotency/
 ) {}
 
 /**
- * The token of `toWebHandler` or `layer` is shorter than 16 characters: a token that short can be
- * guessed.
+ * The token is shorter than `MIN_TOKEN_LENGTH`: a token that short can be guessed.
  *
  * @since 0.1.0
  * @category errors
@@ -141,16 +116,12 @@ export class WeakToken
 }
 
 /**
- * The shortest token the endpoint accepts.
- *
  * @since 0.1.0
  * @category constants
  */
 export const MIN_TOKEN_LENGTH = 16
 
 /**
- * The bearer token check every endpoint of the API passes through.
- *
  * @since 0.1.0
  * @category middleware
  */
@@ -166,14 +137,14 @@ const Target = {
 }
 
 /**
- * The API's group: the admin service's five actions, behind `Authorization`.
+ * The admin service's five actions, behind `Authorization`.
  *
  * @since 0.1.0
  * @category api
  */
 export class AdminGroup extends HttpApiGroup.make("idempotencyAdmin")
   .add(
-    // a POST: the key travels in the body, never in a URL that access logs keep
+    // See README.md#the-admin-service-over-http: keys travel in bodies
     HttpApiEndpoint.post("get", "/record")
       .setPayload(Schema.Struct({ ...Target, outcome: Schema.optional(Schema.Boolean) }))
       .addSuccess(RecordInfo)
@@ -219,24 +190,21 @@ export class AdminGroup extends HttpApiGroup.make("idempotencyAdmin")
 {}
 
 /**
- * The API: `AdminGroup` alone. Add the group to an `HttpApi` of your own to serve it beside other
- * groups (with `layer` for its handlers).
+ * `AdminGroup` alone; add the group to an `HttpApi` of your own to serve it beside others.
  *
  * @since 0.1.0
  * @category api
  */
 export class AdminApi extends HttpApi.make("idempotencyAdmin").add(AdminGroup) {}
 
-// ---------------------------------------------------------------------------------------------
 // the server
-// ---------------------------------------------------------------------------------------------
 
 const digest = (text: string) =>
   Effect.promise(() => crypto.subtle.digest("SHA-256", new TextEncoder().encode(text))).pipe(
     Effect.map((buffer) => new Uint8Array(buffer))
   )
 
-/** Whether two digests are equal, looking at every byte whatever the first difference. */
+/** Looks at every byte, whatever the first difference: see README.md#the-admin-service-over-http. */
 const sameDigest = (a: Uint8Array, b: Uint8Array): boolean => {
   let difference = a.length ^ b.length
   for (let i = 0; i < a.length && i < b.length; i++) difference |= a[i]! ^ b[i]!
@@ -244,8 +212,7 @@ const sameDigest = (a: Uint8Array, b: Uint8Array): boolean => {
 }
 
 /**
- * The `Authorization` middleware for a token: at least `MIN_TOKEN_LENGTH` characters, else the
- * layer fails with `WeakToken`.
+ * The `Authorization` middleware for a token; the layer fails with `WeakToken` if it is too short.
  *
  * @since 0.1.0
  * @category layers
@@ -275,7 +242,7 @@ export const layerAuthorization = (token: Redacted.Redacted<string>): Layer.Laye
 
 const MAX_CAUSE_LENGTH = 300
 
-/** A store failure for the wire: its cause reduced to a bounded message (no driver object, no stack). */
+/** No driver object, no stack on the wire. */
 const forWire = (error: IdempotencyError.StoreFailure): IdempotencyError.StoreFailure => {
   const cause = error.cause
   const text = cause instanceof Error
@@ -292,7 +259,6 @@ const forWire = (error: IdempotencyError.StoreFailure): IdempotencyError.StoreFa
 const isStoreFailure = (error: { readonly _tag: string }): error is IdempotencyError.StoreFailure =>
   error._tag === "StoreUnavailable" || error._tag === "StoreError"
 
-/** Logs the action once it ends, with its outcome (the error's tag, or `ok`). */
 const audited = <A, E extends { readonly _tag: string }>(
   action: string,
   target: { readonly operation?: string | undefined; readonly key?: string | undefined },
@@ -392,13 +358,7 @@ export const layer = (options: {
   ).pipe(Layer.provide(layerAuthorization(options.token)))
 
 /**
- * A Web fetch handler serving the API over the admin service `options.layer` builds, under
- * `options.prefix` (default none: `/stats`, `/records`…). The token is checked when the handler is
- * made: shorter than `MIN_TOKEN_LENGTH`, it throws `WeakToken`. `dispose` releases the layer (its
- * store's connections).
- *
- * On Cloudflare Workers, whose bindings arrive with each request, make one per request and dispose
- * of it in `ctx.waitUntil`.
+ * A Web fetch handler serving the API under `prefix`; it throws `WeakToken` for a short token.
  *
  * @since 0.1.0
  * @category handlers
@@ -435,41 +395,29 @@ export const toWebHandler = <E>(options: {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
 // the client
-// ---------------------------------------------------------------------------------------------
 
-/** What the client met, as the admin service's store failure. */
 const storeFailureOf = (method: string, error: { readonly _tag: string }): IdempotencyError.StoreFailure => {
   switch (error._tag) {
     case "StoreUnavailable":
     case "StoreError":
       return error as IdempotencyError.StoreFailure
-    // the endpoint could not be reached
     case "RequestError":
       return new IdempotencyError.StoreUnavailable({ method, cause: error })
-    // a refused token, an answer that is not the API's
     default:
       return new IdempotencyError.StoreError({ method, cause: error })
   }
 }
 
 /**
- * How long a request to the endpoint may take, by default: past it the call fails with
- * `StoreUnavailable`.
- *
  * @since 0.1.0
  * @category constants
  */
 export const DEFAULT_REQUEST_TIMEOUT: Duration.Duration = Duration.seconds(30)
 
 /**
- * The admin service through an endpoint that serves the API: `baseUrl` is where it is mounted
- * (`https://orders.example.workers.dev/admin`). The endpoint's answers keep their types: a store
- * failure behind it is the same `StoreUnavailable` or `StoreError`, a refusal the same
- * `UnblockRefused`. An endpoint that cannot be reached, or that does not answer within
- * `requestTimeout` (default 30 s), is `StoreUnavailable`; a refused token, or an answer that is not
- * the API's, is `StoreError`.
+ * The admin service through an endpoint that serves the API, mounted at `baseUrl`; its failures
+ * are in README.md#the-admin-service-over-http.
  *
  * @since 0.1.0
  * @category layers

@@ -1,14 +1,6 @@
 /**
- * Idempotent endpoints for `@effect/platform`'s `HttpApi`. An endpoint opts in with `idempotent()`:
- * it declares the `Idempotency-Key` request header, the `Idempotent-Replayed` and `Retry-After`
- * response headers and the problem responses (400, 409, 413, 422, 500, 503, 504), so the generated
- * OpenAPI document shows them. `layer(api)` runs them: each opted-in endpoint runs at most once per
- * key (and scope), its response is recorded (status, allowed headers, body bytes) and replayed with
- * `Idempotent-Replayed: true`, per the IETF Idempotency-Key draft (see `@effect-idempotency/http`
- * for every rule). The other endpoints are untouched.
- *
- * A domain failure the endpoint declares (`addError(OutOfStock)`, status 409) is answered as its
- * response and recorded like any other response below 500, so a retry gets the same rejection.
+ * Idempotent endpoints for `@effect/platform`'s `HttpApi`: an endpoint opts in with `idempotent()`,
+ * and `layer(api)` runs it (README.md#an-httpapi-endpoint).
  *
  * @example
  * ```ts
@@ -86,8 +78,7 @@ const problem = <const Status extends number>(status: Status, description: strin
   )
 
 /**
- * The problem responses an idempotent endpoint may answer with (RFC 9457,
- * `application/problem+json`), as the endpoint's OpenAPI document shows them.
+ * The problem responses an idempotent endpoint may answer with, as its OpenAPI document shows them.
  *
  * @since 0.1.0
  * @category schemas
@@ -103,8 +94,7 @@ export const Problems = Schema.Union(
 )
 
 /**
- * The middleware an idempotent endpoint declares (`idempotent()` adds it). Its failures are the
- * problem responses, declared for the OpenAPI document; `layer` provides it.
+ * The middleware an idempotent endpoint declares; `layer` provides it.
  *
  * @since 0.1.0
  * @category middleware
@@ -115,16 +105,13 @@ export class Idempotent extends HttpApiMiddleware.Tag<Idempotent>()(
 ) {}
 
 /**
- * The options of one endpoint (or of a group, as an annotation): those of the engine. The records'
- * namespace defaults to `<group>.<endpoint>`.
- *
  * @since 0.1.0
  * @category models
  */
 export interface EndpointOptions extends HttpIdempotency.Options {}
 
 /**
- * The annotation that holds an endpoint's options (`idempotent(options)` sets it).
+ * The annotation that holds an endpoint's options.
  *
  * @since 0.1.0
  * @category annotations
@@ -148,7 +135,6 @@ type Json = Record<string, unknown>
 
 const asRecord = (u: unknown): Json => typeof u === "object" && u !== null ? u as Json : {}
 
-/** Adds the request and response headers of an idempotent endpoint to its OpenAPI operation. */
 const documentHeaders = (options: EndpointOptions | undefined) => (operation: Json): Json => {
   const header = options?.header ?? HttpIdempotency.HEADER
   const parameters = Array.isArray(operation.parameters) ? operation.parameters.map(asRecord) : []
@@ -178,8 +164,8 @@ const documentHeaders = (options: EndpointOptions | undefined) => (operation: Js
 }
 
 /**
- * Makes an endpoint idempotent: it gets the `Idempotent` middleware (its problem responses), its
- * options, and the headers in its OpenAPI operation (composed with a `Transform` it already has).
+ * Makes an endpoint idempotent: the `Idempotent` middleware, its options, and the headers in its
+ * OpenAPI operation.
  *
  * @since 0.1.0
  * @category combinators
@@ -243,34 +229,24 @@ export const idempotent: {
 )
 
 /**
- * The options of `layer`: the defaults of every idempotent endpoint (an endpoint's own options
- * override them), and the scope.
+ * The defaults of every idempotent endpoint (an endpoint's own options override them), and the scope.
  *
  * @since 0.1.0
  * @category models
  */
 export interface LayerOptions<E, R> extends Omit<HttpIdempotency.Options, "name" | "required" | "header"> {
-  /**
-   * A tenant or principal id of a request (from its credentials, for example): keys of different
-   * scopes never share a record. It fails with one of the api's errors (an `Unauthorized`, say),
-   * answered as the api answers it, and no store is touched. Default: none.
-   */
   readonly scope?:
     | ((request: HttpServerRequest.HttpServerRequest) => Effect.Effect<string | undefined, E, R>)
     | undefined
 }
 
-/** Whether the current request went through this module's app middleware (an opted-in route must). */
+/** Whether the current request went through this module's app middleware. */
 const guarded = globalValue(
   Symbol.for("@effect-idempotency/platform/IdempotencyHttpApi/guarded"),
   () => FiberRef.unsafeMake(false)
 )
 
-/**
- * The endpoint's half of the middleware: the protocol runs around the whole app (see `layer`); an
- * opted-in route that was not protected (a router that matched it where the idempotency middleware
- * did not) fails closed, without running.
- */
+/** An opted-in route that the app middleware did not protect fails closed, without running. */
 const gate: Effect.Effect<void> = Effect.flatMap(
   FiberRef.get(guarded),
   (isGuarded) =>
@@ -287,7 +263,6 @@ interface ErrorEncoding {
   readonly isVoid: boolean
 }
 
-/** The errors an endpoint declares (its own, its group's, the api's), each with its status and encoding. */
 const errorEncodings = (schemas: ReadonlyArray<Schema.Schema.Any>): ReadonlyArray<ErrorEncoding> => {
   const members = new Set<Schema.Schema.Any>()
   for (const schema of schemas) HttpApiSchema.deunionize(members, schema)
@@ -303,7 +278,6 @@ const errorEncodings = (schemas: ReadonlyArray<Schema.Schema.Any>): ReadonlyArra
   })
 }
 
-/** The response of a declared error, as `HttpApiBuilder` answers it; `None` for any other failure. */
 const encodeFailure =
   (encodings: ReadonlyArray<ErrorEncoding>) =>
   (error: unknown): Effect.Effect<Option.Option<HttpServerResponse.HttpServerResponse>> => {
@@ -346,13 +320,7 @@ const isJson = (request: HttpServerRequest.HttpServerRequest): boolean => {
   return type === undefined || type.toLowerCase().includes("json")
 }
 
-/**
- * The payload of a JSON body, decoded with the endpoint's payload schema and encoded back: what the
- * fingerprint covers, so that the same payload laid out differently is the same request. A body that
- * is not JSON or does not decode is left to `HttpApiBuilder`, which answers it (400); one whose
- * decoding overflows the stack (a body nested too deep) is answered 400 here, before anything is
- * reserved or run.
- */
+/** See README.md#an-httpapi-endpoint: the fingerprint of a JSON payload. */
 const payloadOf = (schema: Schema.Schema.Any) => {
   const noContext = schema as Schema.Schema<unknown, unknown>
   const decode = Schema.decodeUnknownEither(noContext)
@@ -371,16 +339,14 @@ const payloadOf = (schema: Schema.Schema.Any) => {
     try {
       const decoded = decode(json)
       if (Either.isLeft(decoded)) {
-        // `HttpApiBuilder` answers it with the issues, formatted as here: a body whose formatting
-        // crashes would crash there, after the reservation
+        // a body whose formatting crashes would crash `HttpApiBuilder`, after the reservation
         ParseResult.ArrayFormatter.formatErrorSync(decoded.left)
         ParseResult.TreeFormatter.formatErrorSync(decoded.left)
         return Effect.succeedNone
       }
       return Effect.succeed(Either.getRight(encode(decoded.right)))
     } catch (error) {
-      // a stack overflow is the body's doing; anything else (a schema that needs a service, say) is
-      // left to `HttpApiBuilder`, and the fingerprint covers the bytes
+      // a stack overflow is the body's doing; anything else is left to `HttpApiBuilder`
       return error instanceof RangeError
         ? Effect.fail(
           new HttpIdempotencyError.InvalidRequestBody({ reason: "Schema", detail: "the body cannot be decoded" })
@@ -390,7 +356,6 @@ const payloadOf = (schema: Schema.Schema.Any) => {
   }
 }
 
-/** The name of an endpoint's engine (its records' namespace): its own, else `<group>.<endpoint>`. */
 const nameOf = (
   group: { readonly identifier: string },
   endpoint: { readonly name: string },
@@ -398,10 +363,7 @@ const nameOf = (
 ): string => settings?.name ?? `${group.identifier}.${endpoint.name}`
 
 /**
- * Runs the idempotent endpoints of an api: provides the `Idempotent` middleware and adds the app
- * middleware (`HttpApiBuilder.middleware`) that wraps each opted-in endpoint's requests in the
- * protocol. The routes are matched as `HttpRouter` matches them (the same router, built once from
- * the api); the other endpoints are untouched. Each endpoint's engine is built here, once.
+ * Runs the idempotent endpoints of an api; each endpoint's engine is built here, once.
  *
  * @since 0.1.0
  * @category layers
@@ -444,7 +406,6 @@ export const layer = <Id extends string, Groups extends HttpApiGroup.HttpApiGrou
     })
     return (app: HttpApp.Default): HttpApp.Default<Error, R | IdempotencyStore.IdempotencyStore> => {
       const untouched = Effect.locally(app, guarded, true)
-      // each opted-in route's app, built once
       const protectedApps = new Map(
         idempotentRoutes.map((route) => [
           route,
@@ -469,15 +430,8 @@ export const layer = <Id extends string, Groups extends HttpApiGroup.HttpApiGrou
 }
 
 /**
- * The operation of an idempotent endpoint (see `HttpIdempotency.Operation`), for `RetryProperty`
- * (`operation: IdempotencyHttpApi.operation(Api, "orders", "create")`): each request runs through the
- * api's app as it is deployed (`HttpApiBuilder.httpApp`: its router, its handlers, the middleware of
- * `layer` with its options, the endpoint's own options), so the property checks the configuration
- * that is served. A request's method and path default to the endpoint's (a path with parameters
- * must be given). The api's layers come from the property's `services`: `HttpApiBuilder.api(api)`
- * with its groups and `layer(api)`, and `HttpApiBuilder.Router.Live`, `HttpApiBuilder.Middleware.layer`
- * and `HttpServer.layerContext`; the store is the property's (the one `layer` is built with is not
- * used). An endpoint that is not idempotent dies when it is run.
+ * The operation of an idempotent endpoint for `RetryProperty`, run through the api's app as served
+ * (README.md#property-test-the-route-you-deploy).
  *
  * @since 0.1.0
  * @category constructors

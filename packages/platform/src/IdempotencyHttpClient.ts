@@ -1,11 +1,5 @@
 /**
- * Downstream key forwarding for `@effect/platform`'s `HttpClient`.
- *
- * Inside an idempotent operation, every outgoing request with a mutating method gets an
- * `Idempotency-Key` header derived from the operation's record id and the request's downstream
- * step (`IdempotencyContext.stepKey`): the same on every retry of the operation, distinct per step,
- * operation, scope and client key. A downstream API that deduplicates by that header then turns a
- * retried write into a replay. Requests made outside an operation are sent unchanged.
+ * Downstream key forwarding for `@effect/platform`'s `HttpClient` (README.md#key-forwarding-on-httpclient).
  *
  * @example
  * ```ts
@@ -34,48 +28,29 @@ import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 
 /**
- * The header the key is sent in (IETF draft "The Idempotency-Key HTTP Header Field").
- *
  * @since 0.1.0
  * @category constants
  */
 export const HEADER = "Idempotency-Key"
 
 /**
- * The methods that get a key by default: the ones that are not idempotent, or not safe to repeat
- * blindly, by HTTP semantics.
- *
  * @since 0.1.0
  * @category constants
  */
 export const DEFAULT_METHODS: ReadonlyArray<HttpMethod.HttpMethod> = ["POST", "PATCH", "PUT", "DELETE"]
 
 /**
- * Options of key forwarding.
- *
  * @since 0.1.0
  * @category models
  */
 export interface Options {
-  /** The header name. Default `Idempotency-Key`. */
   readonly header?: string | undefined
-  /** The methods that get a key. Default `DEFAULT_METHODS`. */
   readonly methods?: ReadonlyArray<HttpMethod.HttpMethod> | undefined
-  /**
-   * The downstream step of a request, when no `withStep` name is in effect. Default `defaultStep`
-   * (method and URL).
-   */
   readonly step?: ((request: HttpClientRequest.HttpClientRequest) => string) | undefined
-  /**
-   * Send the key as a structured-field string (`"key"`), as the IETF draft specifies, instead of the
-   * bare key that most payment APIs expect. Default `false`.
-   */
   readonly quoted?: boolean | undefined
 }
 
 /**
- * The step name set by `withStep` for the requests of the current fiber.
- *
  * @since 0.1.0
  * @category fiber refs
  */
@@ -85,9 +60,7 @@ export const currentStep: FiberRef.FiberRef<Option.Option<string>> = globalValue
 )
 
 /**
- * Names the downstream step of the requests an effect sends. Give each write of an operation its
- * own name when one operation sends several requests to the same method and URL: they would share
- * a key otherwise, and the downstream would take the second for a retry of the first.
+ * Names the downstream step of the requests an effect sends.
  *
  * @since 0.1.0
  * @category combinators
@@ -102,8 +75,7 @@ export const withStep: {
 )
 
 /**
- * The default step of a request: its method and its URL as the request holds it, e.g.
- * `POST https://api.example/orders`.
+ * The default step of a request: `POST https://api.example/orders`.
  *
  * @since 0.1.0
  * @category utils
@@ -111,8 +83,7 @@ export const withStep: {
 export const defaultStep = (request: HttpClientRequest.HttpClientRequest): string => `${request.method} ${request.url}`
 
 /**
- * The key a request gets inside the current attempt, if any: `None` outside an operation, for a
- * method that gets no key, or when the request already carries the header.
+ * The key a request gets inside the current attempt, if any.
  *
  * @since 0.1.0
  * @category utils
@@ -137,9 +108,7 @@ export const keyFor = (
 }
 
 /**
- * Sets the idempotency key of the current attempt's step on outgoing requests made inside an
- * idempotent operation. Requests outside an operation, with other methods, or that already carry
- * the header are sent unchanged.
+ * Sets the key of the current attempt's step on outgoing requests.
  *
  * @since 0.1.0
  * @category combinators
@@ -163,8 +132,6 @@ export const forwardKey: {
 )
 
 /**
- * Replaces the `HttpClient` in the context with one that forwards keys, with options.
- *
  * @since 0.1.0
  * @category layers
  */

@@ -1,13 +1,6 @@
 /**
- * Idempotent routes for `@effect/platform`'s `HttpApp` and `HttpRouter`: an `HttpMiddleware` that
- * runs the app at most once per `Idempotency-Key` (and scope), records its response (status,
- * allowed headers, body bytes), and replays it to every retry with `Idempotent-Replayed: true`, per
- * the IETF Idempotency-Key draft (see `@effect-idempotency/http` for every rule).
- *
- * A route opts in by piping its handler through the middleware; the other routes are untouched:
- *
- * The app then needs an `IdempotencyStore` (memory, PostgreSQL, DynamoDB, Redis). Applied to a
- * whole app (`HttpServer.serve(app, idempotent)`), it covers every `POST` and `PATCH` route.
+ * Idempotent routes for `@effect/platform`'s `HttpApp` and `HttpRouter`: a route opts in by piping
+ * its handler through the middleware (README.md#an-httprouter-route).
  *
  * @example
  * ```ts
@@ -41,29 +34,19 @@ import * as operation from "./internal/operation.js"
 import * as internal from "./internal/protect.js"
 
 /**
- * The options of the middleware: those of the engine (`HttpIdempotency.Options`: the methods, the
- * key, the fingerprint, the sizes, the response policy, the core's settings), and the scope.
+ * The options of the engine (`HttpIdempotency.Options`), and the scope.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Options<E = never, R = never> extends HttpIdempotency.Options {
-  /**
-   * A tenant or principal id of a request (from its credentials, for example): keys of different
-   * scopes never share a record. Its failure is the app's failure (an `Unauthorized`, say), and no
-   * store is touched. Default: none.
-   */
   readonly scope?:
     | ((request: HttpServerRequest.HttpServerRequest) => Effect.Effect<string | undefined, E, R>)
     | undefined
 }
 
 /**
- * An app made idempotent by the middleware (a route's handler, or a whole app), that exposes its
- * operation (see `HttpIdempotency.Operation`): the middleware's engine around this app, one request
- * at a time, for `RetryProperty` (`operation: route.operation`). The request runs through the app as
- * it is, in a scope of its own; a handler that reads route parameters needs a `RouteContext` from
- * the property's `services`.
+ * An app made idempotent, with its `operation` for `RetryProperty`.
  *
  * @since 0.1.0
  * @category models
@@ -76,8 +59,7 @@ export interface IdempotentApp<E, R> extends HttpApp.Default<E, R> {
 }
 
 /**
- * An idempotency middleware: it keeps the app's errors and requirements and adds the
- * `IdempotencyStore` (and the scope's).
+ * It keeps the app's errors and requirements, and adds the `IdempotencyStore` (and the scope's).
  *
  * @since 0.1.0
  * @category models
@@ -87,8 +69,7 @@ export interface IdempotencyMiddleware<E2, R2> {
 }
 
 /**
- * Builds the middleware. Its engine (the options, the allow-list, the operation) is built here,
- * once; a request only looks them up.
+ * Builds the middleware; its engine is built here, once.
  *
  * @since 0.1.0
  * @category constructors

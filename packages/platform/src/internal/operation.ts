@@ -7,9 +7,7 @@ import type * as Scope from "effect/Scope"
 import { currentOperation } from "./protect.js"
 
 /**
- * The operation of an idempotent route (see `HttpIdempotency.Operation`): each request is made into
- * a server request and run through `app`, the app as it is deployed, in a scope of its own; the
- * idempotent route it reaches reports the engine's answer, which is the operation's result.
+ * The idempotent route a request reaches reports the engine's answer: the operation's result.
  *
  * @internal
  */

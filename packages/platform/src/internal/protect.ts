@@ -20,10 +20,7 @@ import { BufferedRequest, concat, readBody } from "./serverRequest.js"
 
 const encoder = new TextEncoder()
 
-/**
- * A stream body read for the record, at most `limit` bytes of it. Past the limit, the part read is
- * answered followed by the rest of the stream, which is then passed on without being kept.
- */
+/** Past `limit`, the part read is answered, followed by the rest of the stream, never kept. */
 const captureStream = (
   response: HttpServerResponse.HttpServerResponse,
   body: HttpBody.Stream,
@@ -69,8 +66,7 @@ const captureStream = (
 }
 
 /**
- * A response of the handler, as the engine records it: its status, its headers and its body's
- * bytes (`undefined` for a body that cannot be read whole: a form, a raw stream).
+ * `body` is `undefined` for a body that cannot be read whole (a form, a raw stream).
  *
  * @internal
  */
@@ -101,12 +97,7 @@ export const capture = (
   }
 }
 
-/**
- * The response of a recorded or problem response: its status, its headers and its bytes, as they
- * were kept.
- *
- * @internal
- */
+/** @internal */
 export const fromStored = (stored: StoredResponse.StoredResponse): HttpServerResponse.HttpServerResponse => {
   const options = { status: stored.status, headers: Headers.fromInput(stored.headers) }
   if (stored.body.byteLength === 0) return HttpServerResponse.empty(options)
@@ -118,21 +109,14 @@ export const fromStored = (stored: StoredResponse.StoredResponse): HttpServerRes
 }
 
 /**
- * Runs a protected request in a fiber of its own, interruptible, and waits for it. Two reasons:
- *
- * - a client that goes away interrupts the request's fiber (a route of `HttpRouter`), but not the
- *   attempt: it finishes and records its outcome, which the client's retry then gets, instead of
- *   leaving the key blocked until its lease ends;
- * - `HttpApp.toHandled` runs the app uninterruptibly, so a middleware applied to a whole app runs
- *   there; an attempt started in that region would fork its watchdog uninterruptible, and then wait
- *   for it forever once the handler is done.
+ * Forked: a client that goes away does not interrupt the attempt (README.md#an-httprouter-route), and
+ * an attempt started in `HttpApp.toHandled`'s uninterruptible region would wait for its watchdog forever.
  */
 const detached = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.flatMap(Effect.forkDaemon(Effect.interruptible(effect)), Fiber.join)
 
 /**
- * A request run by a route's operation (see `internal/operation.ts`): its cut-off and scope take the
- * place of the route's, and the engine's answer is reported to it.
+ * A request run by a route's operation: its cut-off and scope replace the route's.
  *
  * @internal
  */
@@ -142,22 +126,13 @@ export interface OperationRun {
   readonly report: (answer: HttpIdempotency.Answer<unknown>) => void
 }
 
-/**
- * The operation's run of the current request, if any.
- *
- * @internal
- */
+/** @internal */
 export const currentOperation = globalValue(
   Symbol.for("@effect-idempotency/platform/currentOperation"),
   () => FiberRef.unsafeMake<OperationRun | undefined>(undefined)
 )
 
-/**
- * Makes an `HttpApp` idempotent with an engine: the methods it does not cover, and the requests
- * without a key where none is required, run the app untouched.
- *
- * @internal
- */
+/** @internal */
 export const protect = <E, R, E2, R2>(
   engine: HttpIdempotency.HttpIdempotency,
   app: HttpApp.Default<E, R>,
@@ -165,11 +140,7 @@ export const protect = <E, R, E2, R2>(
     readonly scope?:
       | ((request: HttpServerRequest.HttpServerRequest) => Effect.Effect<string | undefined, E2, R2>)
       | undefined
-    /**
-     * The payload the handler will see, encoded, from the body's bytes (HttpApi: its payload schema),
-     * for the fingerprint; `None` where it cannot tell (the app answers that request itself). A body
-     * that makes the decoding crash fails with `InvalidRequestBody`: 400, and nothing runs.
-     */
+    /** The payload the handler will see, encoded, for the fingerprint; `None` where it cannot tell. */
     readonly payload?:
       | ((request: HttpServerRequest.HttpServerRequest, bytes: Uint8Array) => Effect.Effect<
         Option.Option<unknown>,
