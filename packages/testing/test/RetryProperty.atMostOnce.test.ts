@@ -6,31 +6,17 @@ import { PlatformModel, RetryProperty } from "@effect-idempotency/testing"
 import type { SimulatedDownstream } from "@effect-idempotency/testing"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { createOrder, order, OrdersApiSimulated, runs } from "./utils/orders.js"
+import { passes, property, runs } from "./utils/orders.js"
 
 const TIMEOUT = { timeout: 600_000 }
 
-const passes = <P, A, E, R, ROut = never, RS = never>(
-  options: RetryProperty.Options<P, A, E, R, ROut, RS>,
-  numRuns: number
-) =>
-  Effect.gen(function*() {
-    const report = yield* RetryProperty.run(options, { numRuns })
-    assert.isTrue(report.passed, report.text)
-    assert.strictEqual(report.numRuns, numRuns)
-    return report
-  })
-
 describe.concurrent("RetryProperty passes known-good configurations: at most once, and the reported guarantee", () => {
   /** markUnknown, every failure stored: rejections and transient failures both drawn. */
-  const atMostOnce = (kinds?: ReadonlyArray<SimulatedDownstream.Behaviour["_tag"]>) => ({
-    operation: createOrder({ timeout: "2 seconds", onTimeout: "markUnknown", onTransient: "store" }),
-    payload: order,
-    platform: PlatformModel.awsLambdaAsync,
-    deduplicate: false,
-    services: OrdersApiSimulated,
+  const atMostOnce = (
+    kinds?: ReadonlyArray<SimulatedDownstream.Behaviour["_tag"]>
+  ) => (property({ timeout: "2 seconds", onTimeout: "markUnknown", onTransient: "store" }, {
     downstream: { failures: ["Rejected", "Unavailable"], kinds }
-  })
+  }))
 
   it.effect(
     "markUnknown with every failure stored writes at most once, even to an API that does not deduplicate",
@@ -61,15 +47,15 @@ describe.concurrent("RetryProperty passes known-good configurations: at most onc
     "keepLease with the platform's remaining time as the deadline, under Netlify synchronous resends",
     () =>
       Effect.gen(function*() {
-        const report = yield* passes({
-          operation: createOrder({ timeout: "30 seconds", onTimeout: "keepLease", lease: "12 seconds" }),
-          payload: order,
-          platform: PlatformModel.netlifySynchronous,
-          deduplicate: true,
-          services: OrdersApiSimulated,
-          deadlineMargin: "1 second",
-          require: "exactlyOnce"
-        }, runs(300))
+        const report = yield* passes(
+          property({ timeout: "30 seconds", onTimeout: "keepLease", lease: "12 seconds" }, {
+            platform: PlatformModel.netlifySynchronous,
+            deduplicate: true,
+            deadlineMargin: "1 second",
+            require: "exactlyOnce"
+          }),
+          runs(300)
+        )
         assert.strictEqual(report.guarantee, "exactlyOnceWithDeduplication")
       }),
     TIMEOUT
@@ -79,14 +65,12 @@ describe.concurrent("RetryProperty passes known-good configurations: at most onc
     "an accepted at-least-once configuration passes, and is reported as at least once",
     () =>
       Effect.gen(function*() {
-        const report = yield* passes({
-          operation: createOrder({ timeout: "2 seconds", onTimeout: "release" }),
-          payload: order,
-          platform: PlatformModel.awsLambdaAsync,
-          deduplicate: false,
-          services: OrdersApiSimulated,
-          require: "atLeastOnce"
-        }, runs(200))
+        const report = yield* passes(
+          property({ timeout: "2 seconds", onTimeout: "release" }, {
+            require: "atLeastOnce"
+          }),
+          runs(200)
+        )
         assert.strictEqual(report.guarantee, "atLeastOnce")
         assert.isAbove(report.casesWithDuplicates, 0)
         assert.include(report.text, "gives at least once")
@@ -98,16 +82,14 @@ describe.concurrent("RetryProperty passes known-good configurations: at most onc
     "a downstream that always answers in time and a store without faults: exactly once, no deduplication needed",
     () =>
       Effect.gen(function*() {
-        const report = yield* passes({
-          operation: createOrder({ timeout: "2 seconds", onTimeout: "keepLease" }),
-          payload: order,
-          platform: PlatformModel.awsLambdaAsync,
-          deduplicate: false,
-          services: OrdersApiSimulated,
-          downstream: { kinds: ["Succeed", "Fail"], maxLatency: "1 second" },
-          faults: false,
-          require: "exactlyOnce"
-        }, runs(200))
+        const report = yield* passes(
+          property({ timeout: "2 seconds", onTimeout: "keepLease" }, {
+            downstream: { kinds: ["Succeed", "Fail"], maxLatency: "1 second" },
+            faults: false,
+            require: "exactlyOnce"
+          }),
+          runs(200)
+        )
         assert.strictEqual(report.guarantee, "exactlyOnce")
       }),
     TIMEOUT
@@ -115,26 +97,20 @@ describe.concurrent("RetryProperty passes known-good configurations: at most onc
 
   describe("one case per fast-check run, inside it.effect.prop", () => {
     // `check` fails with the case's timeline; `play` reports the case for assertions of one's own
-    const property = {
-      operation: createOrder({ timeout: "2 seconds", onTimeout: "keepLease" }),
-      payload: order,
-      platform: PlatformModel.awsLambdaAsync,
-      deduplicate: true,
-      services: OrdersApiSimulated
-    }
+    const keepLease = property({ timeout: "2 seconds", onTimeout: "keepLease" }, { deduplicate: true })
 
     it.effect.prop(
       "keepLease with a deduplicating API never writes twice",
-      [RetryProperty.arbitrary(property)],
-      ([scenario]) => RetryProperty.check(property)(scenario),
+      [RetryProperty.arbitrary(keepLease)],
+      ([scenario]) => RetryProperty.check(keepLease)(scenario),
       { timeout: 600_000, fastCheck: { numRuns: runs(100) } }
     )
 
     it.effect.prop(
       "and each case gives exactly once, with or without the API's deduplication",
-      [RetryProperty.arbitrary(property)],
+      [RetryProperty.arbitrary(keepLease)],
       ([scenario]) =>
-        Effect.map(RetryProperty.play(property)(scenario), (report) => {
+        Effect.map(RetryProperty.play(keepLease)(scenario), (report) => {
           assert.deepStrictEqual(report.violations, [], report.text)
           assert.include(["exactlyOnce", "exactlyOnceWithDeduplication"], report.guarantee)
         }),

@@ -4,38 +4,26 @@
  * named point, store failures and stalls, and writes that land after their caller gave up, must pass.
  */
 import { IdempotencyPolicy } from "@effect-idempotency/core"
-import { PlatformModel, RetryProperty } from "@effect-idempotency/testing"
+import { PlatformModel } from "@effect-idempotency/testing"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
-import { createOrder, order, OrdersApiSimulated, runs } from "./utils/orders.js"
+import { passes, property, runs } from "./utils/orders.js"
 
 const TIMEOUT = { timeout: 600_000 }
-
-const passes = <P, A, E, R, ROut = never, RS = never>(
-  options: RetryProperty.Options<P, A, E, R, ROut, RS>,
-  numRuns: number
-) =>
-  Effect.gen(function*() {
-    const report = yield* RetryProperty.run(options, { numRuns })
-    assert.isTrue(report.passed, report.text)
-    assert.strictEqual(report.numRuns, numRuns)
-    return report
-  })
 
 describe.concurrent("RetryProperty passes known-good configurations: exactly once with a deduplicating downstream", () => {
   it.effect(
     "keepLease, key forwarded to a deduplicating API, under AWS Lambda's asynchronous retries",
     () =>
       Effect.gen(function*() {
-        const report = yield* passes({
-          operation: createOrder({ timeout: "2 seconds", onTimeout: "keepLease" }),
-          payload: order,
-          platform: PlatformModel.awsLambdaAsync,
-          deduplicate: true,
-          services: OrdersApiSimulated,
-          require: "exactlyOnce"
-        }, runs(500))
+        const report = yield* passes(
+          property({ timeout: "2 seconds", onTimeout: "keepLease" }, {
+            deduplicate: true,
+            require: "exactlyOnce"
+          }),
+          runs(500)
+        )
         assert.strictEqual(report.guarantee, "exactlyOnceWithDeduplication")
         assert.isAbove(report.casesDeduplicated, 0, "some cases needed the downstream's deduplication")
         assert.strictEqual(report.casesWithDuplicates, 0)
@@ -47,8 +35,8 @@ describe.concurrent("RetryProperty passes known-good configurations: exactly onc
     "keepLease with a heartbeat and waiting on conflicts, under Netlify background retries",
     () =>
       Effect.gen(function*() {
-        const report = yield* passes({
-          operation: createOrder({
+        const report = yield* passes(
+          property({
             timeout: "5 minutes",
             onTimeout: "keepLease",
             lease: "1 minute",
@@ -56,15 +44,15 @@ describe.concurrent("RetryProperty passes known-good configurations: exactly onc
             inProgress: IdempotencyPolicy.waitOnConflict(
               Schedule.spaced("10 seconds").pipe(Schedule.intersect(Schedule.recurs(3)))
             )
+          }, {
+            platform: PlatformModel.netlifyBackground,
+            deduplicate: true,
+            // late answers up to a minute past the downstream's timeout (not the default 22.5 minutes)
+            downstream: { maxLatency: "6 minutes" },
+            require: "exactlyOnce"
           }),
-          payload: order,
-          platform: PlatformModel.netlifyBackground,
-          deduplicate: true,
-          services: OrdersApiSimulated,
-          // late answers up to a minute past the downstream's timeout (not the default 22.5 minutes)
-          downstream: { maxLatency: "6 minutes" },
-          require: "exactlyOnce"
-        }, runs(300))
+          runs(300)
+        )
         assert.strictEqual(report.guarantee, "exactlyOnceWithDeduplication")
       }),
     TIMEOUT
@@ -72,14 +60,13 @@ describe.concurrent("RetryProperty passes known-good configurations: exactly onc
 
   it.effect("timeout policy release is safe too when the downstream deduplicates", () =>
     Effect.gen(function*() {
-      const report = yield* passes({
-        operation: createOrder({ timeout: "2 seconds", onTimeout: "release" }),
-        payload: order,
-        platform: PlatformModel.awsLambdaAsync,
-        deduplicate: ["POST /orders"], // deduplication set on the one endpoint the operation writes to
-        services: OrdersApiSimulated,
-        require: "exactlyOnce"
-      }, runs(300))
+      const report = yield* passes(
+        property({ timeout: "2 seconds", onTimeout: "release" }, {
+          deduplicate: ["POST /orders"], // deduplication set on the one endpoint the operation writes to
+          require: "exactlyOnce"
+        }),
+        runs(300)
+      )
       assert.strictEqual(report.guarantee, "exactlyOnceWithDeduplication")
     }), TIMEOUT)
 })

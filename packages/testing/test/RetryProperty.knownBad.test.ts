@@ -5,19 +5,16 @@
  */
 import type { Idempotency } from "@effect-idempotency/core"
 import { IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
-import type { FaultyStore } from "@effect-idempotency/testing"
 import { PlatformModel, RetryProperty, SimulatedDownstream } from "@effect-idempotency/testing"
 import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
-import type { Config, Order, OrderRejected, OrdersApi, OrdersUnavailable } from "./utils/orders.js"
-import { createOrder, order, ordersApi, OrdersApiSimulated } from "./utils/orders.js"
+import type { Config, OrderOptions } from "./utils/orders.js"
+import { createOrder, ordersApi, property } from "./utils/orders.js"
 
 const TIMEOUT = { timeout: 600_000 }
 
 type Created = { readonly orderId: number }
-type OrderOptions = RetryProperty.Options<Order, Created, OrderRejected | OrdersUnavailable, OrdersApi, OrdersApi>
 
 /** Runs a property that must fail with `seed`, and returns its counterexample. */
 const counterexample = (options: OrderOptions, seed: number, numRuns = 300) =>
@@ -31,26 +28,6 @@ const counterexample = (options: OrderOptions, seed: number, numRuns = 300) =>
     assert.include(report.text, "Scenario:")
     return { report, found, tags: found.violations.map((violation) => violation._tag) }
   })
-
-/** What a test changes in the property. */
-interface Overrides {
-  readonly deduplicate?: boolean
-  readonly downstream?: { readonly kinds: ReadonlyArray<SimulatedDownstream.Behaviour["_tag"]> }
-  readonly faults?: boolean | Partial<FaultyStore.ArbitraryOptions>
-  readonly store?: Effect.Effect<IdempotencyStore.IdempotencyStore["Type"]>
-  readonly require?: RetryProperty.Requirement
-  readonly services?: Layer.Layer<OrdersApi, never, SimulatedDownstream.SimulatedDownstream>
-  readonly operation?: OrderOptions["operation"]
-}
-
-const property = (config: Config, overrides?: Overrides): OrderOptions => ({
-  operation: createOrder(config),
-  payload: order,
-  platform: PlatformModel.awsLambdaAsync,
-  deduplicate: false,
-  services: OrdersApiSimulated,
-  ...overrides
-})
 
 /** A memory store with a defect, for the checks that guard against broken stores. */
 const brokenStore = (
@@ -72,70 +49,216 @@ const retriedOnce = (first: SimulatedDownstream.Behaviour): RetryProperty.Scenar
   }]
 })
 
+/** A store whose replays carry another outcome than the one recorded. */
+const tampering = (outcome: (recorded: IdempotencyRecord.StoredOutcome) => IdempotencyRecord.StoredOutcome) =>
+  brokenStore((store) => ({
+    ...store,
+    reserve: (request) =>
+      Effect.map(store.reserve(request), (result) =>
+        result._tag === "Existing" && result.record.outcome !== undefined
+          ? IdempotencyRecord.ReserveResult.Existing({
+            now: result.now,
+            record: { ...result.record, outcome: outcome(result.record.outcome) }
+          })
+          : result)
+  }))
+
+type Tag = RetryProperty.Violation["_tag"]
+
+/**
+ * A configuration the property must fail on with seed 1, and what its counterexample must say: its
+ * violations (exactly these, in order; these, in any number; or at least this one), the guarantee
+ * reported, lines of its timeline and of its text, and any further `check`.
+ */
+interface KnownBad {
+  readonly name: string
+  readonly config: Config
+  readonly overrides: Partial<OrderOptions>
+  readonly numRuns?: number
+  readonly violations: { readonly exactly: ReadonlyArray<Tag> } | { readonly only: ReadonlyArray<Tag> } | {
+    readonly includes: Tag
+  }
+  readonly guarantee?: RetryProperty.Guarantee
+  readonly timeline?: ReadonlyArray<string | RegExp>
+  readonly text?: ReadonlyArray<string>
+  readonly check?: (found: RetryProperty.CaseReport) => void
+}
+
+const knownBad: ReadonlyArray<KnownBad> = [
+  {
+    name: "defect policy `release` with a downstream that does not deduplicate: a write before the defect is repeated",
+    config: { timeout: "2 seconds", onTimeout: "markUnknown", onDefect: "release" },
+    overrides: { downstream: { kinds: ["Succeed", "ApplyThenDie"] }, faults: false },
+    violations: { includes: "DuplicateWrite" },
+    timeline: ["then dies"]
+  },
+  {
+    name: "timeout policy `release` with a downstream that does not deduplicate: the late answer's write is repeated",
+    config: { timeout: "2 seconds", onTimeout: "release" },
+    overrides: { downstream: { kinds: ["Succeed", "AnswerLate"] }, faults: false },
+    violations: { includes: "DuplicateWrite" },
+    guarantee: "atLeastOnce",
+    text: ["duplicate write: the downstream applied POST /orders"],
+    timeline: ["DownstreamTimeout (policy release)", "write #2 applied"],
+    check: (found) => {
+      const duplicate = found.violations.find((violation) => violation._tag === "DuplicateWrite")
+      assert.isTrue(duplicate?._tag === "DuplicateWrite" && duplicate.writes.length === 2)
+      // shrunk to one delivery, whose first attempt's write outlives the timeout
+      assert.strictEqual(found.scenario.deliveries.length, 1)
+      const first = found.scenario.deliveries[0]!.attempts[0]!.value.downstream[0]!
+      assert.isTrue(
+        first._tag === "AnswerLate" && first.answerAfterMs >= 2_000,
+        `the first call answers after the timeout: ${found.text}`
+      )
+    }
+  },
+  {
+    name: "timeout policy `keepLease` with a downstream that does not deduplicate: the takeover writes again",
+    config: { timeout: "2 seconds", onTimeout: "keepLease" },
+    overrides: { downstream: { kinds: ["Succeed", "AnswerLate"] }, faults: false },
+    violations: { exactly: ["DuplicateWrite"] },
+    timeline: ["DownstreamTimeout (policy keepLease)", "reserve: reserved (execution 2"]
+  },
+  {
+    name: "a crash after the downstream call, without deduplication: the lost completion leads to a second write",
+    config: { timeout: "2 seconds", onTimeout: "keepLease" },
+    overrides: {
+      downstream: { kinds: ["Succeed"] },
+      faults: { crashPoints: ["afterDownstream", "beforeComplete"], methods: [] }
+    },
+    violations: { exactly: ["DuplicateWrite"] },
+    timeline: [/FAULT crash (after the downstream call|before complete)/]
+  },
+  {
+    name: "failure policy `release` for an error raised after the write was applied: the retry writes again",
+    config: { timeout: "2 seconds", onTimeout: "markUnknown", onTransient: "release" },
+    overrides: { downstream: { kinds: ["Succeed", "ApplyThenFail"] }, faults: false },
+    violations: { exactly: ["DuplicateWrite"] },
+    timeline: ["then fails with Unavailable", "release: record deleted"]
+  },
+  {
+    name: "a TTL shorter than the platform's maximum event age: a late duplicate delivery writes again",
+    config: { timeout: "2 seconds", onTimeout: "markUnknown", onTransient: "store", ttl: "1 hour" },
+    overrides: { downstream: { kinds: ["Succeed"] }, faults: false },
+    numRuns: 500,
+    violations: { exactly: ["DuplicateWrite"] },
+    check: (found) => {
+      const duplicate = found.scenario.deliveries.find((delivery) => delivery.source === "duplicate")
+      assert.isTrue(duplicate !== undefined && duplicate.atMs >= 3_600_000, found.text)
+    }
+  },
+  {
+    name: "a deduplicating downstream that is not sent the key: the retry writes again",
+    config: { timeout: "2 seconds", onTimeout: "keepLease" },
+    overrides: {
+      deduplicate: true,
+      services: ordersApi({ forwardKey: false }),
+      downstream: { kinds: ["Succeed", "AnswerLate"] },
+      faults: false
+    },
+    violations: { exactly: ["DuplicateWrite"] }
+  },
+  {
+    name: "a store that never lets an expired lease be taken over: the key stays blocked past its lease",
+    config: { timeout: "2 seconds", onTimeout: "keepLease" },
+    overrides: {
+      deduplicate: true,
+      faults: { crashPoints: ["afterReserve"], methods: [] },
+      store: brokenStore((store) => ({
+        ...store,
+        reserve: (request) => store.reserve({ ...request, takeover: false })
+      }))
+    },
+    violations: { includes: "BlockedPastLease" },
+    text: ["the store did not let the attempt take the key over"]
+  },
+  {
+    name: "a store that holds leases far longer than asked: the key stays blocked past its lease",
+    config: { timeout: "2 seconds", onTimeout: "keepLease" },
+    overrides: {
+      deduplicate: true,
+      faults: { crashPoints: ["afterReserve"], methods: [] },
+      store: brokenStore((store) => ({
+        ...store,
+        reserve: (request) => store.reserve({ ...request, lease: Duration.times(request.lease, 1_000) })
+      }))
+    },
+    violations: { includes: "BlockedPastLease" },
+    text: ["IdempotencyConflict"]
+  },
+  {
+    name: "a store that forgets recorded outcomes: the execution after the recorded outcome is flagged",
+    config: { timeout: "2 seconds", onTimeout: "keepLease" },
+    overrides: {
+      deduplicate: true,
+      faults: false,
+      store: brokenStore((store) => ({
+        ...store,
+        complete: (request) => store.complete({ ...request, ttl: Duration.millis(1) })
+      }))
+    },
+    violations: { exactly: ["OutcomeMismatch"] },
+    text: ["executed again"]
+  },
+  {
+    name: "a store that replays a success other than the recorded one: the replay is flagged",
+    config: { timeout: "2 seconds", onTimeout: "keepLease" },
+    overrides: {
+      deduplicate: true,
+      store: tampering((outcome) =>
+        outcome._tag === "Success"
+          ? IdempotencyRecord.StoredOutcome.Success({ value: JSON.stringify({ orderId: 999 }) })
+          : outcome
+      )
+    },
+    violations: { exactly: ["OutcomeMismatch"] },
+    text: ["{\"orderId\":999}"]
+  },
+  {
+    name: "a store that replays a failure other than the recorded one: the replayed failure is flagged",
+    config: { timeout: "2 seconds", onTimeout: "markUnknown", onTransient: "store" },
+    overrides: {
+      downstream: { kinds: ["Succeed", "Fail"] },
+      faults: false,
+      store: tampering((outcome) =>
+        outcome._tag === "Failure"
+          ? IdempotencyRecord.StoredOutcome.Failure({ error: JSON.stringify({ _tag: "OrderRejected", call: 999 }) })
+          : outcome
+      )
+    },
+    violations: { only: ["OutcomeMismatch"] },
+    text: ["ended with {\"_tag\":\"OrderRejected\",\"call\":999}, but attempt 1 ended with"]
+  },
+  {
+    name: "`markUnknown` is at most once: a property that requires exactly once fails with the lost outcome",
+    config: { timeout: "2 seconds", onTimeout: "markUnknown", onTransient: "store" },
+    overrides: { require: "exactlyOnce", deduplicate: true },
+    violations: { exactly: ["OutcomeLost"] },
+    guarantee: "atMostOnce",
+    timeline: ["DownstreamTimeout (policy markUnknown, replayed)"]
+  }
+]
+
+/** The test of a known-bad configuration: the property fails with seed 1, its counterexample as `known` says. */
+const caught = (known: KnownBad) =>
+  it.effect(known.name, () =>
+    Effect.gen(function*() {
+      const { found, report, tags } = yield* counterexample(property(known.config, known.overrides), 1, known.numRuns)
+      const expected = known.violations
+      if ("exactly" in expected) assert.deepStrictEqual(tags, expected.exactly, found.text)
+      else if ("only" in expected) assert.deepStrictEqual(new Set(tags), new Set(expected.only))
+      else assert.include(tags, expected.includes)
+      if (known.guarantee !== undefined) assert.strictEqual(report.guarantee, known.guarantee)
+      for (const line of known.timeline ?? []) {
+        if (typeof line === "string") assert.include(found.timeline, line)
+        else assert.match(found.timeline, line)
+      }
+      for (const text of known.text ?? []) assert.include(found.text, text)
+      known.check?.(found)
+    }), TIMEOUT)
+
 describe("RetryProperty catches known-bad configurations", () => {
-  it.effect(
-    "defect policy `release` with a downstream that does not deduplicate: a write before the defect is repeated",
-    () =>
-      Effect.gen(function*() {
-        const { found, tags } = yield* counterexample(
-          property({ timeout: "2 seconds", onTimeout: "markUnknown", onDefect: "release" }, {
-            downstream: { kinds: ["Succeed", "ApplyThenDie"] },
-            faults: false
-          }),
-          1
-        )
-        assert.include(tags, "DuplicateWrite")
-        assert.include(found.timeline, "then dies")
-      }),
-    TIMEOUT
-  )
-
-  it.effect(
-    "timeout policy `release` with a downstream that does not deduplicate: the late answer's write is repeated",
-    () =>
-      Effect.gen(function*() {
-        const { found, report, tags } = yield* counterexample(
-          property({ timeout: "2 seconds", onTimeout: "release" }, {
-            downstream: { kinds: ["Succeed", "AnswerLate"] },
-            faults: false
-          }),
-          1
-        )
-        assert.include(tags, "DuplicateWrite")
-        assert.strictEqual(report.guarantee, "atLeastOnce")
-        const duplicate = found.violations.find((violation) => violation._tag === "DuplicateWrite")
-        assert.isTrue(duplicate?._tag === "DuplicateWrite" && duplicate.writes.length === 2)
-        assert.include(found.text, "duplicate write: the downstream applied POST /orders")
-        assert.include(found.timeline, "DownstreamTimeout (policy release)")
-        assert.include(found.timeline, "write #2 applied")
-        // shrunk to one delivery, whose first attempt's write outlives the timeout
-        assert.strictEqual(found.scenario.deliveries.length, 1)
-        const first = found.scenario.deliveries[0]!.attempts[0]!.value.downstream[0]!
-        assert.isTrue(
-          first._tag === "AnswerLate" && first.answerAfterMs >= 2_000,
-          `the first call answers after the timeout: ${found.text}`
-        )
-      }),
-    TIMEOUT
-  )
-
-  it.effect(
-    "timeout policy `keepLease` with a downstream that does not deduplicate: the takeover writes again",
-    () =>
-      Effect.gen(function*() {
-        const { found, tags } = yield* counterexample(
-          property({ timeout: "2 seconds", onTimeout: "keepLease" }, {
-            downstream: { kinds: ["Succeed", "AnswerLate"] },
-            faults: false
-          }),
-          1
-        )
-        assert.deepStrictEqual(tags, ["DuplicateWrite"])
-        assert.include(found.timeline, "DownstreamTimeout (policy keepLease)")
-        assert.include(found.timeline, "reserve: reserved (execution 2")
-      }),
-    TIMEOUT
-  )
+  for (const known of knownBad) caught(known)
 
   describe("a write that lands after its caller gave up", () => {
     // the first call's write reaches the orders API after the 2 s timeout, when the attempt has
@@ -168,216 +291,21 @@ describe("RetryProperty catches known-bad configurations", () => {
         TIMEOUT
       )
     }
+
+    it.effect(
+      "is written once under timeout policy `markUnknown`",
+      () =>
+        Effect.gen(function*() {
+          const options = property({ timeout: "2 seconds", onTimeout: "markUnknown" }, { faults: false })
+          const report = yield* RetryProperty.play(options)(retriedOnce(late))
+          assert.deepStrictEqual(report.violations, [], report.text)
+          assert.strictEqual(report.writes, 1)
+          assert.include(report.timeline, "write #1 applied, after its caller gave up")
+          assert.strictEqual(report.guarantee, "atMostOnce")
+        }),
+      TIMEOUT
+    )
   })
-
-  it.effect(
-    "a write that lands after its caller gave up is written once under timeout policy `markUnknown`",
-    () =>
-      Effect.gen(function*() {
-        const late = SimulatedDownstream.writeLandsLate({ applyAfter: "2500 millis", answerAfter: "2800 millis" })
-        const options = property({ timeout: "2 seconds", onTimeout: "markUnknown" }, { faults: false })
-        const report = yield* RetryProperty.play(options)(retriedOnce(late))
-        assert.deepStrictEqual(report.violations, [], report.text)
-        assert.strictEqual(report.writes, 1)
-        assert.include(report.timeline, "write #1 applied, after its caller gave up")
-        assert.strictEqual(report.guarantee, "atMostOnce")
-      }),
-    TIMEOUT
-  )
-
-  it.effect(
-    "a crash after the downstream call, without deduplication: the lost completion leads to a second write",
-    () =>
-      Effect.gen(function*() {
-        const { found, tags } = yield* counterexample(
-          property({ timeout: "2 seconds", onTimeout: "keepLease" }, {
-            downstream: { kinds: ["Succeed"] },
-            faults: { crashPoints: ["afterDownstream", "beforeComplete"], methods: [] }
-          }),
-          1
-        )
-        assert.deepStrictEqual(tags, ["DuplicateWrite"])
-        assert.match(found.timeline, /FAULT crash (after the downstream call|before complete)/)
-      }),
-    TIMEOUT
-  )
-
-  it.effect(
-    "failure policy `release` for an error raised after the write was applied: the retry writes again",
-    () =>
-      Effect.gen(function*() {
-        const { found, tags } = yield* counterexample(
-          property({ timeout: "2 seconds", onTimeout: "markUnknown", onTransient: "release" }, {
-            downstream: { kinds: ["Succeed", "ApplyThenFail"] },
-            faults: false
-          }),
-          1
-        )
-        assert.deepStrictEqual(tags, ["DuplicateWrite"])
-        assert.include(found.timeline, "then fails with Unavailable")
-        assert.include(found.timeline, "release: record deleted")
-      }),
-    TIMEOUT
-  )
-
-  it.effect(
-    "a TTL shorter than the platform's maximum event age: a late duplicate delivery writes again",
-    () =>
-      Effect.gen(function*() {
-        const { found, tags } = yield* counterexample(
-          property({ timeout: "2 seconds", onTimeout: "markUnknown", onTransient: "store", ttl: "1 hour" }, {
-            downstream: { kinds: ["Succeed"] },
-            faults: false
-          }),
-          1,
-          500
-        )
-        assert.deepStrictEqual(tags, ["DuplicateWrite"])
-        const duplicate = found.scenario.deliveries.find((delivery) => delivery.source === "duplicate")
-        assert.isTrue(duplicate !== undefined && duplicate.atMs >= 3_600_000, found.text)
-      }),
-    TIMEOUT
-  )
-
-  it.effect(
-    "a deduplicating downstream that is not sent the key: the retry writes again",
-    () =>
-      Effect.gen(function*() {
-        const { tags } = yield* counterexample(
-          property({ timeout: "2 seconds", onTimeout: "keepLease" }, {
-            deduplicate: true,
-            services: ordersApi({ forwardKey: false }),
-            downstream: { kinds: ["Succeed", "AnswerLate"] },
-            faults: false
-          }),
-          1
-        )
-        assert.deepStrictEqual(tags, ["DuplicateWrite"])
-      }),
-    TIMEOUT
-  )
-
-  it.effect(
-    "a store that never lets an expired lease be taken over: the key stays blocked past its lease",
-    () =>
-      Effect.gen(function*() {
-        const { found, tags } = yield* counterexample(
-          property({ timeout: "2 seconds", onTimeout: "keepLease" }, {
-            deduplicate: true,
-            faults: { crashPoints: ["afterReserve"], methods: [] },
-            store: brokenStore((store) => ({
-              ...store,
-              reserve: (request) => store.reserve({ ...request, takeover: false })
-            }))
-          }),
-          1
-        )
-        assert.include(tags, "BlockedPastLease")
-        assert.include(found.text, "the store did not let the attempt take the key over")
-      }),
-    TIMEOUT
-  )
-
-  it.effect(
-    "a store that holds leases far longer than asked: the key stays blocked past its lease",
-    () =>
-      Effect.gen(function*() {
-        const { found, tags } = yield* counterexample(
-          property({ timeout: "2 seconds", onTimeout: "keepLease" }, {
-            deduplicate: true,
-            faults: { crashPoints: ["afterReserve"], methods: [] },
-            store: brokenStore((store) => ({
-              ...store,
-              reserve: (request) => store.reserve({ ...request, lease: Duration.times(request.lease, 1_000) })
-            }))
-          }),
-          1
-        )
-        assert.include(tags, "BlockedPastLease")
-        assert.include(found.text, "IdempotencyConflict")
-      }),
-    TIMEOUT
-  )
-
-  it.effect(
-    "a store that forgets recorded outcomes: the execution after the recorded outcome is flagged",
-    () =>
-      Effect.gen(function*() {
-        const { found, tags } = yield* counterexample(
-          property({ timeout: "2 seconds", onTimeout: "keepLease" }, {
-            deduplicate: true,
-            faults: false,
-            store: brokenStore((store) => ({
-              ...store,
-              complete: (request) => store.complete({ ...request, ttl: Duration.millis(1) })
-            }))
-          }),
-          1
-        )
-        assert.deepStrictEqual(tags, ["OutcomeMismatch"], found.text)
-        assert.include(found.text, "executed again")
-      }),
-    TIMEOUT
-  )
-
-  /** A store whose replays carry another outcome than the one recorded. */
-  const tampering = (outcome: (recorded: IdempotencyRecord.StoredOutcome) => IdempotencyRecord.StoredOutcome) =>
-    brokenStore((store) => ({
-      ...store,
-      reserve: (request) =>
-        Effect.map(store.reserve(request), (result) =>
-          result._tag === "Existing" && result.record.outcome !== undefined
-            ? IdempotencyRecord.ReserveResult.Existing({
-              now: result.now,
-              record: { ...result.record, outcome: outcome(result.record.outcome) }
-            })
-            : result)
-    }))
-
-  it.effect(
-    "a store that replays a success other than the recorded one: the replay is flagged",
-    () =>
-      Effect.gen(function*() {
-        const { found, tags } = yield* counterexample(
-          property({ timeout: "2 seconds", onTimeout: "keepLease" }, {
-            deduplicate: true,
-            store: tampering((outcome) =>
-              outcome._tag === "Success"
-                ? IdempotencyRecord.StoredOutcome.Success({ value: JSON.stringify({ orderId: 999 }) })
-                : outcome
-            )
-          }),
-          1
-        )
-        assert.deepStrictEqual(tags, ["OutcomeMismatch"])
-        assert.include(found.text, "{\"orderId\":999}")
-      }),
-    TIMEOUT
-  )
-
-  it.effect(
-    "a store that replays a failure other than the recorded one: the replayed failure is flagged",
-    () =>
-      Effect.gen(function*() {
-        const { found, tags } = yield* counterexample(
-          property({ timeout: "2 seconds", onTimeout: "markUnknown", onTransient: "store" }, {
-            downstream: { kinds: ["Succeed", "Fail"] },
-            faults: false,
-            store: tampering((outcome) =>
-              outcome._tag === "Failure"
-                ? IdempotencyRecord.StoredOutcome.Failure({
-                  error: JSON.stringify({ _tag: "OrderRejected", call: 999 })
-                })
-                : outcome
-            )
-          }),
-          1
-        )
-        assert.deepStrictEqual(new Set(tags), new Set(["OutcomeMismatch"]))
-        assert.include(found.text, "ended with {\"_tag\":\"OrderRejected\",\"call\":999}, but attempt 1 ended with")
-      }),
-    TIMEOUT
-  )
 
   describe("an outcome mismatch says what differs when both values print the same", () => {
     class Receipt {
@@ -403,46 +331,29 @@ describe("RetryProperty catches known-bad configurations", () => {
         "at .note: undefined vs absent"
       ]
     ]
+    const base = createOrder({ timeout: "2 seconds", onTimeout: "keepLease" })
     for (const [name, reshape, difference] of cases) {
-      it.effect(name, () =>
-        Effect.gen(function*() {
-          const base = createOrder({ timeout: "2 seconds", onTimeout: "keepLease" })
+      caught({
+        name,
+        config: { timeout: "2 seconds", onTimeout: "keepLease" },
+        overrides: {
           // an operation whose replays decode to another shape than its fresh values
-          const operation: OrderOptions["operation"] = {
+          operation: {
             name: base.name,
             runDetailed: (request) =>
               Effect.map(base.runDetailed(request), (result): Idempotency.Result<Created> => ({
                 ...result,
                 value: reshape(result.value, result.replayed) as Created
               }))
-          }
-          const { found, tags } = yield* counterexample(
-            property({ timeout: "2 seconds", onTimeout: "keepLease" }, { operation, deduplicate: true, faults: false }),
-            1
-          )
-          assert.deepStrictEqual(tags, ["OutcomeMismatch"])
-          assert.include(found.text, `for the same recorded outcome; they differ ${difference}`)
-        }), TIMEOUT)
+          },
+          deduplicate: true,
+          faults: false
+        },
+        violations: { exactly: ["OutcomeMismatch"] },
+        text: [`for the same recorded outcome; they differ ${difference}`]
+      })
     }
   })
-
-  it.effect(
-    "`markUnknown` is at most once: a property that requires exactly once fails with the lost outcome",
-    () =>
-      Effect.gen(function*() {
-        const { found, report, tags } = yield* counterexample(
-          property({ timeout: "2 seconds", onTimeout: "markUnknown", onTransient: "store" }, {
-            require: "exactlyOnce",
-            deduplicate: true
-          }),
-          1
-        )
-        assert.deepStrictEqual(tags, ["OutcomeLost"])
-        assert.strictEqual(report.guarantee, "atMostOnce")
-        assert.include(found.timeline, "DownstreamTimeout (policy markUnknown, replayed)")
-      }),
-    TIMEOUT
-  )
 
   it.effect(
     "`check` fails with the counterexample's timeline as its message, for `it.effect.prop`",

@@ -4,7 +4,8 @@
  */
 import { Idempotency } from "@effect-idempotency/core"
 import type { IdempotencyPolicy } from "@effect-idempotency/core"
-import { SimulatedDownstream } from "@effect-idempotency/testing"
+import { PlatformModel, RetryProperty, SimulatedDownstream } from "@effect-idempotency/testing"
+import { assert } from "@effect/vitest"
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -13,6 +14,18 @@ import * as Schema from "effect/Schema"
 
 /** Cases per property: the full count in CI; `PROPERTY_RUNS` lowers it for local iteration. */
 export const runs = (full: number): number => Math.min(full, Number(process.env.PROPERTY_RUNS ?? full))
+
+/** Runs a property that must hold over `numRuns` cases, and returns its report. */
+export const passes = <P, A, E, R, ROut = never, RS = never>(
+  options: RetryProperty.Options<P, A, E, R, ROut, RS>,
+  numRuns: number
+) =>
+  Effect.gen(function*() {
+    const report = yield* RetryProperty.run(options, { numRuns })
+    assert.isTrue(report.passed, report.text)
+    assert.strictEqual(report.numRuns, numRuns)
+    return report
+  })
 
 export const Order = Schema.Struct({ sku: Schema.String, quantity: Schema.Int })
 export type Order = typeof Order.Type
@@ -88,3 +101,25 @@ export const createOrder = (config: Config) =>
   })
 
 export const order: Order = { sku: "A-1", quantity: 2 }
+
+/** The property options of the order operation. */
+export type OrderOptions = RetryProperty.Options<
+  Order,
+  typeof Created.Type,
+  OrderRejected | OrdersUnavailable,
+  OrdersApi,
+  OrdersApi
+>
+
+/**
+ * The property of `createOrder(config)` on AWS Lambda's asynchronous retries, against the simulated
+ * orders API, which does not deduplicate; `overrides` changes any of it.
+ */
+export const property = (config: Config, overrides?: Partial<OrderOptions>): OrderOptions => ({
+  operation: createOrder(config),
+  payload: order,
+  platform: PlatformModel.awsLambdaAsync,
+  deduplicate: false,
+  services: OrdersApiSimulated,
+  ...overrides
+})
