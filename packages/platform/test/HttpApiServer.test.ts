@@ -12,7 +12,6 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as HttpApp from "@effect/platform/HttpApp"
-import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
@@ -22,8 +21,9 @@ import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
 import type { Backend } from "./utils/backends.js"
 import { backends, proxiedStore } from "./utils/backends.js"
-import type { Client, Reply } from "./utils/server.js"
+import type { Client } from "./utils/server.js"
 import { serve } from "./utils/server.js"
+import { assertSameResponse, Executions, order, ordersCases, problem } from "./utils/serverCases.js"
 
 class OutOfStock extends Schema.TaggedError<OutOfStock>()(
   "OutOfStock",
@@ -55,21 +55,7 @@ class Orders extends HttpApiGroup.make("orders")
 
 class Api extends HttpApi.make("shop").add(Orders) {}
 
-/** What the handlers did, by endpoint and key. */
-class Calls {
-  readonly executions = new Map<string, number>()
-  count(endpoint: string, request: HttpServerRequest.HttpServerRequest): number {
-    const id = `${endpoint} ${request.headers["idempotency-key"] ?? ""} ${request.headers["x-tenant"] ?? ""}`
-    const n = (this.executions.get(id) ?? 0) + 1
-    this.executions.set(id, n)
-    return n
-  }
-  runs(endpoint: string, key: string, tenant = ""): number {
-    return this.executions.get(`${endpoint} ${key} ${tenant}`) ?? 0
-  }
-}
-
-const ordersLive = (calls: Calls) =>
+const ordersLive = (calls: Executions) =>
   HttpApiBuilder.group(Api, "orders", (handlers) =>
     handlers
       .handle("create", ({ payload, request }) =>
@@ -89,7 +75,7 @@ const ordersLive = (calls: Calls) =>
 
 class Env extends Context.Tag("test/HttpApiServer/Env")<Env, {
   readonly client: Client
-  readonly calls: Calls
+  readonly calls: Executions
   readonly proxy: { readonly refuse: Effect.Effect<void>; readonly resume: Effect.Effect<void> }
 }>() {}
 
@@ -98,7 +84,7 @@ const envLayer = (backend: Backend) =>
     Env,
     Effect.gen(function*() {
       const { context, proxy } = yield* proxiedStore(backend)
-      const calls = new Calls()
+      const calls = new Executions()
       const ApiLive = HttpApiBuilder.api(Api).pipe(
         Layer.provide(ordersLive(calls)),
         Layer.provide(IdempotencyHttpApi.layer(Api, {
@@ -114,17 +100,6 @@ const envLayer = (backend: Backend) =>
       return { client, calls, proxy }
     })
   )
-
-const order = JSON.stringify({ sku: "A-1", quantity: 2 })
-
-const problem = (reply: Reply) => JSON.parse(reply.text) as { title: string; status: number; detail: string }
-
-const assertSameResponse = (replay: Reply, first: Reply) => {
-  assert.strictEqual(replay.status, first.status)
-  assert.deepStrictEqual(replay.bytes, first.bytes)
-  assert.strictEqual(replay.headers["content-type"], first.headers["content-type"])
-  assert.strictEqual(replay.headers["idempotent-replayed"], "true")
-}
 
 for (const backend of backends) {
   layer(envLayer(backend), { excludeTestServices: true, timeout: "120 seconds" })(
@@ -210,52 +185,15 @@ for (const backend of backends) {
           assert.strictEqual(calls.runs("update", key), 1)
         }))
 
-      it.effect("the scope keeps the keys of two tenants apart", () =>
-        Effect.gen(function*() {
-          const { calls, client } = yield* Env
-          const key = randomUUID()
-          const a = yield* client.send("POST", "/orders", { key, body: order, headers: { "x-tenant": "a" } })
-          const b = yield* client.send("POST", "/orders", { key, body: order, headers: { "x-tenant": "b" } })
-          assert.notDeepEqual(a.bytes, b.bytes)
-          assert.isUndefined(b.headers["idempotent-replayed"])
-          assertSameResponse(
-            yield* client.send("POST", "/orders", { key, body: order, headers: { "x-tenant": "a" } }),
-            a
-          )
-          assert.strictEqual(calls.runs("create", key, "a"), 1)
-          assert.strictEqual(calls.runs("create", key, "b"), 1)
-        }))
-
-      it.effect("100 concurrent identical POSTs run the handler once", () =>
-        Effect.gen(function*() {
-          const { calls, client } = yield* Env
-          const key = randomUUID()
-          const replies = yield* Effect.all(
-            Array.from({ length: 100 }, () => client.send("POST", "/orders", { key, body: order })),
-            { concurrency: "unbounded" }
-          )
-          assert.strictEqual(calls.runs("create", key), 1)
-          const fresh = replies.filter((reply) =>
-            reply.status === 201 && reply.headers["idempotent-replayed"] === undefined
-          )
-          assert.strictEqual(fresh.length, 1)
-          for (const reply of replies) {
-            assert.include([201, 409], reply.status)
-            if (reply.status === 201) assert.deepStrictEqual(reply.bytes, fresh[0]!.bytes)
-            else assert.isDefined(reply.headers["retry-after"])
-          }
-        }), { timeout: 60_000 })
-
-      it.effect("503 while the store is down: the handler is not called", () =>
-        Effect.gen(function*() {
-          const { calls, client, proxy } = yield* Env
-          const key = randomUUID()
-          yield* proxy.refuse
-          const down = yield* client.send("POST", "/orders", { key, body: order }).pipe(Effect.ensuring(proxy.resume))
-          assert.strictEqual(down.status, 503)
-          assert.strictEqual(calls.runs("create", key), 0)
-          assert.strictEqual((yield* client.send("POST", "/orders", { key, body: order })).status, 201)
-        }), { timeout: 60_000 })
+      ordersCases(
+        it,
+        Effect.map(Env, ({ calls, client, proxy }) => ({
+          client,
+          proxy,
+          runs: (key: string, tenant?: string) => calls.runs("create", key, tenant)
+        })),
+        ["content-type"]
+      )
     }
   )
 }
@@ -263,7 +201,7 @@ for (const backend of backends) {
 describe("IdempotencyHttpApi without its app middleware", () => {
   it.scoped("an idempotent endpoint reached by a router alone fails closed, without running", () =>
     Effect.gen(function*() {
-      const calls = new Calls()
+      const calls = new Executions()
       const context = yield* Layer.build(
         HttpApiBuilder.api(Api).pipe(
           Layer.provide(ordersLive(calls)),

@@ -19,22 +19,13 @@ import * as Stream from "effect/Stream"
 import { randomBytes, randomUUID } from "node:crypto"
 import type { Backend } from "./utils/backends.js"
 import { backends, proxiedStore } from "./utils/backends.js"
-import type { Client, Reply } from "./utils/server.js"
+import type { Client } from "./utils/server.js"
 import { serve } from "./utils/server.js"
+import { assertSameResponse, Executions, order, ordersCases, problem } from "./utils/serverCases.js"
 
-/** What the routes did, by route and key. */
-class Routes {
-  readonly executions = new Map<string, number>()
+/** What the routes did, by route and key, and the latches that hold `/slow` by key. */
+class Routes extends Executions {
   readonly latches = new Map<string, { started: Deferred.Deferred<void>; release: Deferred.Deferred<void> }>()
-  count(route: string, request: HttpServerRequest.HttpServerRequest): number {
-    const id = `${route} ${request.headers["idempotency-key"] ?? ""} ${request.headers["x-tenant"] ?? ""}`
-    const n = (this.executions.get(id) ?? 0) + 1
-    this.executions.set(id, n)
-    return n
-  }
-  runs(route: string, key: string, tenant = ""): number {
-    return this.executions.get(`${route} ${key} ${tenant}`) ?? 0
-  }
 }
 
 class TestError {
@@ -155,18 +146,6 @@ const envLayer = (backend: Backend) =>
       return { client, routes, proxy }
     })
   )
-
-const problem = (reply: Reply) =>
-  JSON.parse(reply.text) as { type: string; title: string; status: number; detail: string }
-
-const order = JSON.stringify({ sku: "A-1", quantity: 2 })
-
-const assertSameResponse = (replay: Reply, first: Reply, allowed: ReadonlyArray<string>) => {
-  assert.strictEqual(replay.status, first.status)
-  assert.deepStrictEqual(replay.bytes, first.bytes)
-  for (const header of allowed) assert.strictEqual(replay.headers[header], first.headers[header], header)
-  assert.strictEqual(replay.headers["idempotent-replayed"], "true")
-}
 
 for (const backend of backends) {
   layer(envLayer(backend), { excludeTestServices: true, timeout: "120 seconds" })(
@@ -339,20 +318,6 @@ for (const backend of backends) {
           assert.strictEqual(routes.runs("fails", key), 2)
         }))
 
-      it.effect("the scope keeps the keys of two tenants apart", () =>
-        Effect.gen(function*() {
-          const { client, routes } = yield* Env
-          const key = randomUUID()
-          const a = yield* client.send("POST", "/orders", { key, body: order, headers: { "x-tenant": "a" } })
-          const b = yield* client.send("POST", "/orders", { key, body: order, headers: { "x-tenant": "b" } })
-          const againA = yield* client.send("POST", "/orders", { key, body: order, headers: { "x-tenant": "a" } })
-          assert.notDeepEqual(a.bytes, b.bytes)
-          assert.isUndefined(b.headers["idempotent-replayed"])
-          assertSameResponse(againA, a, ["content-type", "location"])
-          assert.strictEqual(routes.runs("orders", key, "a"), 1)
-          assert.strictEqual(routes.runs("orders", key, "b"), 1)
-        }))
-
       it.effect("a response larger than the store keeps is answered whole once; retries get 500, no second run", () =>
         Effect.gen(function*() {
           const { client, routes } = yield* Env
@@ -379,42 +344,14 @@ for (const backend of backends) {
           assert.strictEqual(routes.runs("timeout", key), 1)
         }))
 
-      it.effect("100 concurrent identical POSTs run the handler once", () =>
-        Effect.gen(function*() {
-          const { client, routes } = yield* Env
-          const key = randomUUID()
-          const replies = yield* Effect.all(
-            Array.from({ length: 100 }, () => client.send("POST", "/orders", { key, body: order })),
-            { concurrency: "unbounded" }
-          )
-          assert.strictEqual(routes.runs("orders", key), 1)
-          const fresh = replies.filter((reply) =>
-            reply.status === 201 && reply.headers["idempotent-replayed"] === undefined
-          )
-          assert.strictEqual(fresh.length, 1)
-          for (const reply of replies) {
-            assert.include([201, 409], reply.status)
-            if (reply.status === 201) assert.deepStrictEqual(reply.bytes, fresh[0]!.bytes)
-          }
-        }), { timeout: 60_000 })
-
-      it.effect(
-        "503 while the store is down: the handler is not called; it runs once the store is back",
-        () =>
-          Effect.gen(function*() {
-            const { client, proxy, routes } = yield* Env
-            const key = randomUUID()
-            yield* proxy.refuse
-            const down = yield* client.send("POST", "/orders", { key, body: order }).pipe(
-              Effect.ensuring(proxy.resume)
-            )
-            assert.strictEqual(down.status, 503)
-            assert.strictEqual(down.headers["content-type"], "application/problem+json")
-            assert.strictEqual(routes.runs("orders", key), 0)
-            assert.strictEqual((yield* client.send("POST", "/orders", { key, body: order })).status, 201)
-            assert.strictEqual(routes.runs("orders", key), 1)
-          }),
-        { timeout: 60_000 }
+      ordersCases(
+        it,
+        Effect.map(Env, ({ client, proxy, routes }) => ({
+          client,
+          proxy,
+          runs: (key: string, tenant?: string) => routes.runs("orders", key, tenant)
+        })),
+        ["content-type", "location"]
       )
     }
   )
