@@ -74,6 +74,18 @@ const assertOneOutcome = <A>(exits: ReadonlyArray<Exit.Exit<A, unknown>>, expect
   return conflicts
 }
 
+/** `CONCURRENCY` reservations of `id` at once: their answers, and the one that reserved it (asserted alone). */
+const raceReservations = (store: IdempotencyStore.IdempotencyStore["Type"], id: IdempotencyRecord.RecordId) =>
+  Effect.gen(function*() {
+    const results = yield* Effect.all(
+      Array.from({ length: CONCURRENCY }, () => store.reserve(reserveRequest(id))),
+      { concurrency: "unbounded" }
+    )
+    const owners = results.filter((result) => result._tag === "Reserved")
+    assert.strictEqual(owners.length, 1)
+    return { results, owner: expectReserved(owners[0]!) }
+  })
+
 const makeOperation = (executions: Ref.Ref<number>) =>
   Idempotency.make({
     name: `race-${randomUUID()}`,
@@ -107,13 +119,7 @@ layer(StoreLive, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempot
       const store = yield* IdempotencyStore.IdempotencyStore
       for (let round = 0; round < ROUNDS; round++) {
         const id = freshId()
-        const results = yield* Effect.all(
-          Array.from({ length: CONCURRENCY }, () => store.reserve(reserveRequest(id))),
-          { concurrency: "unbounded" }
-        )
-        const owners = results.filter((result) => result._tag === "Reserved")
-        assert.strictEqual(owners.length, 1)
-        const owner = expectReserved(owners[0]!)
+        const { owner, results } = yield* raceReservations(store, id)
         assert.strictEqual(owner.attempt, 1)
         for (const result of results) {
           if (result._tag === "Existing") {
@@ -132,13 +138,7 @@ layer(StoreLive, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempot
         const id = freshId()
         // a lease of 0 ends at once on the database's clock: the next statement may take it over
         const crashed = expectReserved(yield* store.reserve(reserveRequest(id, { lease: Duration.zero })))
-        const results = yield* Effect.all(
-          Array.from({ length: CONCURRENCY }, () => store.reserve(reserveRequest(id))),
-          { concurrency: "unbounded" }
-        )
-        const owners = results.filter((result) => result._tag === "Reserved")
-        assert.strictEqual(owners.length, 1)
-        const owner = expectReserved(owners[0]!)
+        const { owner, results } = yield* raceReservations(store, id)
         assert.strictEqual(owner.attempt, 2)
         assert.notStrictEqual(owner.token, crashed.token)
         for (const result of results) {
@@ -162,13 +162,7 @@ layer(StoreLive, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempot
       const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
       yield* store.complete({ id: expired, token: done.token, outcome, ttl: Duration.zero })
       for (const [id, attempt] of [[failed, 2], [expired, 1]] as const) {
-        const results = yield* Effect.all(
-          Array.from({ length: CONCURRENCY }, () => store.reserve(reserveRequest(id))),
-          { concurrency: "unbounded" }
-        )
-        const owners = results.filter((result) => result._tag === "Reserved")
-        assert.strictEqual(owners.length, 1)
-        const owner = expectReserved(owners[0]!)
+        const { owner, results } = yield* raceReservations(store, id)
         assert.strictEqual(owner.attempt, attempt)
         for (const result of results) {
           if (result._tag === "Existing") assert.strictEqual(result.record.token, owner.token)
@@ -260,27 +254,53 @@ if (serverUrl !== undefined) {
       lease_until = ${DB_NOW} + 3600000, expires_at = ${DB_NOW} + 3600000, outcome_kind = NULL, outcome = NULL
     WHERE id = $1`
 
+  /** A statement of the holder's transaction, with its parameters. */
+  type Statement = readonly [text: string, params?: ReadonlyArray<unknown>]
+
+  /**
+   * A reservation of `id` meets the holder's transaction: the holder begins and runs `hold`, the
+   * reservation starts and waits for a row lock, then the holder runs `release`, which ends its
+   * transaction. The reservation's answer.
+   */
+  const reserveAgainst = (
+    id: IdempotencyRecord.RecordId,
+    hold: ReadonlyArray<Statement>,
+    release: ReadonlyArray<Statement>
+  ) =>
+    Effect.gen(function*() {
+      const store = yield* IdempotencyStore.IdempotencyStore
+      const database = yield* TestDatabase
+      const holder = yield* rawClient(database.url, runApplication("idem-concurrency-holder"))
+      yield* rawQuery(holder, "BEGIN")
+      for (const [text, params] of hold) yield* rawQuery(holder, text, params)
+      const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
+      yield* awaitLockWait
+      for (const [text, params] of release) yield* rawQuery(holder, text, params)
+      return yield* Fiber.join(waiting)
+    })
+
+  /** A first reservation of `id` by the holder, with a live lease. */
+  const insertHeld = (id: IdempotencyRecord.RecordId): Statement => [
+    `INSERT INTO ${table} (id, operation, scope, key, status, token, fingerprint, attempt, lease_until,
+       expires_at, created_at, updated_at)
+     VALUES ($1, $2, NULL, $3, 'IN_PROGRESS', 'holder', $4, 1, ${DB_NOW} + 3600000, ${DB_NOW} + 3600000,
+       ${DB_NOW}, ${DB_NOW})`,
+    [id.value, id.operation, id.key, FP_A]
+  ]
+  const lockRow = (id: IdempotencyRecord.RecordId): Statement => [
+    `SELECT 1 FROM ${table} WHERE id = $1 FOR UPDATE`,
+    [id.value]
+  ]
+  const takeOverRow = (id: IdempotencyRecord.RecordId): Statement => [takeOver, [id.value]]
+  const deleteRow = (id: IdempotencyRecord.RecordId): Statement => [`DELETE FROM ${table} WHERE id = $1`, [id.value]]
+  const COMMIT: Statement = ["COMMIT"]
+
   layer(StoreLive, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyStore interleavings", (it) => {
     it.scoped("a reservation whose insert waited for a concurrent first insert returns the inserted record", () =>
       Effect.gen(function*() {
-        const store = yield* IdempotencyStore.IdempotencyStore
-        const database = yield* TestDatabase
-        const holder = yield* rawClient(database.url, runApplication("idem-concurrency-holder"))
         const id = freshId()
-        yield* rawQuery(holder, "BEGIN")
-        yield* rawQuery(
-          holder,
-          `INSERT INTO ${table} (id, operation, scope, key, status, token, fingerprint, attempt, lease_until,
-             expires_at, created_at, updated_at)
-           VALUES ($1, $2, NULL, $3, 'IN_PROGRESS', 'holder', $4, 1, ${DB_NOW} + 3600000, ${DB_NOW} + 3600000,
-             ${DB_NOW}, ${DB_NOW})`,
-          [id.value, id.operation, id.key, FP_A]
-        )
-        const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
-        yield* awaitLockWait
-        yield* rawQuery(holder, "COMMIT")
         // the read after the insert sees the committed record, not the snapshot the call started with
-        const existing = expectExisting(yield* Fiber.join(waiting))
+        const existing = expectExisting(yield* reserveAgainst(id, [insertHeld(id)], [COMMIT]))
         assert.strictEqual(existing.record.token, "holder")
         assert.strictEqual(existing.record.status, "IN_PROGRESS")
         assert.strictEqual(existing.record.attempt, 1)
@@ -290,22 +310,8 @@ if (serverUrl !== undefined) {
     it.scoped("a reservation whose insert waited for a concurrent insert that rolled back reserves the record", () =>
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
-        const database = yield* TestDatabase
-        const holder = yield* rawClient(database.url, runApplication("idem-concurrency-holder"))
         const id = freshId()
-        yield* rawQuery(holder, "BEGIN")
-        yield* rawQuery(
-          holder,
-          `INSERT INTO ${table} (id, operation, scope, key, status, token, fingerprint, attempt, lease_until,
-             expires_at, created_at, updated_at)
-           VALUES ($1, $2, NULL, $3, 'IN_PROGRESS', 'holder', $4, 1, ${DB_NOW} + 3600000, ${DB_NOW} + 3600000,
-             ${DB_NOW}, ${DB_NOW})`,
-          [id.value, id.operation, id.key, FP_A]
-        )
-        const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
-        yield* awaitLockWait
-        yield* rawQuery(holder, "ROLLBACK")
-        const reserved = expectReserved(yield* Fiber.join(waiting))
+        const reserved = expectReserved(yield* reserveAgainst(id, [insertHeld(id)], [["ROLLBACK"]]))
         assert.strictEqual(reserved.attempt, 1)
         assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, reserved.token)
       }))
@@ -314,16 +320,9 @@ if (serverUrl !== undefined) {
       it.scoped(`a reservation whose insert waited for a concurrent takeover of ${crash} returns the new owner`, () =>
         Effect.gen(function*() {
           const store = yield* IdempotencyStore.IdempotencyStore
-          const database = yield* TestDatabase
-          const holder = yield* rawClient(database.url, runApplication("idem-concurrency-holder"))
           const id = freshId()
           const crashed = yield* makeTakeable(store, id, crash)
-          yield* rawQuery(holder, "BEGIN")
-          yield* rawQuery(holder, takeOver, [id.value])
-          const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
-          yield* awaitLockWait
-          yield* rawQuery(holder, "COMMIT")
-          const existing = expectExisting(yield* Fiber.join(waiting))
+          const existing = expectExisting(yield* reserveAgainst(id, [takeOverRow(id)], [COMMIT]))
           assert.notStrictEqual(existing.record.token, crashed.token)
           assert.strictEqual(existing.record.token, "holder")
           assert.strictEqual(existing.record.attempt, 2)
@@ -334,19 +333,11 @@ if (serverUrl !== undefined) {
       it.scoped(`a takeover of ${crash} whose update waited for a concurrent takeover returns the new owner`, () =>
         Effect.gen(function*() {
           const store = yield* IdempotencyStore.IdempotencyStore
-          const database = yield* TestDatabase
-          const holder = yield* rawClient(database.url, runApplication("idem-concurrency-holder"))
           const id = freshId()
           const crashed = yield* makeTakeable(store, id, crash)
-          // a row lock only: the reservation's insert and read pass it, its update waits for it
-          yield* rawQuery(holder, "BEGIN")
-          yield* rawQuery(holder, `SELECT 1 FROM ${table} WHERE id = $1 FOR UPDATE`, [id.value])
-          const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
-          yield* awaitLockWait
-          yield* rawQuery(holder, takeOver, [id.value])
-          yield* rawQuery(holder, "COMMIT")
-          // the update's condition, evaluated again on the holder's row version, no longer holds
-          const existing = expectExisting(yield* Fiber.join(waiting))
+          // a row lock only: the reservation's insert and read pass it, its update waits for it; the
+          // update's condition, evaluated again on the holder's row version, no longer holds
+          const existing = expectExisting(yield* reserveAgainst(id, [lockRow(id)], [takeOverRow(id), COMMIT]))
           assert.notStrictEqual(existing.record.token, crashed.token)
           assert.strictEqual(existing.record.token, "holder")
           assert.strictEqual(existing.record.status, "IN_PROGRESS")
@@ -357,16 +348,9 @@ if (serverUrl !== undefined) {
       it.scoped(`a takeover of ${crash} whose update waited for a lock released unchanged takes it over`, () =>
         Effect.gen(function*() {
           const store = yield* IdempotencyStore.IdempotencyStore
-          const database = yield* TestDatabase
-          const holder = yield* rawClient(database.url, runApplication("idem-concurrency-holder"))
           const id = freshId()
           const crashed = yield* makeTakeable(store, id, crash)
-          yield* rawQuery(holder, "BEGIN")
-          yield* rawQuery(holder, `SELECT 1 FROM ${table} WHERE id = $1 FOR UPDATE`, [id.value])
-          const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
-          yield* awaitLockWait
-          yield* rawQuery(holder, "COMMIT")
-          const reserved = expectReserved(yield* Fiber.join(waiting))
+          const reserved = expectReserved(yield* reserveAgainst(id, [lockRow(id)], [COMMIT]))
           assert.strictEqual(reserved.attempt, attempt)
           assert.notStrictEqual(reserved.token, crashed.token)
           assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, reserved.token)
@@ -375,18 +359,10 @@ if (serverUrl !== undefined) {
       it.scoped(`a takeover of ${crash} whose update waited for a concurrent release creates the record afresh`, () =>
         Effect.gen(function*() {
           const store = yield* IdempotencyStore.IdempotencyStore
-          const database = yield* TestDatabase
-          const holder = yield* rawClient(database.url, runApplication("idem-concurrency-holder"))
           const id = freshId()
           yield* makeTakeable(store, id, crash)
-          yield* rawQuery(holder, "BEGIN")
-          yield* rawQuery(holder, `SELECT 1 FROM ${table} WHERE id = $1 FOR UPDATE`, [id.value])
-          const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
-          yield* awaitLockWait
-          yield* rawQuery(holder, `DELETE FROM ${table} WHERE id = $1`, [id.value])
-          yield* rawQuery(holder, "COMMIT")
           // the update finds no row; the next round inserts
-          const reserved = expectReserved(yield* Fiber.join(waiting))
+          const reserved = expectReserved(yield* reserveAgainst(id, [lockRow(id)], [deleteRow(id), COMMIT]))
           assert.strictEqual(reserved.attempt, 1)
           assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, reserved.token)
         }))
@@ -395,16 +371,9 @@ if (serverUrl !== undefined) {
     it.scoped("a takeover whose insert waited for a concurrent release creates the record afresh", () =>
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
-        const database = yield* TestDatabase
-        const holder = yield* rawClient(database.url, runApplication("idem-concurrency-holder"))
         const id = freshId()
         yield* store.reserve(reserveRequest(id, { lease: Duration.zero }))
-        yield* rawQuery(holder, "BEGIN")
-        yield* rawQuery(holder, `DELETE FROM ${table} WHERE id = $1`, [id.value])
-        const waiting = yield* Effect.fork(store.reserve(reserveRequest(id)))
-        yield* awaitLockWait
-        yield* rawQuery(holder, "COMMIT")
-        const reserved = expectReserved(yield* Fiber.join(waiting))
+        const reserved = expectReserved(yield* reserveAgainst(id, [deleteRow(id)], [COMMIT]))
         assert.strictEqual(reserved.attempt, 1)
         const record = Option.getOrThrow(yield* store.get(id))
         assert.strictEqual(record.token, reserved.token)
