@@ -1,15 +1,6 @@
 /**
- * The Redis client service: an ioredis connection (`Redis`) or cluster client (`Cluster`) that the
- * store sends its scripts through.
- *
- * A client built here fails fast instead of queueing: no offline queue, no command resent after a
- * reconnection, every command answered within `commandTimeout` (default 2 seconds) and every
- * connection attempt settled within `connectTimeout` (default 2 seconds). So a store call on a
- * server that is down or stops answering fails with `StoreUnavailable` in bounded time, and an
- * interrupted call never leaves a command queued to run later. It reconnects in the background.
- *
- * A client of your own (`layerFromClient`) keeps the options you gave it; see
- * `recommendedOptions`.
+ * The Redis client service: an ioredis `Redis` or `Cluster` that fails fast instead of queueing
+ * (README.md#failures-timeouts-and-interruption).
  *
  * @example
  * ```ts
@@ -41,13 +32,12 @@ import { Redis } from "ioredis"
 export class RedisClient extends Context.Tag("@effect-idempotency/redis/RedisClient")<
   RedisClient,
   {
-    /** The ioredis client: one connection (`Redis`) or a cluster client (`Cluster`). */
     readonly client: Redis | Cluster
   }
 >() {}
 
 /**
- * The most a command may wait for its reply, unless told otherwise: 2 seconds.
+ * The default reply deadline of a command: 2 seconds.
  *
  * @since 0.1.0
  * @category constants
@@ -55,7 +45,7 @@ export class RedisClient extends Context.Tag("@effect-idempotency/redis/RedisCli
 export const defaultCommandTimeout: Duration.Duration = Duration.seconds(2)
 
 /**
- * The most a connection attempt may take, unless told otherwise: 2 seconds.
+ * The default deadline of a connection attempt: 2 seconds.
  *
  * @since 0.1.0
  * @category constants
@@ -70,21 +60,12 @@ export const defaultConnectTimeout: Duration.Duration = Duration.seconds(2)
  */
 export const maxReconnectDelay: Duration.Duration = Duration.seconds(1)
 
-/** Milliseconds for ioredis: whole, at least 1. */
 const millis = (duration: Duration.DurationInput): number =>
   Math.max(1, Math.ceil(Duration.toMillis(Duration.decode(duration))))
 
 /**
- * The ioredis options of a client that fails fast, with the given timeouts:
- *
- * - `enableOfflineQueue: false`: a command is never queued while the client is disconnected (the
- *   store waits for the connection itself, interruptibly, and sends nothing until then);
- * - `autoResendUnfulfilledCommands: false` and `maxRetriesPerRequest: 0`: the commands in flight
- *   when a connection drops fail at once, and are never sent again on the next connection;
- * - `commandTimeout` and `socketTimeout`: a command without a reply fails after `commandTimeout`,
- *   and a connection that stops answering is closed (and reconnected) after as long;
- * - `connectTimeout`: a connection attempt fails after it;
- * - reconnection: after 50 ms, doubling up to `maxReconnectDelay`, forever.
+ * The ioredis options of a client that fails fast, with the given timeouts; what each one is for
+ * is in README.md#why-ioredis.
  *
  * @since 0.1.0
  * @category constructors
@@ -107,8 +88,7 @@ export const recommendedOptions = (options?: {
 }
 
 /**
- * The options of `make` and `layer`: ioredis's own options, over `recommendedOptions`, and an
- * optional URL (`redis://[[user]:password@]host[:port][/db]`, `rediss://` for TLS).
+ * ioredis's own options, over `recommendedOptions`, and an optional URL.
  *
  * @since 0.1.0
  * @category models
@@ -118,8 +98,7 @@ export interface Options extends RedisOptions {
 }
 
 /**
- * Builds a client in the current scope: it starts connecting at once, and is closed (`QUIT`, then
- * disconnected) when the scope closes. The options override `recommendedOptions()`.
+ * A client in the current scope: it connects at once and is closed (`QUIT`) with the scope.
  *
  * @since 0.1.0
  * @category constructors
@@ -152,27 +131,21 @@ export const make = (options?: Options): Effect.Effect<RedisClient["Type"], neve
 export const layer = (options?: Options): Layer.Layer<RedisClient> => Layer.scoped(RedisClient, make(options))
 
 /**
- * Client options that can be read from `Config`. Either `url`, or `host` and `port`; the password
- * and the URL (which may hold one) are `Redacted`.
+ * Client options read from `Config`; the URL and the password are `Redacted`.
  *
  * @since 0.1.0
  * @category models
  */
 export interface ClientOptions {
-  /** `redis://[[user]:password@]host[:port][/db]`, or `rediss://` for TLS. */
   readonly url?: Redacted.Redacted | undefined
   readonly host?: string | undefined
   readonly port?: number | undefined
   readonly username?: string | undefined
   readonly password?: Redacted.Redacted | undefined
   readonly db?: number | undefined
-  /** Connect with TLS (as `rediss://` does). */
   readonly tls?: boolean | undefined
-  /** Shown by `CLIENT LIST`. */
   readonly connectionName?: string | undefined
-  /** Default `defaultCommandTimeout` (2 seconds). */
   readonly commandTimeout?: Duration.DurationInput | undefined
-  /** Default `defaultConnectTimeout` (2 seconds). */
   readonly connectTimeout?: Duration.DurationInput | undefined
 }
 
@@ -217,12 +190,8 @@ export const layerConfig = (
   Layer.scoped(RedisClient, Effect.flatMap(Config.unwrap(config), (options) => make(toOptions(options))))
 
 /**
- * A client layer over a client of your own (a `Redis` or a `Cluster`), for example one your
- * application already uses. The layer neither connects nor closes it (a client made with
- * `lazyConnect` is connected by the store's first call). Give it `recommendedOptions()`: the store
- * itself sends nothing while the client is not connected, but with ioredis's defaults a command
- * waits for its reply without a deadline, and the commands in flight when a connection drops are
- * sent again on the next one, after their callers may have given up.
+ * A layer over a client of your own, which it neither connects nor closes; give it
+ * `recommendedOptions()` (README.md#redisclient).
  *
  * @since 0.1.0
  * @category layers

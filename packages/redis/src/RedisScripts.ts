@@ -1,21 +1,7 @@
 /**
- * The Lua scripts of the store, one per method, each run atomically by the server on one key.
- * They are exported for review, for tools that read records, and to preload them
- * (`SCRIPT LOAD`); the store sends them itself (`EVAL` once per client, then `EVALSHA`).
- *
- * A record is one string value at `<prefix>{<record id>}`:
- *
- * ```text
- * v1 <status> <attempt> <lease_until> <expires_at> <outcome kind | -> <token bytes> <fingerprint bytes>\n
- * <token><fingerprint><outcome>
- * ```
- *
- * Times are epoch milliseconds; the token and the fingerprint are delimited by their byte lengths,
- * so they may hold any byte; the outcome is the rest of the value. The key's native expiry (`PXAT`)
- * is the record's `expires_at`.
- *
- * Every script takes the record's key as `KEYS[1]` and, as `ARGV[1]`, the caller's time in epoch
- * milliseconds, or an empty string for the server's clock (`TIME`).
+ * The Lua scripts of the store, one per method, exported for review, for tools that read records,
+ * and to preload them (`SCRIPT LOAD`). The record's format is in README.md#data-layout; every
+ * script takes the record's key as `KEYS[1]` and the caller's time as `ARGV[1]` (`''`: `TIME`).
  *
  * @since 0.1.0
  */
@@ -39,23 +25,8 @@ const script = (name: string, lua: string): Script => ({
   sha: createHash("sha1").update(lua).digest("hex")
 })
 
-/**
- * What every script starts with: the clock, and the record's encoding.
- *
- * `ARGV[1]` is the caller's clock in epoch milliseconds, or `''` for the server's (`TIME`). `now`
- * is the instant every decision of the script uses; `server` is the server's own time, which native
- * expiry follows: a record expiring at `expires_at` on the caller's clock gets `PXAT` at
- * `expires_at - now + server`, the same remaining life (with the server's clock, `expires_at`
- * itself).
- *
- * A record is one string, `KEYS[1]`:
- *
- *     v1 <status> <attempt> <lease_until> <expires_at> <outcome kind | -> <token bytes> <fingerprint bytes>\n
- *     <token><fingerprint><outcome>
- *
- * The token and the fingerprint are delimited by their lengths, so they may hold any byte; the
- * outcome is the rest of the value.
- */
+// The clock and the record's encoding (README.md#data-layout); native expiry is `PXAT` at
+// `expires_at - now + server` (README.md#time).
 const prelude = `
 local time = redis.call('TIME')
 local server = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -114,13 +85,9 @@ end
 `
 
 /**
- * `ARGV`: now, token, fingerprint, lease ms, ttl ms, takeover (`'1'` or `'0'`).
- *
- * Creates the record (attempt 1) when it is absent or expired; takes it over (attempt + 1) when
- * the takeover rule of `IdempotencyRecord.canTakeOver` allows it; otherwise returns it untouched.
- *
- * Returns `{1, attempt, lease_until, expires_at}` when reserved, or
- * `{0, status, token, fingerprint, attempt, lease_until, expires_at, now, kind, outcome}`.
+ * `ARGV`: now, token, fingerprint, lease ms, ttl ms, takeover (`'1'`/`'0'`). Returns
+ * `{1, attempt, lease_until, expires_at}`, or `{0, status, token, fingerprint, attempt,
+ * lease_until, expires_at, now, kind, outcome}`.
  *
  * @since 0.1.0
  * @category scripts
@@ -151,8 +118,7 @@ return {1, attempt, leaseUntil, expiresAt}
 )
 
 /**
- * `ARGV`: now, token, outcome kind, outcome, ttl ms. The record becomes COMPLETED for `ttl` from
- * now. Returns 1, or 0 when the token does not hold a live IN_PROGRESS record.
+ * `ARGV`: now, token, outcome kind, outcome, ttl ms. Returns 1, or 0 when the token does not hold it.
  *
  * @since 0.1.0
  * @category scripts
@@ -171,7 +137,7 @@ return 1
 )
 
 /**
- * `ARGV`: now, token. Deletes the record. Returns 1, or 0 when the token does not hold it.
+ * `ARGV`: now, token. Returns 1, or 0 when the token does not hold it.
  *
  * @since 0.1.0
  * @category scripts
@@ -188,8 +154,7 @@ return 1
 )
 
 /**
- * `ARGV`: now, token, ttl ms. The record becomes FAILED for `ttl` from now. Returns 1, or 0 when
- * the token does not hold it.
+ * `ARGV`: now, token, ttl ms. Returns 1, or 0 when the token does not hold it.
  *
  * @since 0.1.0
  * @category scripts
@@ -208,8 +173,7 @@ return 1
 )
 
 /**
- * `ARGV`: now, token, lease ms. The lease ends `lease` from now, and the record lives at least as
- * long. Returns 1, or 0 when the token does not hold it.
+ * `ARGV`: now, token, lease ms. Returns 1, or 0 when the token does not hold it.
  *
  * @since 0.1.0
  * @category scripts
@@ -229,8 +193,7 @@ return 1
 )
 
 /**
- * `ARGV`: now. Returns the live record as
- * `{status, token, fingerprint, attempt, lease_until, expires_at, kind, outcome}`, or `{}`.
+ * `ARGV`: now. Returns `{status, token, fingerprint, attempt, lease_until, expires_at, kind, outcome}`, or `{}`.
  *
  * @since 0.1.0
  * @category scripts
@@ -252,8 +215,7 @@ return {record.status, record.token, record.fingerprint, record.attempt, record.
 )
 
 /**
- * `ARGV`: now. Deletes the key when it holds a record whose `expires_at` has passed; a key that
- * holds anything else is left alone. Only the record's first line is read. Returns 1 when deleted.
+ * `ARGV`: now. Deletes an expired record, never a key of another format. Returns 1 when deleted.
  *
  * @since 0.1.0
  * @category scripts
@@ -275,12 +237,8 @@ return 1
 )
 
 /**
- * `ARGV`: now, whole (`'1'`: the whole record; `'0'`: its first line only, for counting). For the
- * admin service (`IdempotencyAdmin`).
- *
- * Returns `{now}` when the record is absent or expired, else
- * `{now, status, attempt, lease_until, expires_at, kind, token, fingerprint, outcome}` (the last
- * three empty when not `whole`).
+ * `ARGV`: now, whole (`'0'`: the first line only). Returns `{now}`, or
+ * `{now, status, attempt, lease_until, expires_at, kind, token, fingerprint, outcome}`.
  *
  * @since 0.1.0
  * @category scripts
@@ -316,12 +274,7 @@ return {now, record.status, record.attempt, record.leaseUntil, record.expiresAt,
 )
 
 /**
- * `ARGV`: now, attempt. For the admin service's `unblock`: deletes the record only while it is the
- * attempt the operator saw and nothing runs for it or would be lost with it: IN_PROGRESS with its
- * lease ended (stuck), COMPLETED with a `Timeout` outcome (unknown), or FAILED.
- *
- * Returns `{'unblocked'}`, `{'absent'}` (absent or expired), or `{reason, attempt}` with the
- * reason `changed` (another attempt), `running` (a live lease), `completed` or `omitted`.
+ * `ARGV`: now, attempt. Returns `{'unblocked'}`, `{'absent'}` or `{reason, attempt}` (README.md#admin).
  *
  * @since 0.1.0
  * @category scripts

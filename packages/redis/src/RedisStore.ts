@@ -1,22 +1,6 @@
 /**
- * The Redis / Valkey `IdempotencyStore`, on ioredis.
- *
- * Every method is one Lua script, run atomically by the server in one round trip (`EVALSHA`, or
- * `EVAL` the first time a client sends it and after `NOSCRIPT`): a first execution costs 2 (reserve,
- * complete), a replay 1, a conflict 1. The reservation creates the record, takes over an expired
- * lease or a FAILED record of the same request, or returns the existing record with its outcome;
- * `complete`, `release`, `markFailed` and `extend` act only while the caller's fencing token holds
- * the live record, and fail with `LeaseLost` otherwise.
- *
- * Each record is one string key, `<prefix>{<record id>}`: every script touches that key alone, so
- * the store works on a Redis Cluster (the id is the key's hash tag). Lease and expiry are decided
- * by the server's clock (`TIME`, read inside each script) by default: one clock for every function
- * instance. Records also carry a native expiry (`PXAT`) at their `expires_at`, so Redis deletes
- * them by itself.
- *
- * The store keeps the admin primitives of `IdempotencyAdmin` (`IdempotencyAdmin.layer` over it):
- * `get` and `unblock` are one script each on the record's key; `list` and `stats` walk the keys
- * with `SCAN` (see the README's "Admin" section for their costs).
+ * The Redis / Valkey `IdempotencyStore`, on ioredis: every method is one Lua script on one key,
+ * one round trip. Guarantees, costs and the data layout are in the package's README.
  *
  * @example
  * ```ts
@@ -44,42 +28,22 @@ import * as internal from "./internal/store.js"
 import { RedisClient } from "./RedisClient.js"
 
 /**
- * Options of the store.
+ * Options of the store (see the README's "Modules" section).
  *
  * @since 0.1.0
  * @category models
  */
 export interface Options {
-  /** Prepended to every record's key. Default `idempotency:`. It may not contain `{` or `}`. */
   readonly prefix?: string | undefined
-  /**
-   * Which clock decides lease and TTL expiry. Default `"server"`: the Redis server's `TIME`, read
-   * inside each script, one clock for every function instance. `"effect"`: the fiber's `Clock`,
-   * sent as an argument of each script (for `TestClock`, or when expiry must follow the
-   * application's clock); native expiry then gives each record the same remaining life on the
-   * server's clock.
-   */
+  /** Default `"server"`; see README.md#time. */
   readonly clock?: ClockSource | undefined
-  /**
-   * Outcomes of more UTF-8 bytes than this are recorded as `StoredOutcome.Omitted`: the record is
-   * COMPLETED (never executed again before it expires) and a replay fails with
-   * `OutcomeNotReplayable`. Default `defaultMaxOutcomeBytes` (1 MiB); at most `maxValueBytes`.
-   */
+  /** Default 1 MiB, at most `maxValueBytes`; see README.md#outcome-size. */
   readonly maxOutcomeBytes?: number | undefined
-  /**
-   * Run `purgeExpired` in the background at this interval, for the life of the layer
-   * (`IdempotencyStore.layerPurge`). Default: never.
-   */
+  /** A background `purgeExpired` at this interval. Default: never. */
   readonly purgeInterval?: Duration.DurationInput | undefined
-  /** How many expired records each background purge deletes at most. Default 1000. */
   readonly purgeLimit?: number | undefined
-  /** How many `SCAN` pages (of about 1000 keys) one `purgeExpired` reads per node at most. Default 100. */
   readonly purgeMaxPages?: number | undefined
-  /**
-   * Run each store call in a span of its own, `RedisStore.<method>` (attribute `db.system: redis`), a
-   * child of the caller's (the `Idempotency` combinator's `Idempotency.run`). Default `false`: a span
-   * costs about 15 µs of CPU, a tenth of what a store call costs the client here.
-   */
+  /** One span per store call. Default `false`; see README.md#tracing. */
   readonly spans?: boolean | undefined
 }
 
@@ -92,8 +56,7 @@ export interface Options {
 export const defaultPrefix = "idempotency:"
 
 /**
- * The default largest outcome kept: 1 MiB. A replay sends the whole outcome back on every retry
- * and Redis copies it on its one thread; keep outcomes small.
+ * The default largest outcome kept: 1 MiB.
  *
  * @since 0.1.0
  * @category constants
@@ -101,8 +64,7 @@ export const defaultPrefix = "idempotency:"
 export const defaultMaxOutcomeBytes = 1024 * 1024
 
 /**
- * The largest `maxOutcomeBytes` accepted: Redis's 512 MB limit of a string value (and of a
- * command's argument by default), less room for the rest of the record.
+ * The largest `maxOutcomeBytes` accepted: Redis's 512 MB value limit, less room for the record.
  *
  * @since 0.1.0
  * @category constants
@@ -110,9 +72,7 @@ export const defaultMaxOutcomeBytes = 1024 * 1024
 export const maxValueBytes = 512 * 1024 * 1024 - 64 * 1024
 
 /**
- * A store option that cannot be used: a key prefix with `{` or `}` (it would change the hash tag of
- * every key, putting all records in one cluster slot), or a size that is not a positive integer up
- * to `maxValueBytes`.
+ * A store option that cannot be used.
  *
  * @since 0.1.0
  * @category errors
@@ -165,8 +125,7 @@ const fromConfig = (
   )
 
 /**
- * Builds a store on the client of the context. It watches the client's connection for the life of
- * the scope; its methods have no requirements.
+ * Builds a store on the client of the context, for the life of the scope.
  *
  * @since 0.1.0
  * @category constructors

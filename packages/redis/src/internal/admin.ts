@@ -1,9 +1,5 @@
 /**
- * The admin primitives of the Redis store (`IdempotencyAdmin.AdminStore`).
- *
- * `read` and `unblock` are one script each on the record's key (`inspect`, `unblock`), so they run
- * on a cluster as every other method does. `list` and `stats` walk the keys with `SCAN` (every
- * master of a cluster, one after the other) and read each key with `inspect`.
+ * The admin primitives of the Redis store; their costs are in README.md#admin.
  *
  * @internal
  */
@@ -26,15 +22,11 @@ import { checked, outcomeOf } from "./replies.js"
 
 type Run = (key: string, args: ReadonlyArray<string>) => Effect.Effect<unknown, unknown>
 
-/**
- * What the store lends its admin primitives: how it sends scripts, wraps methods and scans.
- *
- * @internal
- */
+/** @internal */
 export interface Runtime {
   readonly connection: Connection
   readonly prefix: string
-  /** The client's own `keyPrefix`: in the keys `SCAN` returns, not in those scripts take. */
+  /** In the keys `SCAN` returns, not in those scripts take. */
   readonly clientPrefix: string
   readonly send: <A, E>(
     method: string,
@@ -58,13 +50,10 @@ export interface Runtime {
   ) => Effect.Effect<readonly [string, ReadonlyArray<string>], StoreFailure>
 }
 
-/** The smallest `COUNT` hint of a `SCAN` of `list` (a larger `limit` asks for as many). */
 const SCAN_COUNT = 1000
 
-/** How many `SCAN` calls one page of `list` makes at most before it returns (fewer records) with a cursor. */
 const MAX_SCANS_PER_PAGE = 16
 
-/** How many records `list` and `stats` read at once. */
 const READ_CONCURRENCY = 32
 
 type InspectReply =
@@ -105,7 +94,6 @@ const decodeUnblock: Decoder<UnblockResult> = (reply) => {
   return Either.left("the reply of the unblock script is not one it gives")
 }
 
-/** A record read by `inspect`, with the clock it was read at. */
 interface Inspected {
   readonly now: number
   readonly record: IdempotencyRecord | undefined
@@ -125,11 +113,7 @@ const inspected = (reply: InspectReply): Inspected =>
     }
   }
 
-/**
- * Where a page of `list` goes on: the index of a master (in the order of `nodes`), its `SCAN`
- * cursor, and, when a page ended inside the keys of one `SCAN` reply, the last record id it looked
- * at (the reply's keys are taken in the order of their ids).
- */
+/** A `list` cursor: a master's index in `nodes`, its `SCAN` cursor, the last record id of a cut reply. */
 interface Position {
   readonly node: number
   readonly cursor: string
@@ -149,21 +133,15 @@ const decodeCursor = (cursor: string | undefined): Either.Either<Position, strin
     : Either.right({ node: Number(match[1]), cursor: match[2]!, after: match[3] })
 }
 
-/**
- * The admin primitives over the store's runtime.
- *
- * @internal
- */
+/** @internal */
 export const make = (runtime: Runtime): AdminStore => {
   const { clientPrefix, connection, decoded, method, prefix, scan, send } = runtime
   const scripts = {
     inspect: connection.prepare(Scripts.inspect),
     unblock: connection.prepare(Scripts.unblock)
   }
-  /** The start of every record key that `SCAN` returns. */
   const keyStart = `${clientPrefix}${prefix}{`
 
-  /** The record id of a key `SCAN` returned, if it is a record's key. */
   const idOf = (key: string): string | undefined =>
     key.startsWith(keyStart) && key.endsWith("}") ? key.slice(keyStart.length, -1) : undefined
 
@@ -176,10 +154,7 @@ export const make = (runtime: Runtime): AdminStore => {
       decoded(name, decodeInspect, inspected)
     )
 
-  /**
-   * The masters to scan, in a stable order (by address) so that a cursor names the same node on the
-   * next call; a cluster whose masters change between two pages may skip or repeat records.
-   */
+  // sorted by address, so that a cursor names the same node on the next call
   const nodes = (): ReadonlyArray<Redis> => {
     const all = connection.scanNodes()
     if (all.length <= 1) return all
@@ -230,7 +205,6 @@ export const make = (runtime: Runtime): AdminStore => {
             }
           }
           if (last !== undefined && last < ids.length - 1) {
-            // the page is full inside this reply: the next page reads it again, after the last id seen
             after = ids[last]
             break
           }
@@ -242,10 +216,8 @@ export const make = (runtime: Runtime): AdminStore => {
             cursor = next
           }
         }
-        // No record is shown at the fiber's clock: it is read only for a page without records.
         const pageNow = now ?? (yield* Clock.currentTimeMillis)
-        // each record was judged at its own read; all are shown at the latest (a lease that ended
-        // in between no longer counts as running)
+        // all are shown at the latest read: a lease that ended in between no longer counts as running
         const records = found.filter(({ record, recordId }) => matches(recordId, record, pageNow))
         return {
           records,
@@ -273,7 +245,6 @@ export const make = (runtime: Runtime): AdminStore => {
       )
     )
 
-  /** Every key under the prefix, on every master; each record's first line only. */
   const stats: AdminStore["stats"] = method(
     "stats",
     Effect.gen(function*() {

@@ -8,11 +8,7 @@ import type * as Scope from "effect/Scope"
 import type { Cluster, Redis } from "ioredis"
 import type { Script } from "../RedisScripts.js"
 
-/**
- * The connection is closed for good (`QUIT`, `disconnect()`, or a retry strategy that gave up).
- *
- * @internal
- */
+/** @internal */
 export class ClientClosed extends Error {
   constructor() {
     super("the Redis client is closed")
@@ -20,11 +16,7 @@ export class ClientClosed extends Error {
   }
 }
 
-/**
- * The scope of the store was closed: it no longer watches its client's connection.
- *
- * @internal
- */
+/** @internal */
 export class StoreClosed extends Error {
   constructor() {
     super("the store's scope is closed")
@@ -32,26 +24,12 @@ export class StoreClosed extends Error {
   }
 }
 
-/**
- * Sends the store's scripts through a client.
- *
- * @internal
- */
+/** @internal */
 export interface Connection {
   readonly client: Redis | Cluster
-  /**
-   * A script, ready to run on one key with its `ARGV`. A call is sent only once the client is
-   * connected: when it is not, the call waits for the next connection attempt, and fails with that
-   * attempt's error. Nothing is left in ioredis's offline queue, so an interrupted call sends
-   * nothing later.
-   */
+  // sent only once connected, never left in ioredis's offline queue (README.md#failures-timeouts-and-interruption)
   readonly prepare: (script: Script) => (key: string, args: ReadonlyArray<string>) => Effect.Effect<unknown, unknown>
-  /**
-   * Succeeds at once when the client is connected; otherwise waits for the next connection attempt
-   * and fails with its error.
-   */
   readonly connected: Effect.Effect<void, unknown>
-  /** The nodes to scan for keys: the client, or every master of a cluster. */
   readonly scanNodes: () => ReadonlyArray<Redis>
 }
 
@@ -60,15 +38,9 @@ const isCluster = (client: Redis | Cluster): client is Cluster => client.isClust
 const isNoScript = (error: unknown): boolean =>
   Predicate.hasProperty(error, "message") && typeof error.message === "string" && error.message.startsWith("NOSCRIPT")
 
-/**
- * Watches the client's connection for the life of the scope.
- *
- * @internal
- */
+/** @internal */
 export const make = (client: Redis | Cluster): Effect.Effect<Connection, never, Scope.Scope> =>
   Effect.gen(function*() {
-    // Callers that wait for a connection wait on the current deferred; the client's events settle
-    // it and put a new one in its place.
     const next = () => Deferred.unsafeMake<void, unknown>(FiberId.none)
     const waiting = MutableRef.make(next())
     const released = MutableRef.make(false)
@@ -87,7 +59,6 @@ export const make = (client: Redis | Cluster): Effect.Effect<Connection, never, 
           client.off("ready", onReady)
           client.off("error", onError)
           client.off("end", onEnd)
-          // nothing settles a wait from now on: a call made after the scope closed fails
           MutableRef.set(released, true)
           settle(Exit.fail(new StoreClosed()))
         })
@@ -113,13 +84,7 @@ export const make = (client: Redis | Cluster): Effect.Effect<Connection, never, 
       }
     })
 
-    // While commands await their replies, the scripts sent in one turn of the event loop leave in
-    // one write: the socket is corked by the first and uncorked once the turn's callbacks and
-    // microtasks have run. Each command is still handed to ioredis at once (its `commandTimeout` runs
-    // from then, and it never waits in a queue of the client): only the system call is shared. Under
-    // concurrency this spares a write, and a wake-up of the server, per command; on an idle
-    // connection a command is written at once, so a lone call waits for nothing. A cluster client
-    // writes to several nodes, one by one.
+    // One write per turn of the event loop: see README.md#the-scripts.
     let corked: Redis["stream"] | undefined
     const uncork = () => {
       corked?.uncork()
@@ -135,9 +100,6 @@ export const make = (client: Redis | Cluster): Effect.Effect<Connection, never, 
     }
 
     const prepare = (script: Script) => {
-      // Whether this client sent the script whole once. The first call sends `EVAL` (the server
-      // caches the script); later calls send `EVALSHA`, and `EVAL` again after `NOSCRIPT` (a
-      // restarted or flushed server, another node of a cluster).
       let sent = false
       const evalWhole = (key: string, args: ReadonlyArray<string>): Promise<unknown> => {
         coalesce()
@@ -152,8 +114,7 @@ export const make = (client: Redis | Cluster): Effect.Effect<Connection, never, 
       }
       const whole = (key: string, args: ReadonlyArray<string>) =>
         Effect.tryPromise({ try: () => evalWhole(key, args), catch: (error) => error })
-      // the fallback to `EVAL` is a step of the fiber, not of the promise: a caller that was
-      // interrupted, or whose deadline passed, while `EVALSHA` was in flight sends nothing more
+      // the fallback to `EVAL` is a step of the fiber: an interrupted caller sends nothing more
       const send = (key: string, args: ReadonlyArray<string>): Effect.Effect<unknown, unknown> =>
         sent
           ? Effect.catchIf(

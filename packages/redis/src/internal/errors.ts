@@ -2,11 +2,6 @@ import { networkErrorCodes, StoreError, StoreUnavailable } from "@effect-idempot
 import type { StoreFailure } from "@effect-idempotency/core/IdempotencyError"
 import * as Predicate from "effect/Predicate"
 
-/**
- * Error replies of the server that mean it cannot serve the command now, though it may soon: it is
- * loading its data, busy with a long script, a replica without its master, a replica written to
- * during a failover, or a cluster without all its slots.
- */
 const UNAVAILABLE_REPLIES: ReadonlyArray<string> = [
   "LOADING",
   "BUSY",
@@ -16,7 +11,6 @@ const UNAVAILABLE_REPLIES: ReadonlyArray<string> = [
   "CLUSTERDOWN"
 ]
 
-/** Names of ioredis errors about a lost or missing connection. */
 const UNAVAILABLE_NAMES: ReadonlySet<string> = new Set([
   "ClientClosed",
   "MaxRetriesPerRequestError",
@@ -24,7 +18,6 @@ const UNAVAILABLE_NAMES: ReadonlySet<string> = new Set([
   "ClusterAllFailedError"
 ])
 
-/** Messages of ioredis about a lost, missing or silent connection. */
 const UNAVAILABLE_MESSAGES: ReadonlyArray<RegExp> = [
   /^Connection is closed/,
   /^Stream isn't writeable/,
@@ -42,13 +35,7 @@ const MAX_DEPTH = 8
 const stringProperty = (u: object, key: string): string | undefined =>
   Predicate.hasProperty(u, key) && typeof u[key] === "string" ? u[key] : undefined
 
-/**
- * Whether a failure (an ioredis error, a server error reply, a Node socket error, possibly nested
- * in `cause` or `lastNodeError`) means that the server could not be reached, dropped the
- * connection, did not answer in time, or cannot serve commands right now.
- *
- * @internal
- */
+/** @internal */
 export const isUnavailable = (u: unknown, depth = 0): boolean => {
   if (depth > MAX_DEPTH || !Predicate.isObject(u)) return false
   const code = stringProperty(u, "code")
@@ -68,10 +55,6 @@ export const isUnavailable = (u: unknown, depth = 0): boolean => {
     (Predicate.hasProperty(u, "cause") && isUnavailable(u.cause, depth + 1))
 }
 
-/**
- * Maps any failure of a store method to `StoreUnavailable` (connectivity) or `StoreError`.
- *
- * @internal
- */
+/** @internal */
 export const toStoreFailure = (method: string) => (cause: unknown): StoreFailure =>
   isUnavailable(cause) ? new StoreUnavailable({ method, cause }) : new StoreError({ method, cause })

@@ -1,37 +1,20 @@
 /**
- * The checks of the scripts' replies.
- *
- * Replies are checked by hand, element by element, against what the scripts return (a Schema of
- * tuples allocates several times more per reply): a reply of another shape (another script under
- * the same SHA, a proxy that rewrites replies) is a `StoreError` whose cause says which script and
- * which element, never what the reply held.
+ * Replies are checked by hand: a Schema of tuples allocates several times more per reply.
  *
  * @internal
  */
 import { outcomeFromColumns, Status } from "@effect-idempotency/core/IdempotencyRecord"
 import * as Either from "effect/Either"
 
-/**
- * A kind of `-` is no outcome; an unknown kind (written by a newer version) reads as no outcome too.
- *
- * @internal
- */
+/** @internal */
 export const outcomeOf = (kind: string, body: string) => kind === "-" ? undefined : outcomeFromColumns(kind, body)
 
-/**
- * A reply, or why it does not have the shape its script gives.
- *
- * @internal
- */
+/** @internal */
 export type Decoder<A> = (reply: unknown) => Either.Either<A, string>
 
 const STATUSES: ReadonlySet<unknown> = new Set(Status.literals)
 
-/**
- * The kinds of the elements of a reply.
- *
- * @internal
- */
+/** @internal */
 export type Kind = "integer" | "string" | "status"
 
 const isKind = (value: unknown, kind: Kind): boolean =>
@@ -41,11 +24,7 @@ const isKind = (value: unknown, kind: Kind): boolean =>
     ? typeof value === "string"
     : STATUSES.has(value)
 
-/**
- * `reply` as an `A` when its elements are of these kinds (those before `from` checked by the caller).
- *
- * @internal
- */
+/** @internal */
 export const checked = <A>(
   script: string,
   reply: ReadonlyArray<unknown>,

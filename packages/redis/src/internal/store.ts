@@ -23,40 +23,28 @@ type Store = IdempotencyStore["Type"]
 
 /** @internal */
 export interface Config {
-  /** Prepended to every record's key; holds no `{` or `}`. */
   readonly prefix: string
   readonly clock: ClockSource
-  /** Outcomes of more UTF-8 bytes are recorded as omitted. */
   readonly maxOutcomeBytes: number
-  /** The most `SCAN` pages one `purgeExpired` reads per node. */
   readonly purgeMaxPages: number
-  /** One span per method call. */
   readonly spans: boolean
 }
 
 /** @internal */
 export const DEFAULT_PURGE_LIMIT = 1000
 
-/** The `COUNT` hint of each `SCAN` of a purge. */
 const SCAN_COUNT = 1000
 
-/** How many purge scripts a purge keeps in flight. */
 const PURGE_CONCURRENCY = 16
 
-/** The longest duration kept (about 142,000 years): `now + d` stays a safe integer. */
+/** About 142,000 years: `now + d` stays a safe integer. */
 const MAX_MILLIS = 2 ** 52
 
-/** Durations as whole milliseconds, rounded up; an infinite duration is the far future. */
 const millis = (duration: Duration.Duration): string =>
   String(Math.min(Math.ceil(Duration.toMillis(duration)), MAX_MILLIS))
 
-/** A batch size: a whole number from 0 up. */
 const purgeLimit = (limit: number | undefined): number =>
   limit === undefined || Number.isNaN(limit) ? DEFAULT_PURGE_LIMIT : Math.max(0, Math.floor(limit))
-
-// -------------------------------------------------------------------------------------------------
-// replies
-// -------------------------------------------------------------------------------------------------
 
 type ReserveReply =
   | readonly [1, number, number, number]
@@ -96,11 +84,7 @@ const decodeFlag: Decoder<0 | 1> = (reply) =>
 
 const decodeScan = Schema.decodeUnknownEither(Schema.Tuple(Schema.String, Schema.Array(Schema.String)))
 
-/**
- * Builds a store over a connection.
- *
- * @internal
- */
+/** @internal */
 export const make = (connection: Connection, config: Config): Store => {
   const { clock, maxOutcomeBytes, prefix } = config
   const scripts = {
@@ -113,11 +97,6 @@ export const make = (connection: Connection, config: Config): Store => {
     purge: connection.prepare(Scripts.purge)
   }
 
-  /**
-   * Runs a script and hands its reply to `onReply`: one step of the runtime for the script's
-   * answer, whichever way it ends; every failure typed. `ARGV[1]` of every script is the fiber's
-   * clock, or `''` for the server's.
-   */
   const send = <A, E>(
     method: string,
     run: (key: string, args: ReadonlyArray<string>) => Effect.Effect<unknown, unknown>,
@@ -133,21 +112,18 @@ export const make = (connection: Connection, config: Config): Store => {
     return clock === "effect" ? Effect.flatMap(Clock.currentTimeMillis, (now) => sent(String(now))) : sent("")
   }
 
-  /** `f` of the reply `decode` gives; a reply it refuses is a `StoreError`. */
   const decoded =
     <A, B>(method: string, decode: Decoder<A>, f: (reply: A) => B) => (reply: unknown): Either.Either<B, StoreError> =>
       Either.mapBoth(decode(reply), { onLeft: (cause) => new StoreError({ method, cause }), onRight: f })
 
-  // A defect of the client (a throw where a rejection was due) is a `StoreError`. With `spans`, one
-  // span per method call, without a stack trace (it would point into this file, at a cost on every
-  // call).
+  // without a stack trace: it would point into this file, at a cost on every call
   const spanOptions = { attributes: { "db.system": "redis" }, captureStackTrace: false }
   const method = <A, E>(name: string, effect: Effect.Effect<A, E>): Effect.Effect<A, E | StoreError> => {
     const typed = Effect.catchAllDefect(effect, (cause) => Effect.fail(new StoreError({ method: name, cause })))
     return config.spans ? Effect.withSpan(typed, `RedisStore.${name}`, spanOptions) : typed
   }
 
-  /** A write fenced by the token: a reply of 0 is `LeaseLost`. */
+  // fenced by the token: a reply of 0 is `LeaseLost` (README.md#the-scripts)
   const owned = (
     name: LeaseLost["method"],
     run: (key: string, args: ReadonlyArray<string>) => Effect.Effect<unknown, unknown>,
@@ -215,8 +191,7 @@ export const make = (connection: Connection, config: Config): Store => {
     if (bytes <= maxOutcomeBytes) {
       return owned("complete", scripts.complete, request, [kind, body, millis(request.ttl)])
     }
-    // The attempt finished: an outcome too large to keep must still complete the record, or a
-    // retry would execute the downstream again.
+    // still COMPLETED, or a retry would execute again (README.md#outcome-size)
     const reason = `its ${bytes} bytes exceed the store's limit of ${maxOutcomeBytes} bytes (maxOutcomeBytes)`
     const omitted = outcomeToColumns(StoredOutcome.Omitted({ reason }))
     return Effect.zipRight(
@@ -255,12 +230,10 @@ export const make = (connection: Connection, config: Config): Store => {
       )
     )
 
-  // A client's own `keyPrefix` (an ioredis option) is prepended to the keys of every script, but
-  // `SCAN` neither applies it to its pattern nor strips it from the keys it returns.
+  // ioredis's `keyPrefix` is prepended to the keys of scripts, but `SCAN` neither applies nor strips it
   const clientPrefix = (connection.client.options as { readonly keyPrefix?: string } | undefined)?.keyPrefix ?? ""
   const pattern = keyPattern(clientPrefix + prefix)
 
-  /** One `SCAN` page of `node`: the next cursor and the keys (with the client's own prefix). */
   const scan = (name: string, node: Redis, cursor: string, match: string, count: number) =>
     Effect.tryPromise({
       try: () => node.scan(cursor, "MATCH", match, "COUNT", count),
@@ -284,13 +257,7 @@ export const make = (connection: Connection, config: Config): Store => {
       decoded("purgeExpired", decodeFlag, (flag) => flag)
     )
 
-  /**
-   * With the server's clock, Redis deletes every record at its `expires_at` by itself (its native
-   * expiry is that same instant): there is nothing to purge, and no round trip is made. With
-   * Effect's clock, the keys under the prefix are scanned (per node of a cluster, at most
-   * `purgeMaxPages` pages each), and each record whose `expires_at` passed is deleted by a script
-   * that checks it again.
-   */
+  // README.md#expiry: with the server's clock there is nothing to purge, and no round trip
   const purgeExpired: Store["purgeExpired"] = (options) => {
     if (clock === "server") return Effect.succeed(0)
     const limit = purgeLimit(options?.limit)
@@ -306,8 +273,7 @@ export const make = (connection: Connection, config: Config): Store => {
             const [next, keys] = yield* scan("purgeExpired", node, cursor, pattern, SCAN_COUNT)
             cursor = next
             pages++
-            // each batch is at most what the limit still allows; the next starts right after it, so
-            // a batch cut short by the limit skips no key
+            // a batch cut short by the limit skips no key: the next starts right after it
             for (let i = 0; i < keys.length && deleted < limit;) {
               const batch = keys.slice(i, i + Math.min(PURGE_CONCURRENCY, limit - deleted))
               const flags = yield* Effect.forEach(batch, purgeKey, { concurrency: PURGE_CONCURRENCY })
