@@ -1,12 +1,6 @@
 /**
- * The DynamoDB client service: an AWS SDK v3 `DynamoDBClient` that lives as long as the scope
- * that built it, and is destroyed (its sockets closed) when that scope closes.
- *
- * The client makes one attempt per request unless told otherwise (`maxAttempts`): the store
- * retries throttled requests itself, with an Effect `Schedule`, so that retries are bounded,
- * visible and interruptible. A connection that is not established within `defaultConnectTimeout`
- * (1 second) is abandoned, unless told otherwise (`connectTimeout`, or the SDK's
- * `requestHandler.connectionTimeout`).
+ * The DynamoDB client service: an AWS SDK v3 `DynamoDBClient` destroyed with its scope, making one
+ * attempt per request (the store retries) and abandoning a connection after `connectTimeout`.
  *
  * @example
  * ```ts
@@ -42,26 +36,19 @@ import type * as Scope from "effect/Scope"
 export class DynamoDbClient extends Context.Tag("@effect-idempotency/dynamodb/DynamoDbClient")<
   DynamoDbClient,
   {
-    /** The SDK client. Add middleware to its `middlewareStack` to observe or shape requests. */
     readonly client: DynamoDBClient
   }
 >() {}
 
 /**
- * How long establishing a connection may take unless told otherwise: 1 second. Past it the
- * attempt fails (`TimeoutError`, retried by the store) instead of waiting for the operating
- * system's TCP timeout, which is minutes.
+ * The default `connectTimeout`: 1 second, instead of the system's TCP timeout of minutes.
  *
  * @since 0.1.0
  * @category constants
  */
 export const defaultConnectTimeout: Duration.Duration = Duration.seconds(1)
 
-/**
- * The SDK's handler options (or the handler itself) with `connectionTimeout` set to
- * `defaultConnectTimeout` when the configuration leaves it out. A handler instance is left as it
- * is: it was configured by whoever built it.
- */
+// a handler instance is left as it is: it was configured by whoever built it
 const withConnectTimeout = (
   requestHandler: DynamoDBClientConfig["requestHandler"]
 ): NonNullable<DynamoDBClientConfig["requestHandler"]> => {
@@ -73,10 +60,7 @@ const withConnectTimeout = (
 }
 
 /**
- * Builds a client in the current scope and destroys it when the scope closes. `maxAttempts`
- * defaults to 1 (the store owns retries), and the connection timeout of the SDK's handler
- * (`requestHandler.connectionTimeout`, in milliseconds) to `defaultConnectTimeout`, unless
- * `requestHandler` is a handler instance.
+ * Builds a client in the current scope and destroys it when the scope closes.
  *
  * @since 0.1.0
  * @category constructors
@@ -90,8 +74,7 @@ export const make = (config?: DynamoDBClientConfig): Effect.Effect<DynamoDbClien
   ).pipe(Effect.map((client) => DynamoDbClient.of({ client })))
 
 /**
- * A client layer from the SDK's own configuration (for credential providers, custom request
- * handlers and anything else the SDK accepts).
+ * A client layer from the SDK's own configuration.
  *
  * @since 0.1.0
  * @category layers
@@ -100,28 +83,24 @@ export const layer = (config?: DynamoDBClientConfig): Layer.Layer<DynamoDbClient
   Layer.scoped(DynamoDbClient, make(config))
 
 /**
- * Client options that can be read from `Config`. Credentials are `Redacted`; without them the
- * SDK's default provider chain applies (environment, shared files, the Lambda role).
+ * Client options read from `Config`; credentials are `Redacted`.
  *
  * @since 0.1.0
  * @category models
  */
 export interface ClientOptions {
   readonly region?: string | undefined
-  /** An endpoint URL, for DynamoDB Local, an emulator or a VPC endpoint. */
   readonly endpoint?: string | undefined
   readonly accessKeyId?: Redacted.Redacted | undefined
   readonly secretAccessKey?: Redacted.Redacted | undefined
   readonly sessionToken?: Redacted.Redacted | undefined
-  /** Attempts per request made by the SDK itself (default 1). */
+  /** Default 1: the store retries. */
   readonly maxAttempts?: number | undefined
-  /** How long establishing a connection may take (default `defaultConnectTimeout`, 1 second). */
   readonly connectTimeout?: Duration.DurationInput | undefined
 }
 
 /**
- * Translates `ClientOptions` into the SDK's configuration. Fails when only one of the access key
- * id and the secret is given.
+ * Translates `ClientOptions` into the SDK's configuration.
  *
  * @since 0.1.0
  * @category constructors

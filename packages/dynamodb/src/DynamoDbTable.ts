@@ -1,12 +1,5 @@
 /**
- * The table the DynamoDB store writes to: its definition, and an Effect that creates it
- * (on-demand capacity, native TTL enabled) for tests, examples and users who do not manage it
- * with CloudFormation, CDK or Terraform.
- *
- * The table has one partition key of type string (`id` by default) and no sort key. The native
- * TTL attribute (`ttl` by default) holds the record's expiry in epoch seconds; DynamoDB deletes
- * expired items by it, free of charge, typically within days, while the store treats an expired
- * item as absent at once.
+ * The store's table: its definition, and an Effect that creates it (README.md#the-table).
  *
  * @since 0.1.0
  */
@@ -59,14 +52,12 @@ export const defaultTtlAttribute = "ttl"
  */
 export interface TableOptions {
   readonly tableName: string
-  /** The partition key attribute (type `S`). Default `id`. */
   readonly keyAttribute?: string | undefined
-  /** The native TTL attribute (type `N`, epoch seconds). Default `ttl`. */
   readonly ttlAttribute?: string | undefined
 }
 
 /**
- * The `CreateTable` input of a store table: one string partition key, on-demand capacity.
+ * The `CreateTable` input of a store table.
  *
  * @since 0.1.0
  * @category constructors
@@ -88,12 +79,7 @@ const defaultRetry = Schedule.exponential("100 millis").pipe(Schedule.jittered, 
 const defaultWait = Schedule.spaced("500 millis").pipe(Schedule.intersect(Schedule.recurs(240)))
 
 /**
- * What `create` did.
- *
- * - `created`: `false` when the table existed already (with a compatible key).
- * - `timeToLive`: `"enabled"` when native TTL is on for the TTL attribute (now or before);
- *   `"unsupported"` when the endpoint has no TTL API (some emulators): the store still treats
- *   expired records as absent, and `purgeExpired` deletes them.
+ * What `create` did; `timeToLive: "unsupported"` on an endpoint without the TTL API.
  *
  * @since 0.1.0
  * @category models
@@ -104,18 +90,14 @@ export interface CreateResult {
 }
 
 /**
- * Creates the table if it does not exist, waits until it is active, and enables native TTL on
- * the TTL attribute if it is not enabled yet. Safe to run at every start.
- *
- * Fails with `StoreError` when an existing table has another key schema, or native TTL enabled
- * on another attribute; with `StoreUnavailable` when DynamoDB cannot be reached.
+ * Creates the table if it does not exist and enables native TTL: safe at every start (README.md#dynamodbtable).
  *
  * @since 0.1.0
  * @category constructors
  */
 export const create = (
   options: TableOptions & {
-    /** How long to wait for a new table to become active. Default: every 500 ms, up to 2 minutes. */
+    /** Default: every 500 ms, up to 2 minutes. */
     readonly waitSchedule?: Schedule.Schedule<unknown> | undefined
   }
 ): Effect.Effect<CreateResult, IdempotencyError.StoreFailure, DynamoDbClient> =>

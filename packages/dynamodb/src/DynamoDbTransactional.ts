@@ -1,42 +1,7 @@
 /**
- * The transactional mode: exactly once, with no in-progress window, for a downstream whose writes
- * are items of DynamoDB. The operation's `plan` computes its writes without performing them, and
- * one `TransactWriteItems` puts the record COMPLETED together with those writes: all or nothing.
- *
- * ```
- * GetItem (consistent)   -- COMPLETED: replay; IN_PROGRESS with a live lease: conflict
- * plan(payload)          -- { writes, value }: performs nothing
- * TransactWriteItems     -- the record, on the condition of what was read, and the writes
- * ```
- *
- * Every exit has a known outcome:
- *
- * | exit of the plan | written | the run fails or returns |
- * | --- | --- | --- |
- * | success | its writes and COMPLETED(success) | the value (the recorded one, decoded) |
- * | success that does not encode | its writes and COMPLETED(omitted) | `OutcomeNotReplayable` |
- * | a write's condition fails | nothing | `WritesRejected` (its index); a retry plans again |
- * | a write on the record's own item, or more than 99 | nothing, nothing sent | `WritesRejected` |
- * | failure, policy `store` | COMPLETED(failure), without its writes | the failure, replayed to retries |
- * | failure, policy `markFailed` | FAILED, without its writes | the failure; a retry takes over |
- * | failure, policy `release` | nothing | the failure; a retry executes |
- * | defect, interruption | nothing | the defect, the interruption |
- * | timeout | nothing | `DownstreamTimeout` with `rolledBack: true` |
- * | the transaction unanswered | all or nothing, unknown here | `StoreUnavailable`; a retry replays or executes |
- *
- * The record is never IN_PROGRESS: a crash before the transaction leaves nothing, after it
- * everything. A concurrent attempt that committed first cancels this attempt's transaction; the
- * record is then read again and replayed. A retried `TransactWriteItems` (its answer lost) carries
- * the same `ClientRequestToken`, so DynamoDB applies it once.
- *
- * The records are the store's (`DynamoDbStore`, same table, same item format): a record written by
- * one mode replays in the other, and a normal-mode attempt in progress gives `IdempotencyConflict`
- * (or a wait, under `IdempotencyPolicy.waitOnConflict`).
- *
- * Limits: at most 99 writes (DynamoDB's 100 per transaction, one is the record) and 4 MB in all; a
- * transaction costs twice the write capacity of plain writes; a write's content cannot depend on a
- * read inside the same transaction except through its condition. DynamoDB Local supports
- * transactions; dynalite does not (the transaction fails with `StoreError`).
+ * The transactional mode: the operation's `plan` computes its DynamoDB writes, and one
+ * `TransactWriteItems` applies them with the record COMPLETED, all or nothing. Its guarantees and
+ * limits are in README.md#transactional-mode-your-items-and-the-record-in-one-transactwriteitems.
  *
  * @example
  * ```ts
@@ -94,7 +59,6 @@ import * as internal from "./internal/transactional.js"
  * @category models
  */
 export interface Plan<A> {
-  /** At most 99 (`maxWrites`): `Put`, `Update`, `Delete` or `ConditionCheck` items, with their conditions. */
   readonly writes: ReadonlyArray<TransactWriteItem>
   readonly value: A
 }
@@ -108,11 +72,8 @@ export interface Plan<A> {
 export const maxWrites: number = internal.MAX_WRITES
 
 /**
- * The plan's writes were not applied, and nothing else was: the condition of the write at `index`
- * failed (`ConditionFailed`; a retry plans again), the plan had more writes than a transaction takes
- * (`TooManyWrites`), or the write at `index` is on the record's own item, the records table's item of
- * this key (`RecordKey`: DynamoDB takes one operation per item in a transaction, and the record is the
- * mode's own). The last two are refused before anything is sent.
+ * The plan's writes were not applied, and nothing else was (`ConditionFailed`, `TooManyWrites`,
+ * `RecordKey`; the write's `index`).
  *
  * @since 0.1.0
  * @category errors
@@ -123,7 +84,6 @@ export class WritesRejected extends Schema.TaggedError<WritesRejected>(
   operation: Schema.String,
   key: Schema.String,
   reason: Schema.Literal("ConditionFailed", "TooManyWrites", "RecordKey"),
-  /** The index of the write whose condition failed or that is on the record's item, or the number of writes. */
   index: Schema.Number
 }) {
   /**
@@ -143,9 +103,8 @@ export class WritesRejected extends Schema.TaggedError<WritesRejected>(
 }
 
 /**
- * The definition of an operation of the mode: `Idempotency.Options` without `execute`, the lease
- * settings and the timeout and defect policies (a transaction that is not applied leaves nothing),
- * plus `plan` and the store's table and limits.
+ * `Idempotency.Options` without `execute` and the policies a transaction makes moot, plus `plan`
+ * and the store's table.
  *
  * @since 0.1.0
  * @category models
@@ -158,36 +117,25 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF> extends
 {
   /** Computes the writes and the value, performing nothing: it may run again on a retry. */
   readonly plan: (payload: P) => Effect.Effect<Plan<A>, E, R>
-  /** The records table (the store's) and its request limits, as `DynamoDbStore.Options` gives them. */
   readonly table: Pick<
     DynamoDbStore.Options,
     "tableName" | "keyAttribute" | "ttlAttribute" | "retrySchedule" | "requestTimeout" | "callTimeout" | "maxItemBytes"
   >
-  /**
-   * How a record that another attempt left in progress past its lease is treated: an attempt of an
-   * operation of the same name in the normal mode (`Idempotency.make` on the store) that crashed, or
-   * whose outcome is unknown. A transactional attempt leaves no such record (its transaction commits
-   * or leaves nothing). Give the normal-mode operation's `onTimeout`, so both modes keep the same
-   * rule: `keepLease` (the default) or `release` take it over once its lease has ended;
-   * `markUnknown` does not, and answers `DownstreamTimeout` (`replayed`), as the normal mode does.
-   */
+  /** The normal-mode operation's `onTimeout` (README.md, "One record format"). */
   readonly onTimeout?: IdempotencyPolicy.TimeoutPolicy | undefined
 }
 
 /**
- * An operation of the mode: the surface of `Idempotency.Operation`, on the `DynamoDbClient` of the
- * context instead of an `IdempotencyStore`.
+ * An operation of the mode, on the `DynamoDbClient` of the context.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Operation<P, A, E, R> {
   readonly name: string
-  /** Runs the operation: one transaction, or a replay of the recorded outcome. */
   readonly run: (
     request: Idempotency.Request<P>
   ) => Effect.Effect<A, E | IdempotencyError | WritesRejected, R | DynamoDbClient>
-  /** Like `run`, with the `Result`. */
   readonly runDetailed: (
     request: Idempotency.Request<P>
   ) => Effect.Effect<Idempotency.Result<A>, E | IdempotencyError | WritesRejected, R | DynamoDbClient>

@@ -1,11 +1,6 @@
 import type { AttributeValue } from "@aws-sdk/client-dynamodb"
 
-// A DynamoDB expression as data: literal text, attribute names, constant values and parameters
-// (values given per request). A store compiles its expressions once, when it is made: the text,
-// the attribute-name map and the constant values are then fixed, and a request only fills in its
-// parameters. Every compiled request carries exactly the placeholders its expressions use
-// (DynamoDB rejects unused ones), and no expression is written twice: the store composes its
-// conditions from a few fragments.
+// Compiled once per store; a request carries exactly the placeholders it uses (DynamoDB rejects unused ones).
 
 type Part =
   | { readonly _tag: "Text"; readonly text: string }
@@ -13,21 +8,12 @@ type Part =
   | { readonly _tag: "Value"; readonly value: AttributeValue }
   | { readonly _tag: "Param"; readonly param: string }
 
-/**
- * How an expression binds: `Or` and `And` are logical chains, `Operand` is anything that needs no
- * parentheses in any position (a comparison, a function call, a name, a value).
- */
 type Binding = "Or" | "And" | "Operand"
 
-/**
- * An expression whose parameters are `P`.
- *
- * @internal
- */
+/** @internal */
 export interface Expr<out P extends string = never> {
   readonly parts: ReadonlyArray<Part>
   readonly binding: Binding
-  /** Type-level only: the names of the parameters the expression uses. */
   readonly "~params"?: P
 }
 
@@ -38,11 +24,7 @@ const text = (value: string): Expr => ({ parts: [{ _tag: "Text", text: value }],
 /** @internal */
 export const name = (attribute: string): Expr => ({ parts: [{ _tag: "Name", name: attribute }], binding: "Operand" })
 
-/**
- * A constant value: the same in every request.
- *
- * @internal
- */
+/** @internal */
 export const value = (attributeValue: AttributeValue): Expr => ({
   parts: [{ _tag: "Value", value: attributeValue }],
   binding: "Operand"
@@ -54,18 +36,11 @@ export const str = (s: string): Expr => value({ S: s })
 /** @internal */
 export const num = (n: number): Expr => value({ N: String(n) })
 
-/**
- * A value given per request, under the placeholder `:${param}` (a word: letters and digits).
- *
- * @internal
- */
+/** @internal */
 export const param = <P extends string>(param: P): Expr<P> => ({
   parts: [{ _tag: "Param", param }],
   binding: "Operand"
 })
-
-// The builders below track parameters in their signatures; inside, parts are just parts: an
-// `Expr<never>` is an `Expr<P>` for every `P`.
 
 const group = (e: Expr<string>): Expr => ({
   parts: [{ _tag: "Text", text: "(" }, ...e.parts, { _tag: "Text", text: ")" }],
@@ -73,8 +48,7 @@ const group = (e: Expr<string>): Expr => ({
 })
 
 /**
- * Interpolates names, values and sub-expressions into literal text. A logical chain (`and`, `or`)
- * is interpolated in parentheses: the text around it may bind tighter (`NOT`, a comparison).
+ * A logical chain is interpolated in parentheses: the text around it may bind tighter.
  *
  * @internal
  */
@@ -97,28 +71,18 @@ const join = (separator: string, exprs: ReadonlyArray<Expr<string>>, binding: Bi
 })
 
 /**
- * `a AND b AND …`, with parentheses only around an `or` operand: AND binds tighter than OR, and
- * both are associative. Parentheses are not free: some emulators (dynalite) take time that grows
- * steeply with the number of groups to parse a condition.
+ * Parentheses only around an `or` operand: see README.md#how-each-method-maps-to-dynamodb.
  *
  * @internal
  */
 export const and = <const Args extends ReadonlyArray<Expr<string>>>(...exprs: Args): Expr<ParamsOf<Args[number]>> =>
   join(" AND ", exprs.map((e) => e.binding === "Or" ? group(e) : e), "And")
 
-/**
- * `a OR b OR …`: no operand needs parentheses.
- *
- * @internal
- */
+/** @internal */
 export const or = <const Args extends ReadonlyArray<Expr<string>>>(...exprs: Args): Expr<ParamsOf<Args[number]>> =>
   join(" OR ", exprs, "Or")
 
-/**
- * `SET a = x, b = y REMOVE c, d`
- *
- * @internal
- */
+/** @internal */
 export const update = <const Set extends ReadonlyArray<readonly [attribute: string, Expr<string>]>>(options: {
   readonly set: Set
   readonly remove?: ReadonlyArray<string> | undefined
@@ -129,18 +93,10 @@ export const update = <const Set extends ReadonlyArray<readonly [attribute: stri
   return remove.length === 0 ? set : expr`${set} REMOVE ${join(", ", remove.map(name), "Operand")}`
 }
 
-/**
- * A projection of attribute names.
- *
- * @internal
- */
+/** @internal */
 export const projection = (attributes: ReadonlyArray<string>): Expr => join(", ", attributes.map(name), "Operand")
 
-/**
- * The expression fields of a request, as DynamoDB takes them.
- *
- * @internal
- */
+/** @internal */
 export interface Fields {
   readonly ConditionExpression?: string
   readonly UpdateExpression?: string
@@ -150,21 +106,10 @@ export interface Fields {
   readonly ExpressionAttributeValues?: Record<string, AttributeValue>
 }
 
-/**
- * Compiled expressions: the fields of a request with parameters `P`, given their values.
- *
- * @internal
- */
+/** @internal */
 export type Compiled<P extends string> = (params: { readonly [K in P]: AttributeValue }) => Fields
 
-/**
- * Compiles expressions once: names become `#n0, #n1, …`, constant values `:v0, :v1, …`, and
- * parameters `:name`; an attribute used twice, an equal constant used twice, or a parameter used
- * twice shares one placeholder. The text, the name map and the constant values are built here;
- * the returned function only adds the parameters' values.
- *
- * @internal
- */
+/** @internal */
 export const compile = <
   C extends string = never,
   U extends string = never,

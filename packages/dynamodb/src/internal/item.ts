@@ -8,12 +8,7 @@ import * as Schema from "effect/Schema"
 /** @internal */
 export type Item = Record<string, AttributeValue>
 
-/**
- * The attributes of a record item. The partition key and the native TTL attribute are named by
- * the table's options; the others are fixed.
- *
- * @internal
- */
+/** @internal */
 export const Attribute = {
   status: "status",
   token: "token",
@@ -65,11 +60,8 @@ const fromFields = (fields: typeof ItemSchema.Type): IdempotencyRecord.Idempoten
 const decodeWithSchema = (item: unknown): Either.Either<IdempotencyRecord.IdempotencyRecord, ParseResult.ParseError> =>
   Either.map(decodeItem(item), fromFields)
 
-// The fast path: the few attributes read by hand. It accepts only items that `ItemSchema` accepts,
-// and reads them as it does; anything else (`undefined`) is left to the schema, which then
-// decides (and explains a malformed item with its `ParseError`).
+// The fast path accepts only what `ItemSchema` accepts; anything else is left to the schema.
 
-/** An own property of an object, as the schema reads it; `undefined` when absent. */
 const own = (u: unknown, key: string): unknown =>
   typeof u === "object" && u !== null && Object.hasOwn(u, key)
     ? (u as { readonly [key: string]: unknown })[key]
@@ -80,7 +72,6 @@ const stringOf = (attributeValue: unknown): string | undefined => {
   return typeof text === "string" ? text : undefined
 }
 
-/** `Schema.NumberFromString`, without its special value "NaN" (left to the schema). */
 const numberOf = (attributeValue: unknown): number | undefined => {
   const text = own(attributeValue, "N")
   if (typeof text !== "string" || text.trim() === "") return undefined
@@ -120,23 +111,13 @@ const decodeFast = (item: unknown): IdempotencyRecord.IdempotencyRecord | undefi
   }
 }
 
-/**
- * Reads a record from an item. An outcome of an unknown kind (written by a newer version) reads
- * as no outcome, which a replay reports as `StoredOutcomeInvalid`. A well-formed item is read by
- * hand; any other is left to the item's schema, which fails with a `ParseError`.
- *
- * @internal
- */
+/** @internal */
 export const decode = (item: Item): Either.Either<IdempotencyRecord.IdempotencyRecord, ParseResult.ParseError> => {
   const record = decodeFast(item)
   return record !== undefined ? Either.right(record) : decodeWithSchema(item)
 }
 
-/**
- * The number of bytes `s` takes in UTF-8, which is how DynamoDB sizes names and string values.
- *
- * @internal
- */
+/** @internal */
 export const utf8Length = (s: string): number => {
   let bytes = 0
   for (let i = 0; i < s.length; i++) {
@@ -154,20 +135,12 @@ export const utf8Length = (s: string): number => {
   return bytes
 }
 
-/** The most a number attribute takes (DynamoDB: up to 21 bytes). */
 const NUMBER_BYTES = 21
 
-/**
- * Room for the attributes a completion does not rewrite and whose size it does not know (the
- * fingerprint, the token written by reserve) and for DynamoDB's own accounting.
- */
+/** Attributes a completion does not rewrite, and DynamoDB's own accounting. */
 const SLACK_BYTES = 1024
 
-/**
- * An upper estimate of the size of a record item once it holds an outcome of `kind` and `body`.
- *
- * @internal
- */
+/** @internal */
 export const completedItemBytes = (options: {
   readonly names: Names
   readonly id: string

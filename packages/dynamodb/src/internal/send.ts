@@ -11,43 +11,25 @@ import * as Schedule from "effect/Schedule"
 import type { Item } from "./item.js"
 
 /**
- * A conditional write's condition evaluated to false: data for the caller, never an error that
- * leaves the store. `item` is the item as it was, when the service returned it (DynamoDB does
- * for `ReturnValuesOnConditionCheckFailure: ALL_OLD` when the item exists; some emulators never
- * do). A plain tagged value, not an `Error`: it is met on every replay and conflict, and capturing
- * a stack trace for it would cost more than everything else the store does with it.
+ * Data, not an `Error`: met on every replay and conflict, where a stack trace would cost the most.
  *
  * @internal
  */
 export class ConditionFailed extends Data.TaggedClass("ConditionFailed")<{
   readonly item: Item | undefined
-  /**
-   * An earlier attempt of the same call failed in a way that leaves open whether it was applied
-   * (its response was lost): the condition may have failed on this call's own earlier write.
-   */
+  /** An earlier attempt of this call may have been applied (its response was lost). */
   readonly afterUncertainAttempt: boolean
 }> {}
 
-/**
- * The abort signal handed to the SDK with each request.
- *
- * @internal
- */
+/** @internal */
 export type RequestSignal = NonNullable<NonNullable<Parameters<DynamoDBClient["send"]>[1]>["abortSignal"]>
 
 /** @internal */
 export interface Sender {
   readonly client: DynamoDBClient
-  /**
-   * Whether the client's HTTP handler accepts a plain signal (see `PlainSignal`): true for the
-   * SDK's Node handlers. Default false: a platform `AbortController` per request.
-   */
   readonly plainSignals?: boolean | undefined
-  /** Retries of throttled requests and of transient failures (network errors, timeouts, 5xx). */
   readonly retry: Schedule.Schedule<unknown, unknown>
-  /** The most one attempt of a request may take (infinite: no limit). */
   readonly requestTimeout: Duration.Duration
-  /** Where the deadlines of attempts are watched. */
   readonly deadlines: Deadlines.Deadlines
 }
 
@@ -60,10 +42,9 @@ const THROTTLING = new Set([
   "TooManyRequestsException"
 ])
 
-/** The network error codes of every store, and the HTTP/2 stream error of the SDK's HTTP handler. */
 const NETWORK_CODES: ReadonlySet<string> = new Set([...IdempotencyError.networkErrorCodes, "ERR_HTTP2_STREAM_ERROR"])
 
-/** Connection failures that happen before a request is sent: it cannot have been applied. */
+/** Failures before a request is sent: it cannot have been applied. */
 const NOT_SENT_CODES = new Set([
   "ECONNREFUSED",
   "ENOTFOUND",
@@ -93,12 +74,7 @@ const httpStatus = (u: unknown): number | undefined => {
   return typeof status === "number" ? status : undefined
 }
 
-/**
- * Whether a failure is throttling: the request was refused before it was applied, so it is
- * always safe to send again.
- *
- * @internal
- */
+/** @internal */
 export const isThrottling = (u: unknown): boolean => {
   const name = stringProperty(u, "name")
   if (name !== undefined && THROTTLING.has(name)) return true
@@ -106,12 +82,7 @@ export const isThrottling = (u: unknown): boolean => {
     u.$retryable.throttling === true
 }
 
-/**
- * Whether a failure means the service could not be reached or could not answer: a network
- * error, a timeout, a 5xx.
- *
- * @internal
- */
+/** @internal */
 export const isUnavailable = (u: unknown): boolean => {
   if (Cause.isTimeoutException(u)) return true
   const code = stringProperty(u, "code")
@@ -122,37 +93,20 @@ export const isUnavailable = (u: unknown): boolean => {
   return status !== undefined && status >= 500
 }
 
-/**
- * Whether DynamoDB refused a write because the item would exceed its size limit.
- *
- * @internal
- */
+/** @internal */
 export const isItemTooLarge = (u: unknown): boolean =>
   stringProperty(u, "name") === "ValidationException" &&
   /item size/i.test(stringProperty(u, "message") ?? "")
 
-/**
- * Whether a failed request may nevertheless have been applied: its response was lost (a reset
- * connection, a timeout, a 5xx), unlike a refused connection or throttling.
- *
- * @internal
- */
+/** @internal */
 export const mayHaveBeenApplied = (u: unknown): boolean =>
   isUnavailable(u) && !NOT_SENT_CODES.has(stringProperty(u, "code") ?? "")
 
-/**
- * Whether a failure is retried by the sender's schedule: throttling, or a transient failure.
- *
- * @internal
- */
+/** @internal */
 export const isRetryable = (u: unknown): boolean => isThrottling(u) || isUnavailable(u)
 
 /**
- * The signal of one request as a plain object, for the SDK's Node HTTP handlers: they accept any
- * object with `aborted` and `onabort` (the SDK's own `AbortSignal` interface) and destroy the
- * request's connection when `onabort` is called. It costs one allocation, where an
- * `AbortController` costs an `EventTarget`, a listener and its removal on every request. The
- * fetch handler needs a platform `AbortSignal`.
+ * One allocation per request, where an `AbortController` costs an `EventTarget` and a listener.
  *
  * @internal
  */
@@ -171,11 +125,7 @@ export class PlainSignal {
   }
 }
 
-/**
- * Whether a client's HTTP handler is one of the SDK's Node handlers, which accept a `PlainSignal`.
- *
- * @internal
- */
+/** @internal */
 export const acceptsPlainSignals = (client: DynamoDBClient): boolean => {
   const handler: unknown = (client as { readonly config?: { readonly requestHandler?: unknown } }).config
     ?.requestHandler
@@ -198,22 +148,7 @@ const classify = (method: string, error: unknown): IdempotencyError.StoreFailure
     : new IdempotencyError.StoreError({ method, cause: error })
 
 /**
- * Sends one request, and fails with a `TimeoutException` when it has not answered by `deadline`
- * (the end of the store call, epoch milliseconds of the fiber's `Clock`; `Infinity` for none).
- * Interruption aborts it (the SDK destroys its connection through the `AbortSignal`), and so does
- * the end of the attempt (`requestTimeout`) or of the call.
- *
- * Throttling and transient failures (network errors, timeouts, 5xx) are retried with the sender's
- * schedule while the deadline allows, so every request must be safe to send again: a later
- * attempt whose condition fails says so (`afterUncertainAttempt`) when an earlier one may have
- * been applied. A failed condition is data, not a failure: it succeeds with `ConditionFailed`, taken
- * from the SDK's exception at this boundary, so the hot paths that meet one (a replay, a conflict)
- * never fail inside the caller's fiber. Every failure is typed: `StoreUnavailable` for throttling
- * and transient failures past the retries or the deadline, `StoreError` for anything else.
- *
- * The common case, one attempt that succeeds or fails for good, costs no timer and no fiber: the
- * attempt's deadline is watched by `Deadlines`, and the schedule, and the bound of the retries,
- * are started only after a retryable failure.
+ * See README.md#time-limits and README.md#failures-and-retries.
  *
  * @internal
  */
@@ -236,10 +171,6 @@ const requestTimedOut = (timeout: Duration.Duration) =>
 
 const callTimedOut = () => new Cause.TimeoutException("the store call did not finish before its deadline")
 
-/**
- * One attempt, aborted when it outlives `requestTimeout` or the call's deadline: then it fails
- * with a `TimeoutException`. A failed condition succeeds with `ConditionFailed`.
- */
 const attemptUntil = <A>(
   sender: Sender,
   deadline: number,
@@ -278,13 +209,7 @@ const attemptUntil = <A>(
     })
   )
 
-/**
- * The attempts after a first one that failed with `first`, a retryable failure: as
- * `Effect.retry({ schedule: sender.retry, while: isRetryable })` would make them, and no later than
- * the deadline. Each failure is offered to the schedule, which decides whether (and after how
- * long) to send again; the last failure is classified, knowing whether any attempt may have been
- * applied. The call's deadline bounds the schedule's waits too.
- */
+// as `Effect.retry({ schedule, while: isRetryable })`, bounded by the deadline, started only after a failure
 const retry = <A>(
   sender: Sender,
   method: string,

@@ -12,54 +12,31 @@ export const S = (s: string): AttributeValue => ({ S: s })
 export const N = (n: number): AttributeValue => ({ N: String(n) })
 
 /**
- * The expressions of every request the store sends, compiled once per table: the one place where
- * the protocol's rules become DynamoDB expressions. Times are parameters (`:now`): DynamoDB has
- * no server clock in expressions, so the store reads its own `Clock`.
+ * Every request's expressions, compiled once per table (README.md#how-each-method-maps-to-dynamodb).
  *
  * @internal
  */
 export interface Statements {
-  /**
-   * Reserve, the second write when the first met a record the takeover rule gives to this request:
-   * takes it over (or creates it, if gone); the attempt number is computed by DynamoDB from the
-   * record it replaces, in the same write. One statement for reservations that may take over an
-   * ended lease, one for those that may not.
-   */
   readonly claim: {
     readonly takeover: Compiled<"now" | "token" | "fingerprint" | "leaseUntil" | "expiresAt" | "ttl">
     readonly noTakeover: Compiled<"now" | "token" | "fingerprint" | "leaseUntil" | "expiresAt" | "ttl">
   }
-  /**
-   * Reserve, the first write: put a fresh record if there is none or only an expired one (not
-   * deleted yet); a failed condition returns the record (`ALL_OLD`).
-   */
+  /** Reserve's first write: a fresh record where there is none or only an expired one. */
   readonly recreate: Compiled<"now">
   readonly complete: Compiled<"now" | "token" | "kind" | "body" | "expiresAt" | "ttl">
   readonly markFailed: Compiled<"now" | "token" | "expiresAt" | "ttl">
   readonly release: Compiled<"now" | "token">
-  /** Extend: moves the lease. */
   readonly extendLease: Compiled<"now" | "token" | "leaseUntil">
-  /** Extend, when the lease outlives the record: moves the expiry to the end of the lease. */
   readonly extendExpiry: Compiled<"now" | "token" | "leaseUntil" | "ttl">
   readonly purgeScan: Compiled<"now">
-  /** Deletes an item only if still expired: a record reserved again since the scan is kept. */
   readonly purgeDelete: Compiled<"now">
-  /**
-   * Admin `list`: the scan filter of live records in `state` (any, when `undefined`), of an
-   * operation (ids beginning with `:prefix`) and whose lease ended by `:leaseEndedBy`, when asked.
-   * The parameters a filter does not use are left out of its request.
-   */
   readonly adminList: (filter: {
     readonly state: IdempotencyAdmin.State | undefined
     readonly operation: boolean
     readonly olderThan: boolean
   }) => Compiled<"now" | "prefix" | "leaseEndedBy">
-  /** Admin `stats`: live records, without their outcome's body. */
   readonly adminStats: Compiled<"now">
-  /**
-   * Admin `unblock`: deletes a live record of attempt `:attempt` that is stuck (in progress past its
-   * lease), unknown (a `Timeout` outcome) or failed: `IdempotencyAdmin.unblockable`.
-   */
+  /** `IdempotencyAdmin.unblockable`, fenced on `:attempt`. */
   readonly adminUnblock: Compiled<"now" | "attempt">
 }
 
@@ -74,7 +51,7 @@ export const make = (names: Names): Statements => {
   const leaseEnded = expr`${name(A.leaseUntil)} <= ${param("now")}`
   const outcomeKind = (kind: IdempotencyRecord.OutcomeKind) => expr`${name(A.outcomeKind)} = ${str(kind)}`
 
-  /** The record is live, IN_PROGRESS and holds `:token`: the fencing condition of every write after reserve. */
+  /** The fencing condition of every write after reserve. */
   const owned = and(status("IN_PROGRESS"), expr`${name(A.token)} = ${param("token")}`, live)
 
   /** `IdempotencyRecord.canTakeOver` on a live record, or no record at all. */

@@ -37,15 +37,11 @@ export interface Config {
   readonly tableName: string
   readonly names: Names
   readonly sender: Sender
-  /** The most one store call may take, its retries included (infinite: no limit). */
   readonly callTimeout: Duration.Duration
-  /** Outcomes whose item would exceed this many bytes are recorded as omitted. */
   readonly maxItemBytes: number
-  /** How many scan pages one `purgeExpired` call reads at most. */
   readonly purgeMaxPages: number
 }
 
-/** How many conditional writes one reservation makes at most before it settles for what it saw. */
 const MAX_RESERVE_WRITES = 5
 const DEFAULT_PURGE_LIMIT = 1000
 const PURGE_CONCURRENCY = 8
@@ -57,7 +53,6 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
   const TableName = tableName
   const Key = (id: string): Item => ({ [names.key]: { S: id } })
   const callTimeout = Duration.toMillis(config.callTimeout)
-  /** The deadline of a call that starts at `now`: `Infinity` without `callTimeout`. */
   const deadlineFrom = (now: number): number => now + callTimeout
   const call = <A>(
     method: string,
@@ -65,7 +60,6 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
     request: Parameters<typeof send<A>>[3]
   ): Effect.Effect<A | ConditionFailed, StoreFailure> => send(sender, method, deadline, request)
 
-  /** A request that has no condition: a `ConditionFailed` cannot happen, and is a store error if it does. */
   const unconditional = <A>(
     method: string,
     effect: Effect.Effect<A | ConditionFailed, StoreFailure>
@@ -81,15 +75,12 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
   const decodeItem = (method: string, item: Item) =>
     Either.mapLeft(decode(item), (cause) => new IdempotencyError.StoreError({ method, cause }))
 
-  /** The effect `f` makes of the time on the fiber's clock when the call runs. */
   const atNow = <A, E>(f: (now: number) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
     Effect.clockWith((clock) => f(clock.unsafeCurrentTimeMillis()))
 
   const leaseLost = (method: Method, id: string) => new IdempotencyError.LeaseLost({ method, recordId: id })
 
-  // One span per method call when a tracer is installed (none otherwise). Built once: its options
-  // are the same for every call, and no stack trace is captured (it would point into this file, at
-  // a cost on every call).
+  // no stack trace: it would point into this file, at a cost on every call
   const spanOptions = {
     attributes: { "db.system": "dynamodb", "aws.dynamodb.table_names": [tableName] },
     captureStackTrace: false
@@ -109,10 +100,6 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
     adminStats: span("admin.stats")
   }
 
-  // ---------------------------------------------------------------------------------------------
-  // reads
-  // ---------------------------------------------------------------------------------------------
-
   const read = (
     method: string,
     deadline: number,
@@ -130,10 +117,6 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
       )
     )
 
-  /**
-   * The record a failed condition saw: the item the service returned with the failure, or, where
-   * it returns none (emulators), one consistent read.
-   */
   const observed = (
     method: string,
     deadline: number,
@@ -144,10 +127,6 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
       ? read(method, deadline, id)
       : Effect.map(decodeItem(method, failure.item), Option.some)
 
-  /**
-   * One page of a scan, from `startKey`. A scan reads page after page: each of its requests has the
-   * call's time limit.
-   */
   const scanPage = (
     method: string,
     fields: Fields,
@@ -169,10 +148,6 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
           ))
       ))
 
-  // ---------------------------------------------------------------------------------------------
-  // reserve
-  // ---------------------------------------------------------------------------------------------
-
   const reserve: Store["reserve"] = (request) =>
     atNow((now) => {
       const deadline = deadlineFrom(now)
@@ -183,8 +158,6 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
       const reserved = (attempt: number) =>
         IdempotencyRecord.ReserveResult.Reserved({ token: request.token, attempt, leaseUntil, expiresAt })
 
-      // Creates the record, or takes over a live one by the takeover rule; the attempt number is
-      // computed by DynamoDB from the record it replaces, in the same write.
       const claim = call("reserve", deadline, (client, abortSignal) =>
         client.send(
           new UpdateItemCommand({
@@ -217,8 +190,6 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
           })
         )
 
-      // Puts a fresh record, attempt 1, where there is none or only an expired one (DynamoDB deletes
-      // expired items late).
       const put = call("reserve", deadline, (client, abortSignal) =>
         client.send(
           new PutItemCommand({
@@ -248,14 +219,11 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
           if (result.item === undefined) {
             return Effect.flatMap(read("reserve", deadline, id), (record) => decide(record, writes))
           }
-          // the item came back with the failed condition (a replay, a conflict): decided at once
           const record = decodeItem("reserve", result.item)
           return Either.isLeft(record) ? Effect.fail(record.left) : decide(Option.some(record.right), writes)
         })
 
-      // What the failed condition saw decides the next step. With DynamoDB's ALL_OLD the first
-      // write settles every case but an expired record; the loop turns again only when the record
-      // changed between a write and the read that follows it on an emulator, and it is bounded.
+      // bounded: the loop turns again only when the record changed between a write and a read
       const decide = (
         current: Option.Option<IdempotencyRecord.IdempotencyRecord>,
         writes: number
@@ -291,25 +259,11 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
           )
       }
 
-      // A conditional PutItem first: a new key (the common path) is one plain write, a replay or a
-      // conflict one failed write that returns the record. Only a takeover (a FAILED record, an
-      // ended lease) sends the claim as a second request. Measured against the claim first (one
-      // UpdateItem for every case), on DynamoDB Local through the combinator: 1.03–1.45× the
-      // throughput on the four paths (see bench/README.md).
+      // PutItem first, measured: README.md#how-each-method-maps-to-dynamodb
       return attemptWrite(put, 1)
     }).pipe(spans.reserve)
 
-  // ---------------------------------------------------------------------------------------------
-  // token-checked writes
-  // ---------------------------------------------------------------------------------------------
-
-  /**
-   * A write fenced by the token: a failed condition is `LeaseLost`, unless the record shows that
-   * the write's purpose is already met (`applied`). That is checked when `always` is set, and
-   * otherwise only when an earlier attempt of the same call may have been applied (its response
-   * was lost and the request was retried): then the record, as the failed condition saw it or
-   * as one consistent read finds it, tells whether that attempt went through.
-   */
+  // a failed condition is `LeaseLost` unless the record shows the write applied (README.md#failures-and-retries)
   const fenced = <A>(
     method: Method,
     deadline: number,
@@ -330,13 +284,11 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
         )
     })
 
-  /** The record is in `status` and was put there by `token`. */
   const heldBy =
     (status: IdempotencyRecord.Status, token: string) =>
     (record: Option.Option<IdempotencyRecord.IdempotencyRecord>): boolean =>
       Option.exists(record, (record) => record.status === status && record.token === token)
 
-  /** An `UpdateItem` of the record; `returnOld` asks for the item as it was, on success or on a failed condition. */
   const updateRecord = (
     method: Method,
     deadline: number,
@@ -387,8 +339,7 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
           write(IdempotencyRecord.StoredOutcome.Omitted({ reason }))
         )
       const tooLarge = `its item of about ${bytes} bytes exceeds DynamoDB's item size limit`
-      // The attempt finished: an outcome too large to keep must still complete the record, or a
-      // retry would execute the downstream again.
+      // still COMPLETED, or a retry would execute again (README.md#the-400-kb-item-limit)
       const recorded = bytes > maxItemBytes
         ? omitted(`${tooLarge} (${maxItemBytes} bytes)`)
         : Effect.catchIf(
@@ -444,7 +395,6 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
             }),
             { abortSignal }
           )),
-        // a retried delete whose first attempt went through finds no record
         { applied: Option.isNone }
       )
     }).pipe(spans.release)
@@ -470,8 +420,7 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
       const previous = Option.flatMapNullable(written, (output) => output.Attributes)
       const old = Option.isNone(previous) ? undefined : yield* decodeItem("extend", previous.value)
       if (old === undefined || old.expiresAt >= leaseUntil) return
-      // The lease outlives the record: move the expiry to the end of the lease too. The same
-      // clock reading as the first write, so the record is as live as it was then.
+      // the same clock reading as the first write, so the record is as live as it was then
       yield* fenced(
         "extend",
         deadline,
@@ -498,10 +447,6 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
       )
     }).pipe(spans.extend)
 
-  // ---------------------------------------------------------------------------------------------
-  // get and purge
-  // ---------------------------------------------------------------------------------------------
-
   const get: Store["get"] = (id) =>
     Effect.flatMap(
       Clock.currentTimeMillis,
@@ -516,10 +461,8 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
     Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       const limit = options?.limit ?? DEFAULT_PURGE_LIMIT
-      // a purge reads and deletes page after page: each of its requests has the call's time limit
       const request = <A>(send: Parameters<typeof call<A>>[2]) =>
         Effect.flatMap(Clock.currentTimeMillis, (start) => call("purgeExpired", deadlineFrom(start), send))
-      // deleted only if still expired: a record reserved again since the scan is kept
       const remove = (item: Item) => {
         const id = item[names.key]?.S
         if (id === undefined) return Effect.succeed(false)
@@ -547,11 +490,6 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
       return deleted
     }).pipe(spans.purgeExpired)
 
-  // ---------------------------------------------------------------------------------------------
-  // admin
-  // ---------------------------------------------------------------------------------------------
-
-  /** The id of a scan's `LastEvaluatedKey`: the cursor of the next page (the table has no sort key). */
   const cursorOf = (method: string, output: ScanCommandOutput): Effect.Effect<string | undefined, StoreFailure> => {
     if (output.LastEvaluatedKey === undefined) return Effect.succeed(undefined)
     const id = output.LastEvaluatedKey[names.key]?.S
@@ -604,7 +542,6 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
         }))
     ).pipe(spans.adminRead)
 
-  /** How many conditional deletes one unblock makes at most, when the record changes between a delete and a read. */
   const MAX_UNBLOCK_WRITES = 3
 
   const adminUnblock: AdminStore["unblock"] = ({ attempt, recordId }) =>
@@ -627,7 +564,6 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
           yield* observed("admin.unblock", deadline, recordId, result),
           (record) => IdempotencyRecord.isLive(record, now)
         )
-        // a retried delete whose first attempt went through finds no record
         if (Option.isNone(current)) {
           return result.afterUncertainAttempt ? { _tag: "Unblocked" } as const : refused("absent")
         }
@@ -635,7 +571,6 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
         if (record.attempt !== attempt) return refused("changed", record.attempt)
         const state = IdempotencyAdmin.stateOf(record, now)
         if (isRefusal(state)) return refused(state, record.attempt)
-        // unblockable now: the record changed between the delete and the read (an emulator's read)
         if (writes === MAX_UNBLOCK_WRITES) {
           return yield* new IdempotencyError.StoreError({
             method: "admin.unblock",
@@ -674,6 +609,5 @@ type Refusal = Extract<IdempotencyAdmin.UnblockResult, { readonly _tag: "Refused
 const refused = (reason: Refusal["reason"], attempt?: number): IdempotencyAdmin.UnblockResult =>
   attempt === undefined ? { _tag: "Refused", reason } : { _tag: "Refused", reason, attempt }
 
-/** The states `unblock` refuses are reasons of their own. */
 const isRefusal = (state: IdempotencyAdmin.State): state is "running" | "completed" | "omitted" =>
   !IdempotencyAdmin.unblockable.has(state)

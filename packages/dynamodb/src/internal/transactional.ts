@@ -1,19 +1,4 @@
-/**
- * The DynamoDB transactional mode's engine. DynamoDB has no interactive transactions: an attempt
- * reads the record, asks the plan for its writes (without performing them), and sends one
- * `TransactWriteItems` that puts the record COMPLETED, on the condition of what it read, together
- * with those writes: all or nothing.
- *
- * ```
- * GetItem (consistent)          -- COMPLETED: replay; IN_PROGRESS, live: conflict; else go on
- * plan(payload)                 -- computes the writes and the value; performs nothing
- * TransactWriteItems            -- the record (absent, expired, or the one read, taken over) and the writes
- * ```
- *
- * The record is never IN_PROGRESS: a crash before the transaction leaves nothing, and the
- * transaction is applied whole or not at all. A concurrent attempt that committed first cancels
- * this one's transaction: the record is read again, and replayed.
- */
+// The transactional mode's engine: README.md#transactional-mode-your-items-and-the-record-in-one-transactwriteitems
 import type { TransactWriteItem } from "@aws-sdk/client-dynamodb"
 import { GetItemCommand, TransactWriteItemsCommand } from "@aws-sdk/client-dynamodb"
 import * as Attempt from "@effect-idempotency/core/Attempt"
@@ -48,37 +33,23 @@ import { Attribute as A, completedItemBytes, decode, toTtlSeconds } from "./item
 import type { Sender } from "./send.js"
 import { acceptsPlainSignals, ConditionFailed, send } from "./send.js"
 
-/**
- * The writes of one execution, and its value.
- *
- * @internal
- */
+/** @internal */
 export interface Plan<A> {
   readonly writes: ReadonlyArray<TransactWriteItem>
   readonly value: A
 }
 
-/**
- * Why the plan's writes were not applied (nothing was): the condition of one of them failed, there
- * were more than a transaction takes, or one is on the record's own item.
- *
- * @internal
- */
+/** @internal */
 export type Rejection =
   | { readonly _tag: "ConditionFailed"; readonly index: number }
   | { readonly _tag: "TooManyWrites"; readonly count: number }
   | { readonly _tag: "RecordKey"; readonly index: number }
 
-/**
- * An operation of the mode, resolved.
- *
- * @internal
- */
+/** @internal */
 export interface Definition<P, A, E, R> {
   readonly name: string
   readonly tableName: string
   readonly names: Names
-  /** The payload's fingerprint (`Idempotency.fingerprintOf`). */
   readonly fingerprint: (payload: P) => Effect.Effect<string, InvalidPayload>
   readonly codec: OutcomeCodec<A, unknown>
   readonly failurePolicy: (error: E) => FailurePolicy
@@ -87,7 +58,6 @@ export interface Definition<P, A, E, R> {
   /** The time kept before the attempt's deadline (or after its timeout) for the transaction. */
   readonly margin: Duration.Duration
   readonly inProgress: InProgressPolicy | undefined
-  /** How a record another mode left in progress past its lease is treated (`markUnknown`: not taken over). */
   readonly onTimeout: TimeoutPolicy
   readonly key: IdempotencyKey.Options | undefined
   readonly retry: Schedule.Schedule<unknown, unknown>
@@ -98,13 +68,11 @@ export interface Definition<P, A, E, R> {
   readonly plan: (payload: P) => Effect.Effect<Plan<A>, E, R>
 }
 
-/** At most this many writes of the plan: DynamoDB takes 100 per transaction, one is the record. */
+/** @internal */
 export const MAX_WRITES = 99
 
-/** How many times an attempt reads again after a transaction cancelled by a concurrent one. */
 const MAX_ROUNDS = 3
 
-/** How a transaction ended: applied, or cancelled with a reason per item (the record first). */
 type Sent = { readonly _tag: "Applied" } | { readonly _tag: "Cancelled"; readonly codes: ReadonlyArray<string> }
 
 const cancellationCodes = (error: unknown): ReadonlyArray<string> | undefined => {
@@ -117,24 +85,18 @@ const cancellationCodes = (error: unknown): ReadonlyArray<string> | undefined =>
   )
 }
 
-/** A table's name, from its name or its ARN (`arn:aws:dynamodb:<region>:<account>:table/<name>`). */
 const tableNameOf = (nameOrArn: string | undefined): string | undefined => {
   const arn = nameOrArn === undefined ? null : /^arn:[^:]+:dynamodb:[^:]*:[^:]*:table\/(.+)$/.exec(nameOrArn)
   return arn === null ? nameOrArn : arn[1]
 }
 
-/** The table and the value of `keyAttribute` of the item a write is on. */
 const targetOf = (write: TransactWriteItem, keyAttribute: string) => {
   if (write.Put !== undefined) return { table: write.Put.TableName, key: write.Put.Item?.[keyAttribute] }
   const keyed = write.Update ?? write.Delete ?? write.ConditionCheck
   return keyed === undefined ? undefined : { table: keyed.TableName, key: keyed.Key?.[keyAttribute] }
 }
 
-/**
- * The index of the first write on the record's item (`id` in `table`), or -1. DynamoDB refuses a
- * transaction with two operations on one item with a `ValidationException`: such a plan is refused
- * before anything is sent.
- */
+// DynamoDB refuses two operations on one item with a `ValidationException`: refused before sending
 const recordWriteIndex = (
   writes: ReadonlyArray<TransactWriteItem>,
   table: string,
@@ -146,16 +108,11 @@ const recordWriteIndex = (
     return target !== undefined && tableNameOf(target.table) === tableNameOf(table) && target.key?.S === id
   })
 
-/** A round of an attempt that must start again: the record changed under it. */
 class Changed {
   readonly _tag = "Changed"
 }
 
-/**
- * Builds the runner of an operation.
- *
- * @internal
- */
+/** @internal */
 export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   const { name, names, tableName } = def
   const ttlMs = Duration.toMillis(def.ttl)
@@ -199,7 +156,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       }
       const recordKey: Item = { [names.key]: { S: id.value } }
 
-      /** One request, within the store call's limit and the attempt's end. */
       const call = <X>(method: string, request: Parameters<typeof send<X>>[3]) =>
         Effect.flatMap(
           Clock.currentTimeMillis,
@@ -221,7 +177,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         }
       )
 
-      /** The record's write: COMPLETED (or FAILED) with `outcome`, on the condition of what was read. */
       const recordWrite = (
         seen: Option.Option<IdempotencyRecord>,
         token: string,
@@ -283,7 +238,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         }
       }
 
-      /** The transaction; its `ClientRequestToken` makes a retried request apply once. */
       const transact = (token: string, items: ReadonlyArray<TransactWriteItem>): Effect.Effect<Sent, StoreFailure> =>
         call("transaction", (client, abortSignal) =>
           client.send(
@@ -307,7 +261,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       const conflict = (retryAfterMillis: number) =>
         new IdempotencyConflict({ operation: name, key, retryAfterMillis: Math.max(0, retryAfterMillis) })
 
-      /** What a cancelled transaction means: the record changed (read again), or the plan's writes were refused. */
       const cancelled = (codes: ReadonlyArray<string>): Effect.Effect<never, Changed | StoreFailure | unknown> => {
         if (codes[0] === "ConditionalCheckFailed" || codes[0] === "TransactionConflict") {
           return Effect.fail(new Changed())
@@ -319,7 +272,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         )
       }
 
-      /** Sends the record (and the writes) and ends the attempt with `then` once it is applied. */
       const commit = <X, Y>(
         token: string,
         items: ReadonlyArray<TransactWriteItem>,
@@ -327,14 +279,11 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       ): Effect.Effect<X, Y | Changed | StoreFailure | unknown> =>
         Effect.flatMap(transact(token, items), (sent) => sent._tag === "Applied" ? then : cancelled(sent.codes))
 
-      /** One round: read, then replay, refuse, or plan and commit. */
       const round: Effect.Effect<Result<A>, E | IdempotencyError | Changed | unknown, R> = Effect.gen(function*() {
         const seen = yield* read
         const now = yield* Clock.currentTimeMillis
         let attempt = 1
         if (Option.isSome(seen) && isLive(seen.value, now)) {
-          // what the record means, by the rules every engine shares: a record whose lease ended is
-          // taken over (the transaction is conditioned on what was read)
           const found = Attempt.found({
             operation: name,
             key,
@@ -366,7 +315,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         const left = until - (yield* Clock.currentTimeMillis)
         const exit = yield* Effect.timeoutOption(Effect.exit(planned), Duration.millis(Math.max(0, left)))
         if (Option.isNone(exit)) {
-          // nothing was written: the outcome is known
           return yield* Effect.fail(
             new DownstreamTimeout({
               operation: name,
