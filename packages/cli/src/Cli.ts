@@ -1,14 +1,6 @@
 /**
- * The `effect-idempotency` command line, on `@effect/cli`, over `IdempotencyAdmin`: what happened to
- * a key (`inspect`), which keys are stuck (`list`), making one run again safely (`unblock`, fenced on
- * the attempt the operator saw), `stats`, `purge`, and `migrate`, against a PostgreSQL, MariaDB,
- * SQLite, libSQL, Redis or DynamoDB store, or through an admin endpoint in front of a store only its
- * platform reaches (`StoreTarget`).
- *
- * Each command prints a table for people, or one JSON object on stdout with `--json`; a failure is
- * one line on stderr (and `{"error": {…}}` on stdout with `--json`) and an exit code of `ExitCode`.
- * Records are shown without their fencing token, and a value from the command line or the store is
- * printed escaped and bounded.
+ * The `effect-idempotency` command line, on `@effect/cli`, over `IdempotencyAdmin`: its commands,
+ * output and exit codes are in README.md.
  *
  * @example
  * ```ts
@@ -43,8 +35,6 @@ import * as render from "./internal/render.js"
 import * as StoreTarget from "./StoreTarget.js"
 
 /**
- * The CLI's version, shown by `--version`.
- *
  * @since 0.1.0
  * @category constants
  */
@@ -154,7 +144,7 @@ const limitOption = (description: string) =>
 const validKey = (input: string) =>
   Either.match(IdempotencyKey.validate(input), { onLeft: Effect.fail, onRight: Effect.succeed })
 
-/** The layers of the store the options name (after the arguments are checked: an invalid key never reaches a store). */
+/** After the arguments are checked: an invalid key never reaches a store. */
 const provideStore = <A, E, R>(
   options: StoreTarget.StoreOptions,
   effect: Effect.Effect<A, E, R>
@@ -407,8 +397,6 @@ const migrate = Command.make(
 )
 
 /**
- * The root command and its subcommands.
- *
  * @since 0.1.0
  * @category commands
  */
@@ -421,7 +409,6 @@ export const command = Command.make("effect-idempotency").pipe(
 
 const cliApp = Command.run(command, { name: "effect-idempotency", version })
 
-/** The bounded, printable message of a failure. */
 const describeError = (error: unknown): { readonly tag: string; readonly message: string } => {
   if (ValidationError.isValidationError(error)) {
     return { tag: "Usage", message: "invalid command line (see --help)" }
@@ -449,9 +436,7 @@ const fields = (error: unknown): Record<string, unknown> => {
 }
 
 /**
- * Runs the command line `argv` (as `process.argv`: the node binary and the script first) and returns
- * its exit code: `ExitCode.Ok`, or the code of its failure (see `ExitCode`). A failure is printed as
- * one line on stderr, and as `{"error": {…}}` on stdout when `--json` is given. Logs go to stderr.
+ * Runs the command line `argv` (as `process.argv`) and returns its exit code (README.md#exit-codes).
  *
  * @since 0.1.0
  * @category running

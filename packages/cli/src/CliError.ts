@@ -1,19 +1,12 @@
 /**
- * The failures of the CLI's own making: a store it cannot name, and a key with no record.
- *
- * Every other failure of a command is the library's (`InvalidIdempotencyKey`, `UnblockRefused`,
- * `StoreUnavailable`, `StoreError`, …); `ExitCode.ofError` maps them all to an exit code.
+ * The failures of the CLI's own making; `ExitCode.ofError` maps every failure to an exit code.
  *
  * @since 0.1.0
  */
 import * as Schema from "effect/Schema"
 
 /**
- * The store to act on is not named, or not in a form the CLI knows: `--store` is not a URL of a
- * supported scheme, a DynamoDB store has no region, the table name or key prefix is invalid, a
- * `sqlite:` store's driver (`@effect/sql-sqlite-node`) is not installed, or the environment names
- * more than one store. Nothing was sent to any store. The message never holds the URL itself (it may
- * carry a password).
+ * The store to act on is not named, or not in a form the CLI knows; its message never holds the URL.
  *
  * @since 0.1.0
  * @category errors

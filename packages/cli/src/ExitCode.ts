@@ -1,16 +1,6 @@
 /**
- * The exit codes of `effect-idempotency`, stable across releases so that scripts can branch on
- * them, and the failure each command's error maps to.
- *
- * | code | meaning |
- * | --- | --- |
- * | 0 | done |
- * | 1 | usage: an unknown command or option, a missing argument, an invalid key, duration, store URL or table name; nothing was sent to the store |
- * | 2 | refused: `unblock` did not delete the record (absent, taken over since, running, completed or omitted) |
- * | 3 | store unavailable: the store did not answer in time, or refused the connection |
- * | 4 | not found: `inspect` found no record for the key |
- * | 5 | store error: the store answered with a failure (a missing table, a permission), or keeps no admin primitives |
- * | 70 | internal error: a defect of the CLI |
+ * The exit codes of `effect-idempotency`, stable across releases (README.md#exit-codes), and the
+ * failure each command's error maps to.
  *
  * @example
  * ```ts
@@ -29,58 +19,42 @@ import * as ConfigError from "effect/ConfigError"
 import { InvalidStore, RecordNotFound } from "./CliError.js"
 
 /**
- * The command did what it was asked.
- *
  * @since 0.1.0
  * @category constants
  */
 export const Ok = 0
 
 /**
- * The command line is not valid, or names an invalid key, duration, store URL or table: nothing was
- * sent to the store.
- *
  * @since 0.1.0
  * @category constants
  */
 export const Usage = 1
 
 /**
- * `unblock` was refused: the record is absent, was taken over since the operator saw it, is still
- * running, or holds an outcome.
- *
  * @since 0.1.0
  * @category constants
  */
 export const Refused = 2
 
 /**
- * The store could not be reached in time.
- *
  * @since 0.1.0
  * @category constants
  */
 export const StoreUnavailable = 3
 
 /**
- * `inspect` found no record for the key.
- *
  * @since 0.1.0
  * @category constants
  */
 export const NotFound = 4
 
 /**
- * The store answered with a failure, or keeps no admin primitives.
- *
  * @since 0.1.0
  * @category constants
  */
 export const StoreError = 5
 
 /**
- * A defect of the CLI itself.
- *
  * @since 0.1.0
  * @category constants
  */

@@ -1,20 +1,6 @@
 /**
- * The store a command acts on: named by a URL (`--store`), or by the environment variables the
- * store layers are configured with in this repository's examples, and the layer that reaches it.
- *
- * | URL | store |
- * | --- | --- |
- * | `postgres://…`, `postgresql://…` | PostgreSQL (`@effect-idempotency/sql-pg`), table `--table` (`IDEMPOTENCY_TABLE`, default `idempotency_records`) in `--schema` |
- * | `mysql://…`, `mariadb://…` | MariaDB 10.5+ (`@effect-idempotency/sql` on `@effect/sql-mysql2`), table `--table` (`IDEMPOTENCY_TABLE`, default `idempotency_records`) |
- * | `sqlite:<path>`, `sqlite:///<absolute path>` | SQLite (`@effect-idempotency/sql` on `@effect/sql-sqlite-node`, installed beside the CLI), table as above |
- * | `file:<path>`, `libsql://…` | libSQL (`@effect-idempotency/sql` on `@effect/sql-libsql`), a local file or a server; the auth token from `LIBSQL_AUTH_TOKEN`; table as above |
- * | `redis://…`, `rediss://…` | Redis / Valkey (`@effect-idempotency/redis`), keys under `--prefix` (`IDEMPOTENCY_PREFIX`, default `idempotency:`) |
- * | `dynamodb://<table>?region=…&endpoint=…` | DynamoDB (`@effect-idempotency/dynamodb`); the table defaults to `IDEMPOTENCY_TABLE`, then `idempotency`; the region to `AWS_REGION`, the endpoint to `DYNAMODB_ENDPOINT` |
- * | `--endpoint https://…` | an admin endpoint (`IdempotencyAdminApi` of `@effect-idempotency/platform`) in front of a store only its platform reaches (D1, Durable Objects, a private network); the token from `--token`, else `IDEMPOTENCY_ADMIN_TOKEN` |
- *
- * Without `--store`: `IDEMPOTENCY_ADMIN_ENDPOINT` names an admin endpoint; else `DATABASE_URL` names
- * a SQL store (by its scheme), `REDIS_URL` a Redis store (not both), and with neither, `AWS_REGION` or `DYNAMODB_ENDPOINT` a DynamoDB store. DynamoDB credentials come
- * from the AWS SDK's default chain (`AWS_ACCESS_KEY_ID`, `AWS_PROFILE`, a role).
+ * The store a command acts on, named by a URL or the environment (README.md#the-store), and the
+ * layer that reaches it.
  *
  * @example
  * ```ts
@@ -48,32 +34,24 @@ import * as Redacted from "effect/Redacted"
 import { InvalidStore } from "./CliError.js"
 
 /**
- * A store, resolved: which kind, where, and the names its layer uses.
+ * A store, resolved; a name left `undefined` is the store's default.
  *
  * @since 0.1.0
  * @category models
  */
 export type StoreTarget = Data.TaggedEnum<{
-  /** `table` and `schema` `undefined`: the store's defaults (`idempotency_records`, the `search_path`). */
   Postgres: { readonly url: Redacted.Redacted; readonly table: string | undefined; readonly schema: string | undefined }
-  /** `url` is `mysql://` (a `mariadb://` URL's scheme is replaced); `table` `undefined`: the store's default, `idempotency_records`. */
+  /** A `mariadb://` URL's scheme is replaced with `mysql://`. */
   Mysql: { readonly url: Redacted.Redacted; readonly table: string | undefined }
-  /** A database file, opened with better-sqlite3; `table` as `Mysql`'s. */
   Sqlite: { readonly filename: string; readonly table: string | undefined }
-  /** A `file:` or `libsql://` URL as given; `authToken` from `LIBSQL_AUTH_TOKEN`; `table` as `Mysql`'s. */
   Libsql: {
     readonly url: Redacted.Redacted
     readonly authToken: Redacted.Redacted | undefined
     readonly table: string | undefined
   }
-  /**
-   * An admin endpoint (`IdempotencyAdminApi` of `@effect-idempotency/platform`) in front of a store
-   * only its platform reaches: the admin service, not the store.
-   */
+  /** An admin endpoint in front of a store: the admin service, not the store. */
   Endpoint: { readonly url: string; readonly token: Redacted.Redacted }
-  /** `prefix` `undefined`: the store's default, `idempotency:`. */
   Redis: { readonly url: Redacted.Redacted; readonly prefix: string | undefined }
-  /** `tableName` `undefined`: the store's default, `idempotency`. */
   DynamoDb: {
     readonly tableName: string | undefined
     readonly region: string
@@ -84,15 +62,13 @@ export type StoreTarget = Data.TaggedEnum<{
 }>
 
 /**
- * The constructors and matchers of `StoreTarget`.
- *
  * @since 0.1.0
  * @category constructors
  */
 export const StoreTarget = Data.taggedEnum<StoreTarget>()
 
 /**
- * What the command line says about the store; every field is optional.
+ * What the command line says about the store.
  *
  * @since 0.1.0
  * @category models
@@ -104,9 +80,7 @@ export interface StoreOptions {
   readonly prefix: Option.Option<string>
   readonly keyAttribute: Option.Option<string>
   readonly ttlAttribute: Option.Option<string>
-  /** An admin endpoint instead of a store (`--endpoint`); default `IDEMPOTENCY_ADMIN_ENDPOINT`. */
   readonly endpoint?: Option.Option<string> | undefined
-  /** The endpoint's token (`--token`); default `IDEMPOTENCY_ADMIN_TOKEN`. */
   readonly token?: Option.Option<Redacted.Redacted> | undefined
 }
 
@@ -120,7 +94,6 @@ const optionalRedacted = (name: string) =>
 const first = <A>(...options: ReadonlyArray<Option.Option<A>>): Option.Option<A> =>
   options.find(Option.isSome) ?? Option.none()
 
-/** The table of a SQL store: `--table`, else `IDEMPOTENCY_TABLE`, else (`undefined`) the store's default. */
 const table = (options: StoreOptions) =>
   Effect.map(optionalString("IDEMPOTENCY_TABLE"), (fromEnv) => Option.getOrUndefined(first(options.table, fromEnv)))
 
@@ -150,7 +123,6 @@ const fromUrl = (
           table: yield* table(options)
         })
       case "sqlite:": {
-        // the path as written after the scheme: `sqlite:./records.db`, or `sqlite:///srv/records.db`
         const rest = raw.slice(parsed.protocol.length)
         const filename = rest.startsWith("//") ? (rest.startsWith("///") ? rest.slice(2) : "") : rest
         if (filename === "") {
@@ -246,8 +218,7 @@ const endpointTarget = (
   })
 
 /**
- * The store the options name: `--store` when given, else the environment (see the module's
- * documentation), read through `Config`.
+ * The store the options name: `--store`, else the environment, read through `Config`.
  *
  * @since 0.1.0
  * @category constructors
@@ -286,23 +257,15 @@ export const resolve = (options: StoreOptions): Effect.Effect<StoreTarget, Inval
  */
 export interface MigrateResult {
   readonly store: StoreTarget["_tag"]
-  /** Whether the store has a schema the CLI created or checked (`false` for Redis, which has none). */
+  /** `false` for a store without schema (Redis). */
   readonly applied: boolean
-  /**
-   * Whether something was created now (`false` when it existed already, or for a store without schema;
-   * `undefined` where the statements are `IF NOT EXISTS` and do not tell: PostgreSQL, MariaDB, SQLite, libSQL).
-   */
+  /** `undefined` where `IF NOT EXISTS` statements do not tell (the SQL stores). */
   readonly created: boolean | undefined
   readonly detail: string
 }
 
 /**
- * Creates what the store needs before its first use: the table and its function in PostgreSQL, the
- * table and its index on `expires_at` in MariaDB, SQLite or libSQL, the table (with native TTL) in
- * DynamoDB; nothing in Redis, which keeps records as plain keys.
- *
- * `adminIndex`, PostgreSQL's only, builds the index a listing by state reads on a table that has
- * records (`PgIdempotencyMigration.createAdminIndex`: CONCURRENTLY, writes go on).
+ * Creates what the store needs before its first use (README.md#commands, `migrate`).
  *
  * @since 0.1.0
  * @category tags
@@ -310,22 +273,14 @@ export interface MigrateResult {
 export class StoreSchema extends Context.Tag("@effect-idempotency/cli/StoreSchema")<
   StoreSchema,
   {
-    /** `InvalidStore` for a target that cannot be migrated from here (an admin endpoint). */
     readonly migrate: Effect.Effect<MigrateResult, IdempotencyError.StoreFailure | InvalidStore>
     readonly adminIndex?: Effect.Effect<MigrateResult, IdempotencyError.StoreFailure> | undefined
   }
 >() {}
 
 /**
- * The admin service, the store and its schema for a target, on clients of their own that live as
- * long as the layer. A PostgreSQL or MariaDB server that cannot be reached, or a SQLite file that
- * cannot be opened, fails the layer with `StoreUnavailable` (within 5 seconds); Redis, DynamoDB and
- * a libSQL server connect on the first call, whose time the store bounds. An invalid table name or
- * key prefix fails it with `InvalidStore`, before anything is opened.
- *
- * Only the target's store package and driver are loaded (`import()`): the others' are never read.
- * `sqlite:` needs `@effect/sql-sqlite-node` installed beside the CLI (an optional peer dependency,
- * for its native better-sqlite3): without it the layer fails with `InvalidStore`, which says so.
+ * The admin service, the store and its schema for a target, loading only its store's package and
+ * driver (README.md#the-store).
  *
  * @since 0.1.0
  * @category layers
@@ -371,10 +326,7 @@ export const layer = (
   )
 
 /**
- * The admin service and the schema of a target: `layer`'s, and for an admin endpoint the admin
- * service through it (`IdempotencyAdminApi.layerClient` of `@effect-idempotency/platform`, over
- * fetch), whose `migrate` fails with `InvalidStore` (a store behind an endpoint is migrated where it
- * runs). This is what the commands use.
+ * `layer`'s, or for an admin endpoint the admin service through it: what the commands use.
  *
  * @since 0.1.0
  * @category layers

@@ -1,7 +1,6 @@
 #!/usr/bin/env node
 /**
- * The `effect-idempotency` executable: runs `Cli.run` on the process's arguments and exits with its
- * code (see `ExitCode`).
+ * The `effect-idempotency` executable: runs `Cli.run` and exits with its code.
  *
  * @since 0.1.0
  */
@@ -16,7 +15,6 @@ Cli.run(process.argv).pipe(
   Effect.provide(NodeContext.layer),
   NodeRuntime.runMain({
     disableErrorReporting: true,
-    // logs go to stderr (Cli.run), never among the output on stdout
     disablePrettyLogger: true,
     teardown: (exit, onExit) => {
       const code = Exit.isSuccess(exit) && typeof exit.value === "number" ? exit.value : ExitCode.Internal

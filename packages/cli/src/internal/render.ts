@@ -1,6 +1,5 @@
 /**
- * Text for people: aligned tables, times relative to the store's clock, every value made printable
- * and bounded.
+ * Text for people: aligned tables, times relative to the store's clock, values printable and bounded.
  *
  * @internal
  */

@@ -1,6 +1,5 @@
 /**
- * The store of `@effect-idempotency/sql` on the client of a target (MariaDB, SQLite, libSQL): each
- * driver's module gives its client, and this one the store, the admin service and the migration.
+ * The store of `@effect-idempotency/sql` on the client of a target (MariaDB, SQLite, libSQL).
  *
  * @internal
  */

@@ -1,7 +1,5 @@
 /**
- * The SQLite store of a target (`sqlite:<path>`), on `@effect/sql-sqlite-node` (better-sqlite3): an
- * optional peer dependency of the CLI, whose absence `StoreTarget.layer` reports when this module
- * fails to load.
+ * The SQLite store of a target (`sqlite:<path>`), on `@effect/sql-sqlite-node`, an optional peer.
  *
  * @internal
  */
