@@ -43,7 +43,7 @@
  */
 import type { ClockSource } from "@effect-idempotency/core/IdempotencyStore"
 import { IdempotencyStore, withPurge } from "@effect-idempotency/core/IdempotencyStore"
-import * as SqlStoreEngine from "@effect-idempotency/sql/SqlStoreEngine"
+import * as SqlStoreKit from "@effect-idempotency/sql/SqlStoreKit"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Config from "effect/Config"
@@ -99,7 +99,7 @@ export interface Options extends PgIdempotencyTable.TableOptions {
  * @since 0.1.0
  * @category constants
  */
-export const DEFAULT_PURGE_LIMIT: number = SqlStoreEngine.DEFAULT_PURGE_LIMIT
+export const DEFAULT_PURGE_LIMIT: number = SqlStoreKit.DEFAULT_PURGE_LIMIT
 
 /**
  * The most a store call may take unless told otherwise (`callTimeout`): 5 seconds.
@@ -107,7 +107,7 @@ export const DEFAULT_PURGE_LIMIT: number = SqlStoreEngine.DEFAULT_PURGE_LIMIT
  * @since 0.1.0
  * @category constants
  */
-export const DEFAULT_CALL_TIMEOUT: Duration.Duration = SqlStoreEngine.DEFAULT_CALL_TIMEOUT
+export const DEFAULT_CALL_TIMEOUT: Duration.Duration = SqlStoreKit.DEFAULT_CALL_TIMEOUT
 
 /**
  * Builds a store. The `SqlClient` is resolved here, once: the store's methods have no

@@ -73,7 +73,7 @@
  * @since 0.1.0
  */
 import type * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
-import * as SqlStoreEngine from "@effect-idempotency/sql/SqlStoreEngine"
+import * as SqlStoreKit from "@effect-idempotency/sql/SqlStoreKit"
 import * as Effect from "effect/Effect"
 import * as Statements from "./internal/statements.js"
 import * as PgIdempotencyTable from "./PgIdempotencyTable.js"
@@ -82,13 +82,13 @@ import * as PgIdempotencyTable from "./PgIdempotencyTable.js"
  * The definition of a transactional operation: `Idempotency.Options` without the lease settings
  * and the timeout and defect policies (a transaction that does not commit leaves nothing, so there
  * is no lease to keep and no unknown outcome to record), plus `onTimeout` (see
- * `SqlStoreEngine.TransactionalOptions`) and the table.
+ * `SqlStoreKit.TransactionalOptions`) and the table.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Options<P, IP, A, IA, E, R, EF, IEF>
-  extends SqlStoreEngine.TransactionalOptions<P, IP, A, IA, E, R, EF, IEF>
+  extends SqlStoreKit.TransactionalOptions<P, IP, A, IA, E, R, EF, IEF>
 {
   /** The records table (the store's). Default `PgIdempotencyTable.defaultTable`. */
   readonly table?: PgIdempotencyTable.IdempotencyTable | undefined
@@ -101,7 +101,7 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF>
  * @since 0.1.0
  * @category models
  */
-export interface Operation<P, A, E, R> extends SqlStoreEngine.TransactionalOperation<P, A, E, R> {}
+export interface Operation<P, A, E, R> extends SqlStoreKit.TransactionalOperation<P, A, E, R> {}
 
 /**
  * Defines a transactional operation. The `execute` effect runs inside the attempt's transaction:
@@ -119,5 +119,5 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
   const statements = Effect.succeed(
     Statements.transactional(options.table ?? PgIdempotencyTable.defaultTable)
   )
-  return SqlStoreEngine.makeTransactional(options, () => statements)
+  return SqlStoreKit.makeTransactional(options, () => statements)
 }

@@ -104,12 +104,12 @@ export const make = (
   db: D1Database,
   options?: Options
 ): Effect.Effect<SqlClient.SqlClient, never, Reactivity.Reactivity> => {
-  const all = (sql: string, params: ReadonlyArray<unknown>) =>
+  const resultOf = (sql: string, params: ReadonlyArray<unknown>) =>
     Effect.tryPromise({ try: () => db.prepare(sql).bind(...params).all(), catch: failure })
   return Cloudflare.make({
-    rows: (sql, params) => Effect.map(all(sql, params), (result) => result.results),
+    rows: (sql, params) => Effect.map(resultOf(sql, params), (result) => result.results),
     raw: (sql, params) =>
-      Effect.map(all(sql, params), (result) => ({ rows: result.results, changes: result.meta.changes })),
+      Effect.map(resultOf(sql, params), (result) => ({ rows: result.results, changes: result.meta.changes })),
     values: (sql, params) => Effect.tryPromise({ try: () => db.prepare(sql).bind(...params).raw(), catch: failure })
   }, {
     noTransactions:

@@ -1,5 +1,5 @@
 /**
- * The table of `SqlIdempotencyStore`, in MySQL/MariaDB or SQLite (libSQL, Cloudflare D1 and a
+ * The table of `SqlIdempotencyStore`, in MariaDB or SQLite (libSQL, Cloudflare D1 and a
  * Durable Object's storage are SQLite): the records table and its index on `expires_at`. Each
  * statement is a no-op when its object exists, so the migration may run on every start, from many
  * instances at once.
@@ -8,7 +8,7 @@
  * (`migrate: true`), or call `migrate` on a `SqlClient`. A store on a table that does not exist
  * fails with `NotMigrated`, which says so.
  *
- * | column | MySQL/MariaDB | SQLite | |
+ * | column | MariaDB | SQLite | |
  * | --- | --- | --- | --- |
  * | `id` | `VARCHAR(3000)` ascii, binary collation | `TEXT` | the primary key: operation, scope and key |
  * | `operation`, `scope`, `key` | `TEXT` | `TEXT` | the parts of the id |
@@ -19,7 +19,7 @@
  * | `outcome_kind`, `outcome` | `VARCHAR(16)`, `LONGTEXT` | `TEXT` | the recorded outcome |
  * | `created_at`, `updated_at` | `BIGINT` | `INTEGER` | epoch milliseconds |
  *
- * On MySQL/MariaDB an id (the encoded operation, the scope and the key) has at most 3,000
+ * On MariaDB an id (the encoded operation, the scope and the key) has at most 3,000
  * characters: the longest primary key InnoDB indexes.
  *
  * @since 0.1.0
@@ -29,17 +29,20 @@ import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
-import * as Dialects from "./internal/dialects.js"
 import * as errors from "./internal/errors.js"
+import * as Statements from "./internal/statements.js"
 import * as SqlIdempotencyTable from "./SqlIdempotencyTable.js"
 
 /**
- * The databases the store speaks: MySQL/MariaDB (`"mysql"`), SQLite and libSQL (`"sqlite"`).
+ * The databases the store speaks: MariaDB (`"mariadb"`), SQLite and libSQL (`"sqlite"`).
  *
  * @since 0.1.0
  * @category models
  */
-export type Dialect = Dialects.Dialect
+export type Dialect = Statements.Dialect
+
+/** The dialect's former name, `"mysql"`, as `"mariadb"`. */
+const canonical = (dialect: Dialect | "mysql"): Dialect => dialect === "mysql" ? "mariadb" : dialect
 
 /**
  * The `SqlClient` is of a database the store does not speak (PostgreSQL has its own store,
@@ -56,8 +59,8 @@ export class UnsupportedDialect extends Schema.TaggedError<UnsupportedDialect>(
    */
   override get message(): string {
     return this.dialect === "pg"
-      ? "SqlIdempotencyStore speaks MySQL/MariaDB and SQLite; for PostgreSQL use @effect-idempotency/sql-pg"
-      : `SqlIdempotencyStore speaks MySQL/MariaDB and SQLite, not ${this.dialect}`
+      ? "SqlIdempotencyStore speaks MariaDB and SQLite; for PostgreSQL use @effect-idempotency/sql-pg"
+      : `SqlIdempotencyStore speaks MariaDB and SQLite, not ${this.dialect}`
   }
 }
 
@@ -98,7 +101,8 @@ export const dialect: Effect.Effect<Dialect, UnsupportedDialect, SqlClient.SqlCl
   SqlClient.SqlClient,
   (sql) =>
     sql.onDialectOrElse({
-      mysql: () => Effect.succeed<Dialect>("mysql"),
+      // @effect/sql's name for the MySQL protocol, which MariaDB speaks
+      mysql: () => Effect.succeed<Dialect>("mariadb"),
       sqlite: () => Effect.succeed<Dialect>("sqlite"),
       pg: () => Effect.fail(new UnsupportedDialect({ dialect: "pg" })),
       mssql: () => Effect.fail(new UnsupportedDialect({ dialect: "mssql" })),
@@ -123,11 +127,18 @@ export const dialect: Effect.Effect<Dialect, UnsupportedDialect, SqlClient.SqlCl
  * @since 0.1.0
  * @category migration
  */
-export const statements = (
-  dialect: Dialect,
-  options?: { readonly table?: string | undefined }
-): Either.Either<ReadonlyArray<string>, SqlIdempotencyTable.InvalidTableName> =>
-  Either.map(SqlIdempotencyTable.make(options?.table), (table) => Dialects.migration(dialect, table))
+export const statements: {
+  (
+    dialect: Dialect,
+    options?: { readonly table?: string | undefined }
+  ): Either.Either<ReadonlyArray<string>, SqlIdempotencyTable.InvalidTableName>
+  /** @deprecated `"mysql"` is `"mariadb"` (the dialect runs on MariaDB only); removed at 1.0. */
+  (
+    dialect: "mysql",
+    options?: { readonly table?: string | undefined }
+  ): Either.Either<ReadonlyArray<string>, SqlIdempotencyTable.InvalidTableName>
+} = (dialect: Dialect | "mysql", options?: { readonly table?: string | undefined }) =>
+  Either.map(SqlIdempotencyTable.make(options?.table), (table) => Statements.migration(canonical(dialect), table))
 
 /**
  * Runs the migration of a validated table on the `SqlClient` of the context.
@@ -135,16 +146,19 @@ export const statements = (
  * @since 0.1.0
  * @category migration
  */
-export const migrateTable = (
-  dialect: Dialect,
-  table: string
-): Effect.Effect<void, SqlError, SqlClient.SqlClient> =>
+export const migrateTable: {
+  (dialect: Dialect, table: string): Effect.Effect<void, SqlError, SqlClient.SqlClient>
+  /** @deprecated `"mysql"` is `"mariadb"` (the dialect runs on MariaDB only); removed at 1.0. */
+  (dialect: "mysql", table: string): Effect.Effect<void, SqlError, SqlClient.SqlClient>
+} = (dialect: Dialect | "mysql", table: string) =>
   Effect.flatMap(
     SqlClient.SqlClient,
     (sql) =>
-      Effect.forEach(Dialects.migration(dialect, table), (statement) => sql.unsafe(statement).withoutTransform, {
-        discard: true
-      })
+      Effect.forEach(
+        Statements.migration(canonical(dialect), table),
+        (statement) => sql.unsafe(statement).withoutTransform,
+        { discard: true }
+      )
   )
 
 /**

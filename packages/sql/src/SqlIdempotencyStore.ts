@@ -1,12 +1,12 @@
 /**
- * The `IdempotencyStore` on any `SqlClient` of `@effect/sql` that speaks MySQL/MariaDB
+ * The `IdempotencyStore` on any `SqlClient` of `@effect/sql` that speaks MariaDB
  * (`@effect/sql-mysql2`) or SQLite (`@effect/sql-sqlite-node`, `@effect/sql-libsql`, and other
  * SQLite clients): the dialect is the client's.
  *
  * Every write is one atomic statement (one round trip), fenced by the token, the lease and the
  * expiry, decided on the database's clock by default:
  *
- * - **MySQL/MariaDB**: the reservation is one `INSERT … ON DUPLICATE KEY UPDATE … RETURNING`
+ * - **MariaDB**: the reservation is one `INSERT … ON DUPLICATE KEY UPDATE … RETURNING`
  *   (MariaDB 10.5 and later; MySQL has no `RETURNING`), whose first assignment applies the takeover
  *   rule: a first execution costs 2 statements (reserve, complete), a replay 1, a conflict 1. Row
  *   locks serialise concurrent reservations of one key: exactly one reserves it. The reservation
@@ -18,7 +18,7 @@
  *   providers promise.
  *
  * The statements, the row decoding, the call timeout and the typed failures are those of every
- * SQL store (`SqlStoreEngine`); `@effect-idempotency/sql-pg` is the same engine with PostgreSQL's
+ * SQL store (`SqlStoreKit`); `@effect-idempotency/sql-pg` is the same kit with PostgreSQL's
  * own statements (a PL/pgSQL reservation function, a partial admin index, a transactional mode).
  *
  * `clock: "server"` (the default) is the database's clock: MariaDB's `UTC_TIMESTAMP(6)`, SQLite's
@@ -49,10 +49,10 @@ import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Dialects from "./internal/dialects.js"
+import * as Statements from "./internal/statements.js"
 import * as SqlIdempotencyMigration from "./SqlIdempotencyMigration.js"
 import * as SqlIdempotencyTable from "./SqlIdempotencyTable.js"
-import * as SqlStoreEngine from "./SqlStoreEngine.js"
+import * as SqlStoreKit from "./SqlStoreKit.js"
 
 /**
  * Options of the store.
@@ -107,7 +107,7 @@ export const make = (
     const dialect = yield* SqlIdempotencyMigration.dialect
     if (options?.migrate === true) yield* SqlIdempotencyMigration.migrateTable(dialect, table)
     const callTimeout = options?.callTimeout === undefined
-      ? SqlStoreEngine.DEFAULT_CALL_TIMEOUT
+      ? SqlStoreKit.DEFAULT_CALL_TIMEOUT
       : Duration.decode(options.callTimeout)
     if (dialect === "sqlite") {
       // a file another process writes to: its lock is waited for (up to the call's time) rather than
@@ -116,7 +116,7 @@ export const make = (
       const millis = Duration.isFinite(callTimeout) ? Math.ceil(Duration.toMillis(callTimeout)) : 5000
       yield* Effect.ignore(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`PRAGMA busy_timeout = ${millis}`)))
     }
-    return yield* SqlStoreEngine.make(Dialects.statements(dialect, table), {
+    return yield* SqlStoreKit.make(Statements.statements(dialect, table), {
       name: "SqlIdempotencyStore",
       clock: options?.clock ?? "server",
       callTimeout

@@ -1,8 +1,8 @@
 /**
- * The engine of the SQL stores, for store packages on `@effect/sql`: every method of an
- * `IdempotencyStore` (and its admin primitives) over one dialect's statements. The stores of
- * `SqlIdempotencyStore` (MySQL/MariaDB, SQLite, libSQL) and `PgIdempotencyStore` of
- * `@effect-idempotency/sql-pg` are this engine with their own statements: the methods, the row
+ * The kit that turns a dialect's statements into an `IdempotencyStore`, for store packages on
+ * `@effect/sql`: every method of the store (and its admin primitives) over one dialect's statements.
+ * The stores of `SqlIdempotencyStore` (MariaDB, SQLite, libSQL) and `PgIdempotencyStore` of
+ * `@effect-idempotency/sql-pg` are this kit with their own statements: the methods, the row
  * decoding, the call timeout, the typed failures and the spans are the same for every database.
  *
  * A statement reads its arguments by position. The arguments of each statement are fixed (see
@@ -21,9 +21,9 @@ import type * as SqlClient from "@effect/sql/SqlClient"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
-import * as internal from "./internal/engine.js"
 import * as errors from "./internal/errors.js"
 import * as rows from "./internal/rows.js"
+import * as internal from "./internal/store.js"
 import * as transactional from "./internal/transactional.js"
 
 /**
@@ -125,7 +125,7 @@ export interface AdminStatements {
 }
 
 /**
- * Options of the engine.
+ * Options of a store built by `make`.
  *
  * @since 0.1.0
  * @category models
@@ -175,10 +175,10 @@ export const make: (
 
 /**
  * Maps any failure of a statement to `StoreUnavailable` (the server could not be reached, dropped
- * the connection or did not answer in time: PostgreSQL's SQLSTATE class 08, MySQL's connection
+ * the connection or did not answer in time: PostgreSQL's SQLSTATE class 08, MariaDB's connection
  * errors, SQLite's `SQLITE_BUSY`, Node's network errors) or `StoreError`: a
  * `SqlIdempotencyMigration.NotMigrated` when the table or reservation function does not exist
- * (PostgreSQL's `42P01` and `42883`, MySQL's `ER_NO_SUCH_TABLE`, SQLite's "no such table").
+ * (PostgreSQL's `42P01` and `42883`, MariaDB's `ER_NO_SUCH_TABLE`, SQLite's "no such table").
  *
  * @since 0.1.0
  * @category errors
@@ -323,26 +323,26 @@ export interface TransactionalOperation<P, A, E, R> {
 }
 
 /**
- * Builds a transactional operation over a dialect's statements, for store packages: the engine of
+ * Builds a transactional operation over a dialect's statements, for store packages: the runner of
  * `SqlTransactional` (MariaDB, SQLite, libSQL) and of `PgTransactional`. `statements` is resolved at
  * each run from the context's client.
  *
  * @example
  * ```ts
- * import { SqlStoreEngine } from "@effect-idempotency/sql"
+ * import { SqlStoreKit } from "@effect-idempotency/sql"
  * import { Effect, Schema } from "effect"
  *
  * // a store package's statements (here PostgreSQL-like, abridged)
- * const statements: SqlStoreEngine.TransactionalStatements = {
+ * const statements: SqlStoreKit.TransactionalStatements = {
  *   lockTimeout: { text: "SELECT set_config('lock_timeout', $1::text, true)" },
  *   reserve: () => ({ _tag: "Row", statement: { text: "SELECT * FROM records_reserve($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)" } }),
  *   complete: { text: "UPDATE records SET status = 'COMPLETED' WHERE id = $2 AND token = $3 RETURNING 1 AS owned" },
  *   markFailed: { text: "UPDATE records SET status = 'FAILED' WHERE id = $2 AND token = $3 RETURNING 1 AS owned" },
  *   read: { text: "SELECT * FROM records_read($1, $2)" },
- *   isLockWaitEnded: SqlStoreEngine.isLockWaitEnded.pg
+ *   isLockWaitEnded: SqlStoreKit.isLockWaitEnded.pg
  * }
  *
- * const operation = SqlStoreEngine.makeTransactional({
+ * const operation = SqlStoreKit.makeTransactional({
  *   name: "create-order",
  *   payload: Schema.Struct({ sku: Schema.String }),
  *   success: Schema.Struct({ orderId: Schema.String }),
@@ -368,6 +368,8 @@ export const makeTransactional: <P, IP, A, IA, E, R, EF = never, IEF = never>(
  */
 export const isLockWaitEnded: {
   readonly pg: (error: unknown) => boolean
+  readonly mariadb: (error: unknown) => boolean
+  /** @deprecated `mysql` is `mariadb` (the dialect runs on MariaDB only); removed at 1.0. */
   readonly mysql: (error: unknown) => boolean
   readonly sqlite: (error: unknown) => boolean
-} = transactional.isLockWaitEnded
+} = { ...transactional.isLockWaitEnded, mysql: transactional.isLockWaitEnded.mariadb }

@@ -13,7 +13,7 @@
  * replays. A crash leaves nothing behind.
  *
  * The exits, the policies and the answers are those of `PgTransactional` of
- * `@effect-idempotency/sql-pg` (one engine: `SqlStoreEngine.makeTransactional`), and the records are
+ * `@effect-idempotency/sql-pg` (one runner: `SqlStoreKit.makeTransactional`), and the records are
  * the store's (`SqlIdempotencyStore`: same table, same format): a record of either mode replays in
  * the other. Cloudflare D1 and Durable Objects have no interactive transactions: a run there fails
  * with `TransactionsUnsupported` (a `StoreError`) before anything is sent.
@@ -52,11 +52,11 @@ import { StoreError } from "@effect-idempotency/core/IdempotencyError"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Dialects from "./internal/dialects.js"
 import * as errors from "./internal/errors.js"
+import * as Statements from "./internal/statements.js"
 import * as SqlIdempotencyMigration from "./SqlIdempotencyMigration.js"
 import * as SqlIdempotencyTable from "./SqlIdempotencyTable.js"
-import * as SqlStoreEngine from "./SqlStoreEngine.js"
+import * as SqlStoreKit from "./SqlStoreKit.js"
 
 /**
  * The definition of a transactional operation: `Idempotency.Options` without the lease settings and
@@ -87,7 +87,7 @@ import * as SqlStoreEngine from "./SqlStoreEngine.js"
  * @category models
  */
 export interface Options<P, IP, A, IA, E, R, EF, IEF>
-  extends SqlStoreEngine.TransactionalOptions<P, IP, A, IA, E, R, EF, IEF>
+  extends SqlStoreKit.TransactionalOptions<P, IP, A, IA, E, R, EF, IEF>
 {
   /**
    * The records table (the store's). Default `idempotency_records`. An invalid name throws
@@ -119,7 +119,7 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF>
  * @since 0.1.0
  * @category models
  */
-export interface Operation<P, A, E, R> extends SqlStoreEngine.TransactionalOperation<P, A, E, R> {}
+export interface Operation<P, A, E, R> extends SqlStoreKit.TransactionalOperation<P, A, E, R> {}
 
 /**
  * The `StoreError` of a run on a `SqlClient` without interactive transactions (Cloudflare D1, a
@@ -206,10 +206,10 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
 ): Operation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>> => {
   const table = Either.getOrThrow(SqlIdempotencyTable.make(options.table))
   const statements = {
-    mysql: Dialects.transactionalStatements("mysql", table),
-    sqlite: Dialects.transactionalStatements("sqlite", table)
+    mariadb: Statements.transactionalStatements("mariadb", table),
+    sqlite: Statements.transactionalStatements("sqlite", table)
   }
-  return SqlStoreEngine.makeTransactional(options, (sql) =>
+  return SqlStoreKit.makeTransactional(options, (sql) =>
     SqlIdempotencyMigration.dialect.pipe(
       Effect.provideService(SqlClient.SqlClient, sql),
       Effect.mapBoth({

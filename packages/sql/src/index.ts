@@ -24,9 +24,15 @@ export * as SqlIdempotencyStore from "./SqlIdempotencyStore.js"
 export * as SqlIdempotencyTable from "./SqlIdempotencyTable.js"
 
 /**
+ * @deprecated The former name of `SqlStoreKit`; removed at 1.0.
  * @since 0.1.0
  */
 export * as SqlStoreEngine from "./SqlStoreEngine.js"
+
+/**
+ * @since 0.1.0
+ */
+export * as SqlStoreKit from "./SqlStoreKit.js"
 
 /**
  * @since 0.1.0

@@ -6,15 +6,15 @@
  * else `StoreError`.
  */
 import { IdempotencyError } from "@effect-idempotency/core"
-import { SqlIdempotencyMigration, SqlStoreEngine } from "@effect-idempotency/sql"
+import { SqlIdempotencyMigration, SqlStoreKit } from "@effect-idempotency/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { assert, describe, it } from "@effect/vitest"
 
-const tagOf = (cause: unknown) => SqlStoreEngine.toStoreFailure("reserve")(cause)._tag
+const tagOf = (cause: unknown) => SqlStoreKit.toStoreFailure("reserve")(cause)._tag
 
 const withCode = (message: string, fields: Record<string, unknown>) => Object.assign(new Error(message), fields)
 
-describe("SqlStoreEngine.toStoreFailure", () => {
+describe("SqlStoreKit.toStoreFailure", () => {
   it("connection losses and retryable platform errors are StoreUnavailable, wrapped in SqlError or not", () => {
     const unavailable = [
       withCode("Connection lost: The server closed the connection.", { code: "PROTOCOL_CONNECTION_LOST" }),
@@ -46,7 +46,7 @@ describe("SqlStoreEngine.toStoreFailure", () => {
     ]
     for (const cause of missing) {
       for (const failure of [cause, new SqlError({ cause, message: "Failed to execute statement" })]) {
-        const error = SqlStoreEngine.toStoreFailure("get")(failure)
+        const error = SqlStoreKit.toStoreFailure("get")(failure)
         assert.strictEqual(error._tag, "StoreError", cause.message)
         assert.instanceOf(error, IdempotencyError.StoreError)
         assert.isTrue(SqlIdempotencyMigration.isNotMigrated(error), cause.message)
@@ -70,7 +70,7 @@ describe("SqlStoreEngine.toStoreFailure", () => {
     ]
     for (const cause of errors) {
       assert.strictEqual(tagOf(cause), "StoreError", String(cause))
-      assert.isFalse(SqlIdempotencyMigration.isNotMigrated(SqlStoreEngine.toStoreFailure("reserve")(cause)))
+      assert.isFalse(SqlIdempotencyMigration.isNotMigrated(SqlStoreKit.toStoreFailure("reserve")(cause)))
     }
   })
 })

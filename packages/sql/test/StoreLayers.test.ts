@@ -57,7 +57,7 @@ describe("SqlIdempotencyStore layers", () => {
         const error = yield* Effect.flip(SqlIdempotencyStore.make({ table, migrate: true }))
         assert.instanceOf(error, SqlIdempotencyTable.InvalidTableName, table)
       }
-      assert.isTrue(Either.isLeft(SqlIdempotencyMigration.statements("mysql", { table: "a b" })))
+      assert.isTrue(Either.isLeft(SqlIdempotencyMigration.statements("mariadb", { table: "a b" })))
     }).pipe(Effect.provide(pgClient)))
 
   for (const engine of engines) {
@@ -138,7 +138,7 @@ describe("SqlIdempotencyStore layers", () => {
   }
 
   it("the migration's statements create the table and its expiry index, in each dialect", () => {
-    for (const dialect of ["mysql", "sqlite"] as const) {
+    for (const dialect of ["mariadb", "sqlite"] as const) {
       const statements = Either.getOrThrow(SqlIdempotencyMigration.statements(dialect, { table: "orders_keys" }))
       assert.match(statements.join("\n"), /CREATE TABLE IF NOT EXISTS [`"]orders_keys[`"]/)
       assert.match(statements.join("\n"), /orders_keys_expires_at_idx/)

@@ -1,5 +1,5 @@
-import type { TransactionalStatements } from "@effect-idempotency/sql/SqlStoreEngine"
-import { isLockWaitEnded } from "@effect-idempotency/sql/SqlStoreEngine"
+import type { TransactionalStatements } from "@effect-idempotency/sql/SqlStoreKit"
+import { isLockWaitEnded } from "@effect-idempotency/sql/SqlStoreKit"
 import { type IdempotencyTable, quote } from "../PgIdempotencyTable.js"
 
 /**

@@ -1,5 +1,5 @@
 import type { ClockSource, IdempotencyStore } from "@effect-idempotency/core/IdempotencyStore"
-import * as SqlStoreEngine from "@effect-idempotency/sql/SqlStoreEngine"
+import * as SqlStoreKit from "@effect-idempotency/sql/SqlStoreKit"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
@@ -14,12 +14,12 @@ export interface StoreOptions {
 }
 
 /**
- * The engine's statements for a table: each is one statement with numbered placeholders, whose
+ * The kit's statements for a table: each is one statement with numbered placeholders, whose
  * answer is its rows; the reservation and `unblock` answer with one row.
  *
  * @internal
  */
-export const engineStatements = (table: IdempotencyTable): SqlStoreEngine.Statements => {
+export const storeStatements = (table: IdempotencyTable): SqlStoreKit.Statements => {
   const statements = Statements.make(table)
   return {
     reserve: { _tag: "Row", statement: { text: statements.reserve } },
@@ -39,7 +39,7 @@ export const engineStatements = (table: IdempotencyTable): SqlStoreEngine.Statem
 }
 
 /**
- * Builds a store over a validated table: the SQL stores' engine with PostgreSQL's statements.
+ * Builds a store over a validated table: `SqlStoreKit` with PostgreSQL's statements.
  *
  * @internal
  */
@@ -47,4 +47,4 @@ export const make = (
   table: IdempotencyTable,
   options: StoreOptions
 ): Effect.Effect<IdempotencyStore["Type"], never, SqlClient.SqlClient> =>
-  SqlStoreEngine.make(engineStatements(table), { name: "PgIdempotencyStore", ...options })
+  SqlStoreKit.make(storeStatements(table), { name: "PgIdempotencyStore", ...options })

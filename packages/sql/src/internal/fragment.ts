@@ -1,4 +1,4 @@
-import type { Statement } from "../SqlStoreEngine.js"
+import type { Statement } from "../SqlStoreKit.js"
 
 /**
  * A piece of SQL with `?` placeholders, and the index of the argument each one reads, in order.
@@ -22,7 +22,7 @@ export const arg = (index: number): Fragment => ({ text: "?", slots: [index] })
  *
  * @internal
  */
-export const sql = (strings: TemplateStringsArray, ...parts: ReadonlyArray<Fragment | string>): Fragment => {
+export const fragment = (strings: TemplateStringsArray, ...parts: ReadonlyArray<Fragment | string>): Fragment => {
   let text = strings[0]!
   const slots: Array<number> = []
   parts.forEach((part, i) => {
@@ -38,11 +38,11 @@ export const sql = (strings: TemplateStringsArray, ...parts: ReadonlyArray<Fragm
 }
 
 /**
- * A statement of the engine from a fragment.
+ * A `Statement` of `SqlStoreKit` from a fragment.
  *
  * @internal
  */
 export const statement = (
-  fragment: Fragment,
+  piece: Fragment,
   options?: { readonly affected?: string; readonly counted?: string }
-): Statement => ({ text: fragment.text, slots: fragment.slots, ...options })
+): Statement => ({ text: piece.text, slots: piece.slots, ...options })

@@ -14,13 +14,13 @@ export const DEFAULT_PURGE_LIMIT = 1000
  * Rows decoded by hand: each statement's columns are few and fixed, and a generic decoder (a
  * Schema over the row array) costs more per call than the statement's round trip on a fast
  * server. A row that does not have the promised shape yields a message, which becomes a
- * `StoreError`. A decoded row, or why it did not decode: one of the engine's public types
- * (`SqlStoreEngine`).
+ * `StoreError`. A decoded row, or why it did not decode: one of the kit's public types
+ * (`SqlStoreKit`).
  */
 export type Decoded<A> = A | RowInvalid
 
 /**
- * Why a row did not decode (one of the engine's public types: `SqlStoreEngine`).
+ * Why a row did not decode (one of the kit's public types: `SqlStoreKit`).
  */
 export class RowInvalid {
   constructor(readonly message: string) {}
@@ -98,7 +98,7 @@ export const recordOf = (row: Readonly<Record<string, unknown>>): Decoded<Idempo
 
 /**
  * The answer of the reservation function: reserved, or the existing record and the instant of the
- * decision (one of the engine's public types: `SqlStoreEngine`).
+ * decision (one of the kit's public types: `SqlStoreKit`).
  */
 export type ReserveRow =
   | { readonly reserved: true; readonly attempt: number; readonly leaseUntil: number; readonly expiresAt: number }

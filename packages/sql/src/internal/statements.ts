@@ -1,12 +1,12 @@
-import type { Statements, TransactionalStatements } from "../SqlStoreEngine.js"
+import type { Statements, TransactionalStatements } from "../SqlStoreKit.js"
 import type { Fragment } from "./fragment.js"
-import { arg, sql, statement } from "./fragment.js"
+import { arg, fragment, statement } from "./fragment.js"
 import { isLockWaitEnded } from "./transactional.js"
 
 /**
  * The dialects of `SqlIdempotencyStore` (public as `SqlIdempotencyMigration.Dialect`).
  */
-export type Dialect = "mysql" | "sqlite"
+export type Dialect = "mariadb" | "sqlite"
 
 /** What the statements of the two dialects differ in. */
 interface Syntax {
@@ -23,21 +23,21 @@ interface Syntax {
 
 const syntax: Record<Dialect, Syntax> = {
   // NOW() and UTC_TIMESTAMP() are the statement's start, whatever the session's time zone
-  mysql: {
+  mariadb: {
     quote: (identifier) => `\`${identifier.replaceAll("`", "``")}\``,
     clock: "(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000)",
-    clockArgument: sql`CAST(${arg(0)} AS SIGNED)`,
+    clockArgument: fragment`CAST(${arg(0)} AS SIGNED)`,
     greatest: "GREATEST",
-    startsWith: (index) => sql`LEFT(id, CHAR_LENGTH(${arg(index)})) = ${arg(index)}`
+    startsWith: (index) => fragment`LEFT(id, CHAR_LENGTH(${arg(index)})) = ${arg(index)}`
   },
   // 'now' is the same instant for every use within one statement, in whole milliseconds: rounded,
   // the day fraction's floating-point error cannot take a millisecond off
   sqlite: {
     quote: (identifier) => `"${identifier.replaceAll("\"", "\"\"")}"`,
     clock: "CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER)",
-    clockArgument: sql`CAST(${arg(0)} AS INTEGER)`,
+    clockArgument: fragment`CAST(${arg(0)} AS INTEGER)`,
     greatest: "MAX",
-    startsWith: (index) => sql`substr(id, 1, length(${arg(index)})) = ${arg(index)}`
+    startsWith: (index) => fragment`substr(id, 1, length(${arg(index)})) = ${arg(index)}`
   }
 }
 
@@ -72,9 +72,9 @@ export const statements = (dialect: Dialect, table: string): Statements => {
   const s = syntax[dialect]
   const t = names(dialect, table).table
   const key = s.quote("key")
-  const now = sql`COALESCE(${s.clockArgument}, ${s.clock})`
+  const now = fragment`COALESCE(${s.clockArgument}, ${s.clock})`
   const state = (at: Fragment) =>
-    sql`CASE
+    fragment`CASE
   WHEN status = 'IN_PROGRESS' THEN CASE WHEN lease_until <= ${at} THEN 'stuck' ELSE 'running' END
   WHEN status = 'FAILED' THEN 'failed'
   WHEN outcome_kind = 'Timeout' THEN 'unknown'
@@ -82,13 +82,13 @@ export const statements = (dialect: Dialect, table: string): Statements => {
   ELSE 'completed'
 END`
   // token-checked writes: argument 1 the id, 2 the token; the record must be live and IN_PROGRESS
-  const owned = sql`id = ${arg(1)} AND token = ${arg(2)} AND status = 'IN_PROGRESS' AND expires_at > ${now}`
+  const owned = fragment`id = ${arg(1)} AND token = ${arg(2)} AND status = 'IN_PROGRESS' AND expires_at > ${now}`
   // the answer of a token-checked write: RETURNING where the database has it for UPDATE and DELETE
   const ownedAnswer = dialect === "sqlite" ? " RETURNING 1 AS owned" : ""
-  const ownedStatement = (fragment: Fragment) =>
-    dialect === "sqlite" ? statement(fragment) : statement(fragment, { affected: "owned" })
+  const ownedStatement = (piece: Fragment) =>
+    dialect === "sqlite" ? statement(piece) : statement(piece, { affected: "owned" })
 
-  const read = statement(sql`SELECT c.now, ${columnsOf("r")}
+  const read = statement(fragment`SELECT c.now, ${columnsOf("r")}
 FROM (SELECT ${now} AS now) AS c
 LEFT JOIN ${t} AS r ON r.id = ${arg(1)} AND r.expires_at > c.now`)
 
@@ -99,7 +99,7 @@ LEFT JOIN ${t} AS r ON r.id = ${arg(1)} AND r.expires_at > c.now`)
     ? {
       // one upsert that writes only when it reserves; the read explains a conflict
       _tag: "Rounds",
-      insert: statement(sql`INSERT INTO ${t} AS r (${insertColumns})
+      insert: statement(fragment`INSERT INTO ${t} AS r (${insertColumns})
 SELECT ${arg(1)}, ${arg(2)}, ${arg(3)}, ${arg(4)}, 'IN_PROGRESS', ${arg(5)}, ${arg(6)}, 1, c.now + ${arg(7)},
   c.now + MAX(${arg(7)}, ${arg(8)}), NULL, NULL, c.now, c.now
 FROM (SELECT ${now} AS now) AS c WHERE true
@@ -126,41 +126,43 @@ RETURNING 1 AS reserved, attempt, lease_until, expires_at`),
       // `expires_at`, which the rule reads, is assigned last. RETURNING gives the row after it.
       // Tokens are random per attempt, so the record holds the request's token only when this
       // statement gave it (a request that repeats the token of a live reservation, which the
-      // engine never sends, would renew that reservation). The statement sets its own sql_mode:
+      // store never sends, would renew that reservation). The statement sets its own sql_mode:
       // SIMULTANEOUS_ASSIGNMENT would have every column read the old token, and a mode that is not
       // strict would truncate a long id into another key's.
       _tag: "Row",
-      statement: statement(sql`SET STATEMENT ${MYSQL_SQL_MODE} FOR
-${mysqlUpsert(dialect, table)}`)
+      statement: statement(fragment`SET STATEMENT ${MARIADB_SQL_MODE} FOR
+${mariadbUpsert(dialect, table)}`)
     }
 
   return {
     reserve,
-    complete: ownedStatement(sql`UPDATE ${t} SET status = 'COMPLETED', outcome_kind = ${arg(3)}, outcome = ${arg(4)},
+    complete: ownedStatement(
+      fragment`UPDATE ${t} SET status = 'COMPLETED', outcome_kind = ${arg(3)}, outcome = ${arg(4)},
   expires_at = ${now} + ${arg(5)}, updated_at = ${now}
-WHERE ${owned}${ownedAnswer}`),
-    release: ownedStatement(sql`DELETE FROM ${t} WHERE ${owned}${ownedAnswer}`),
-    markFailed: ownedStatement(
-      sql`UPDATE ${t} SET status = 'FAILED', expires_at = ${now} + ${arg(3)}, updated_at = ${now}
 WHERE ${owned}${ownedAnswer}`
     ),
-    extend: ownedStatement(sql`UPDATE ${t} SET lease_until = ${now} + ${arg(3)},
+    release: ownedStatement(fragment`DELETE FROM ${t} WHERE ${owned}${ownedAnswer}`),
+    markFailed: ownedStatement(
+      fragment`UPDATE ${t} SET status = 'FAILED', expires_at = ${now} + ${arg(3)}, updated_at = ${now}
+WHERE ${owned}${ownedAnswer}`
+    ),
+    extend: ownedStatement(fragment`UPDATE ${t} SET lease_until = ${now} + ${arg(3)},
   expires_at = ${s.greatest}(expires_at, ${now} + ${arg(3)}), updated_at = ${now}
 WHERE ${owned}${ownedAnswer}`),
-    get: statement(sql`SELECT ${recordColumns} FROM ${t} WHERE id = ${arg(1)} AND expires_at > ${now}`),
+    get: statement(fragment`SELECT ${recordColumns} FROM ${t} WHERE id = ${arg(1)} AND expires_at > ${now}`),
     purgeExpired: dialect === "sqlite"
       ? statement(
-        sql`DELETE FROM ${t}
+        fragment`DELETE FROM ${t}
 WHERE id IN (SELECT id FROM ${t} WHERE expires_at <= ${now} ORDER BY expires_at LIMIT ${arg(1)})
 RETURNING 1`,
         { counted: "purged" }
       )
-      : statement(sql`DELETE FROM ${t} WHERE expires_at <= ${now} ORDER BY expires_at LIMIT ${arg(1)}`, {
+      : statement(fragment`DELETE FROM ${t} WHERE expires_at <= ${now} ORDER BY expires_at LIMIT ${arg(1)}`, {
         affected: "purged"
       }),
     admin: {
       // a page of live records in id order, or one row of NULLs but `now`
-      list: statement(sql`SELECT c.now, p.id, ${columnsOf("p")}
+      list: statement(fragment`SELECT c.now, p.id, ${columnsOf("p")}
 FROM (SELECT ${now} AS now) AS c
 LEFT JOIN (
   SELECT id, ${recordColumns} FROM ${t}
@@ -176,11 +178,11 @@ ORDER BY p.id`),
       read,
       unblock: {
         _tag: "Delete",
-        statement: ownedStatement(sql`DELETE FROM ${t}
+        statement: ownedStatement(fragment`DELETE FROM ${t}
 WHERE id = ${arg(1)} AND attempt = ${arg(2)} AND expires_at > ${now}
   AND ${state(now)} IN ('stuck', 'unknown', 'failed')${ownedAnswer}`)
       },
-      stats: statement(sql`SELECT operation, ${state(now)} AS state, COUNT(*) AS count
+      stats: statement(fragment`SELECT operation, ${state(now)} AS state, COUNT(*) AS count
 FROM ${t}
 WHERE expires_at > ${now}
 GROUP BY operation, state`)
@@ -241,21 +243,21 @@ export const migration = (dialect: Dialect, table: string): ReadonlyArray<string
 }
 
 /** The `sql_mode` of MariaDB's reservation (see `statements`), as a `SET STATEMENT` assignment. */
-const MYSQL_SQL_MODE = "sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
+const MARIADB_SQL_MODE = "sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
 
 /**
  * MariaDB's reservation without its `SET STATEMENT` prefix: one `INSERT … ON DUPLICATE KEY UPDATE …
  * RETURNING` (see `statements`), which the store and the transactional mode prefix with their own
  * settings.
  */
-const mysqlUpsert = (dialect: Dialect, table: string): Fragment => {
+const mariadbUpsert = (dialect: Dialect, table: string): Fragment => {
   const s = syntax[dialect]
   const t = names(dialect, table).table
   const key = s.quote("key")
-  const now = sql`COALESCE(${s.clockArgument}, ${s.clock})`
+  const now = fragment`COALESCE(${s.clockArgument}, ${s.clock})`
   const insertColumns = `id, operation, scope, ${key}, status, token, fingerprint, attempt, lease_until, expires_at, ` +
     "outcome_kind, outcome, created_at, updated_at"
-  return sql`INSERT INTO ${t} (${insertColumns})
+  return fragment`INSERT INTO ${t} (${insertColumns})
 VALUES (${arg(1)}, ${arg(2)}, ${arg(3)}, ${arg(4)}, 'IN_PROGRESS', ${arg(5)}, ${arg(6)}, 1, ${now} + ${arg(7)},
   ${now} + GREATEST(${arg(7)}, ${arg(8)}), NULL, NULL, ${now}, ${now})
 ON DUPLICATE KEY UPDATE
@@ -300,7 +302,7 @@ export const transactionalStatements = (dialect: Dialect, table: string): Transa
       isLockWaitEnded: isLockWaitEnded.sqlite
     }
   }
-  const upsert = mysqlUpsert(dialect, table)
+  const upsert = mariadbUpsert(dialect, table)
   return {
     reserve: (leftMillis) => {
       const tenths = Math.max(1, Math.ceil(leftMillis / 100))
@@ -308,13 +310,13 @@ export const transactionalStatements = (dialect: Dialect, table: string): Transa
         `innodb_lock_wait_timeout = ${Math.ceil(tenths / 10)}`
       return {
         _tag: "Row",
-        statement: statement(sql`SET STATEMENT ${MYSQL_SQL_MODE}, ${bound} FOR
+        statement: statement(fragment`SET STATEMENT ${MARIADB_SQL_MODE}, ${bound} FOR
 ${upsert}`)
       }
     },
     complete: store.complete,
     markFailed: store.markFailed,
     read,
-    isLockWaitEnded: isLockWaitEnded.mysql
+    isLockWaitEnded: isLockWaitEnded.mariadb
   }
 }

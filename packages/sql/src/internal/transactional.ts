@@ -1,5 +1,5 @@
 /**
- * The transactional mode's engine, for every SQL database: one attempt is one transaction on the
+ * The transactional mode's runner, for every SQL database: one attempt is one transaction on the
  * `SqlClient` of the context, holding the reservation, the downstream's statements and the recorded
  * outcome. The dialect gives its statements (`TransactionalStatements`): how a wait for a
  * concurrent attempt's row is bounded, the reservation, the recording, and the read of a replay.
@@ -54,11 +54,11 @@ import type {
   TransactionalOperation,
   TransactionalOptions,
   TransactionalStatements
-} from "../SqlStoreEngine.js"
-import { sendOn } from "./engine.js"
+} from "../SqlStoreKit.js"
 import { isNoTransactions, toStoreFailure, TransactionsUnsupported } from "./errors.js"
 import type { ReserveRow } from "./rows.js"
 import { millis, nowAndRecordOf as readRowOf, ownedRowsOf, reserveRowOf, RowInvalid } from "./rows.js"
+import { sendOn } from "./store.js"
 
 /**
  * An operation of the transactional mode, resolved: every option decoded once.
@@ -74,7 +74,7 @@ export interface Definition<P, A, E, R> {
   readonly statements: (sql: SqlClient.SqlClient) => Effect.Effect<TransactionalStatements, StoreFailure>
   /** The payload's fingerprint (`Idempotency.fingerprintOf`). */
   readonly fingerprint: (payload: P) => Effect.Effect<string, InvalidPayload>
-  /** How outcomes are recorded and replayed: as the engine of `Idempotency.make` does. */
+  /** How outcomes are recorded and replayed: as `Idempotency.make` does. */
   readonly codec: OutcomeCodec.OutcomeCodec<A, unknown>
   readonly failurePolicy: (error: E) => FailurePolicy
   /**
@@ -132,7 +132,7 @@ const hasErrno = (errnos: ReadonlySet<number>) => (error: unknown): boolean => {
 export const isLockWaitEnded = {
   pg: hasCode(new Set(["55P03", "57014"])),
   // by number: mysql2 names 1969 (ER_STATEMENT_TIMEOUT) only in its newer code tables
-  mysql: hasErrno(new Set([1205, 1213, 1969])),
+  mariadb: hasErrno(new Set([1205, 1213, 1969])),
   sqlite: hasCode(new Set(["SQLITE_BUSY", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_TIMEOUT"]))
 } as const
 
@@ -160,7 +160,7 @@ class RolledBack {
  *
  * @internal
  */
-export const makeEngine = <P, A, E, R>(def: Definition<P, A, E, R>) => {
+export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   const name = def.name
   const ttlMs = millis(def.ttl)
   // How often an attempt found a record (a replay, a reused key, a conflict), averaged over about
@@ -494,7 +494,7 @@ export const makeEngine = <P, A, E, R>(def: Definition<P, A, E, R>) => {
             case "Failed":
               return Effect.failCause(committed.cause) as Effect.Effect<never, E>
             case "Existing": {
-              // what the record means, by the rules every engine shares; the reservation takes over a
+              // what the record means, by the rules every mode shares; the reservation takes over a
               // record whose lease ended, so one found free changed meanwhile: a conflict over now
               const found = Attempt.found({
                 operation: name,
@@ -552,12 +552,12 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
   options: TransactionalOptions<P, IP, A, IA, E, R, EF, IEF>,
   statements: Definition<P, A, E, R>["statements"]
 ): TransactionalOperation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>> => {
-  // the defaults and checks every engine shares (a timeout or TTL that is not a positive duration throws)
+  // the defaults and checks every mode shares (a timeout or TTL that is not a positive duration throws)
   const settings = Attempt.resolve(options.name, { ttl: options.ttl, timeout: options.timeout })
   const failureSchema = options.failure
   const isStorableFailure = failureSchema === undefined ? () => false : Schema.is(failureSchema)
   const onFailure = options.onFailure
-  const { runDetailed } = makeEngine<P, A, E, Exclude<R, IdempotencyContext.IdempotencyContext>>({
+  const { runDetailed } = makeRunner<P, A, E, Exclude<R, IdempotencyContext.IdempotencyContext>>({
     name: options.name,
     statements,
     fingerprint: fingerprintOf(options.name, options.payload),
