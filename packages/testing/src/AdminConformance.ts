@@ -1,9 +1,6 @@
 /**
- * The suite every store's admin primitives must pass (`IdempotencyAdmin`): a store package calls
- * `suite` once from its own test file with its store layer, on a real server. Every check uses an
- * operation of its own, so a shared server's other records do not count. Time is not moved: a lease
- * of zero is over at once, one of an hour is not over during the test, so the suite holds for a
- * store that reads its server's clock as well as for one that reads the fiber's.
+ * The suite every store's admin primitives pass, on a real server; time is not moved, so it holds
+ * for a store on its server's clock as well as on the fiber's.
  *
  * @example
  * ```ts
@@ -31,7 +28,7 @@ import { expectLeaseLost, expectReserved, freshId, reserveRequest } from "./Stor
  * @category models
  */
 export interface Options {
-  /** The time the layer may take to build. Default 60 seconds. */
+  /** For the layer to build. Default 60 seconds. */
   readonly timeout?: Duration.DurationInput | undefined
 }
 
@@ -50,7 +47,6 @@ export interface Check {
 
 const operationName = () => `admin-test-${crypto.randomUUID()}`
 
-/** A record of a fresh operation, reserved with `lease` (zero: stuck at once). */
 const reserved = (operation: string, lease: Duration.Duration) =>
   Effect.gen(function*() {
     const store = yield* IdempotencyStore.IdempotencyStore
@@ -205,7 +201,6 @@ export const checks = (): ReadonlyArray<Check> => [
         if (cursor === undefined) break
       }
       assert.deepStrictEqual(seen.sort(), stuck.map((record) => record.id.key as string).sort())
-      // a lease that ended an hour ago at least: none of them
       assert.deepStrictEqual((yield* admin.list({ state: "stuck", operation, olderThan: "1 hour" })).records, [])
       const counts = (yield* admin.stats).filter((count) => count.operation === operation)
       assert.deepStrictEqual(

@@ -1,15 +1,6 @@
 /**
  * The exit-path suite: every way a downstream can end after its reservation, played through
- * `Idempotency` on a real store, with what must be recorded, what the caller gets, and what a retry
- * gets. A store package calls `suite` once with its Layer, as it calls `StoreConformance.suite`:
- *
- * The exits: a heartbeat whose extension fails once, or for good, or finds the lease lost; a
- * success that does not encode; a defect (before or after the write); a downstream that finishes an
- * uninterruptible region after its interruption, past its lease margin, or past the attempt's
- * deadline (its lease kept until it ends, its timeout policy applied then); a store that hangs after the reservation,
- * on the completion, on a policy's write, or on the reservation itself.
- * Faults are injected in front of the store; time is `TestClock`, started at the wall clock and
- * moved one scheduled wake-up at a time, only while no store request is in flight.
+ * `Idempotency` on a real store (README.md#store-conformance-suite).
  *
  * @example
  * ```ts
@@ -52,7 +43,7 @@ import { stepwise } from "./internal/stepwise.js"
  * @category models
  */
 export interface Options {
-  /** The time the layer may take to build. Default 60 seconds. */
+  /** For the layer to build. Default 60 seconds. */
   readonly timeout?: Duration.DurationInput | undefined
 }
 
@@ -64,25 +55,22 @@ interface Run {
   end?: number
 }
 
-/** What a test body gets: the store (with fault injection), a clock to move, and a log of executions. */
 interface Env {
   readonly store: IdempotencyStore.IdempotencyStore["Type"]
   readonly provide: <A, E, R>(
     effect: Effect.Effect<A, E, R>
   ) => Effect.Effect<A, E, Exclude<R, IdempotencyStore.IdempotencyStore>>
   readonly fail: (method: Method, fault: Exclude<Fault, "slow">, times?: number) => Effect.Effect<void>
-  /** The next `times` calls of `method` wait `millis` (on the test's clock) before they reach the store. */
+  /** The next `times` calls of `method` wait `millis` before they reach the store. */
   readonly slow: (method: Method, millis: number, times?: number) => Effect.Effect<void>
   readonly heal: Effect.Effect<void>
   readonly calls: ReadonlyArray<{ readonly method: Method; readonly at: number }>
-  /** Moves `TestClock` by `duration`, one wake-up at a time, each after the store went quiet. */
+  /** One wake-up at a time, each after the store went quiet. */
   readonly advance: (duration: Duration.DurationInput) => Effect.Effect<void>
-  /** Now, on the test's clock, relative to the test's start. */
   readonly elapsed: Effect.Effect<number>
   readonly runs: ReadonlyArray<Run>
-  /** Logs an execution of a downstream: when it started and ended, relative to the test's start. */
   readonly track: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
-  /** A fresh operation name (records never collide, even on a shared store). */
+  /** Fresh: records never collide, even on a shared store. */
   readonly name: string
   readonly recordOf: (key: string) => Effect.Effect<Option.Option<IdempotencyRecord.IdempotencyRecord>, unknown>
 }
@@ -166,7 +154,6 @@ const makeEnv = Effect.gen(function*() {
 
 const keyOf = () => crypto.randomUUID()
 
-/** A string schema whose encoder throws. */
 const Throwing = Schema.transform(Schema.String, Schema.String, {
   decode: (s) => s,
   encode: () => {
@@ -628,7 +615,6 @@ export const suite = <E>(
         yield* Fiber.join(interrupted)
         const released = env.calls.find((call) => call.method === "release")
         assert.isAtLeast(released!.at, 3000, "released (`release`) once the downstream had ended")
-        // a daemon: should the test fail, nothing waits for the retry's downstream
         const retry = yield* Effect.forkDaemon(env.provide(operation.runDetailed({ key, payload: null })))
         yield* env.advance("4 seconds")
         const result = yield* Fiber.join(retry)

@@ -1,9 +1,6 @@
 /**
- * A fault-injecting `IdempotencyStore`: wraps any store and injects, into the calls made inside
- * `withFaults(faults)`, a connection failure (`StoreUnavailable`, before the request reached the
- * store or after it was applied), latency (before the request, or after it was applied: a paused
- * instance), or a crash of the attempt at a named point of the protocol, so that lost completions
- * can be reproduced. The faults are a list, written by hand or drawn by fast-check (`arbitrary`).
+ * A fault-injecting `IdempotencyStore`: any store, whose calls inside `withFaults(faults)` meet
+ * connection failures, latency or a crash of the attempt (README.md#faultystore).
  *
  * @example
  * ```ts
@@ -52,15 +49,7 @@ import * as trace from "./internal/trace.js"
 export type Method = "reserve" | "complete" | "release" | "markFailed" | "extend" | "get" | "purgeExpired"
 
 /**
- * A named point of the protocol where an attempt can crash:
- *
- * | point | where the attempt dies |
- * | --- | --- |
- * | `beforeReserve` | before its reservation reaches the store |
- * | `afterReserve` | after the store applied its reservation, before the downstream call |
- * | `afterDownstream` | after the downstream call ended, before any record of it (`complete`, `release`, `markFailed`) |
- * | `beforeComplete` | after the downstream call, before `complete` records the outcome |
- * | `afterComplete` | after the store recorded the outcome, before the attempt answers |
+ * A named point of the protocol where an attempt can crash (see `crash` in the README).
  *
  * @since 0.1.0
  * @category models
@@ -69,14 +58,6 @@ export type CrashPoint = "beforeReserve" | "afterReserve" | "afterDownstream" | 
 
 /**
  * A fault, applied once, to the first matching store call.
- *
- * - `Unavailable`: the call fails with `StoreUnavailable`. With `applied`, the store applied the
- *   request first and only the answer was lost.
- * - `Latency`: the call takes `millis` longer: before the request reaches the store, or, with
- *   `applied`, after the store applied it (the instance paused before it saw the answer).
- * - `Crash`: the attempt dies at `point`, like an instance the platform kills: no store call of the
- *   attempt reaches the store after that point (see `withFaults`), and its caller sees it end
- *   interrupted. The record keeps its lease, which bounds how long the key stays blocked.
  *
  * @since 0.1.0
  * @category models
@@ -105,8 +86,7 @@ export const unavailable = (method: Method, options?: { readonly applied?: boole
   Fault.Unavailable({ method, applied: options?.applied ?? false })
 
 /**
- * The next `method` call takes `duration` longer; with `applied`, the delay comes after the store
- * applied the request.
+ * The next `method` call takes `duration` longer; with `applied`, after the store applied it.
  *
  * @since 0.1.0
  * @category constructors
@@ -118,8 +98,7 @@ export const latency = (
 ): Fault => Fault.Latency({ method, millis: format.toMillis(duration), applied: options?.applied ?? false })
 
 /**
- * The attempt pauses for `duration` right after its reservation was applied (a stalled instance:
- * its lease may end before it calls the downstream).
+ * The attempt pauses for `duration` right after its reservation was applied.
  *
  * @since 0.1.0
  * @category constructors
@@ -128,8 +107,7 @@ export const pauseAfterReserve = (duration: Duration.DurationInput): Fault =>
   latency("reserve", duration, { applied: true })
 
 /**
- * The attempt crashes at `point`, as a killed instance: none of its calls reaches the store after it
- * (see `withFaults`).
+ * The attempt crashes at `point`, as a killed instance.
  *
  * @since 0.1.0
  * @category constructors
@@ -162,16 +140,13 @@ const CRASH_POINTS: Record<CrashPoint, string> = {
   afterComplete: "after complete"
 }
 
-/** The faults of one attempt (`withFaults`), consumed as they apply, and whether it died. */
 interface AttemptFaults {
   readonly faults: Array<Fault>
   /** Set at its crash (or kill): from then on, no call of the attempt reaches the store. */
   dead: boolean
-  /** Done when the attempt ends, or dies: its caller stops waiting for it. */
   readonly settled: Deferred.Deferred<void>
 }
 
-/** The faults of the attempt that the current fiber (or the fiber that forked it) runs. */
 const currentFaults = FiberRef.unsafeMake<AttemptFaults | undefined>(undefined)
 
 /**
@@ -181,27 +156,13 @@ const currentFaults = FiberRef.unsafeMake<AttemptFaults | undefined>(undefined)
  * @category models
  */
 export interface FaultsOptions {
-  /**
-   * What an interruption of the attempt's caller does. `"interrupt"` (the default): the attempt is
-   * interrupted and waited for, as in any Effect program (the engine settles what it started:
-   * gives back, records, applies its timeout policy, bounded). `"kill"`: the attempt dies there, as
-   * at a crash: none of its calls reaches the store after it, and nothing waits for it (a platform
-   * that stops the instance at its time limit; `RetryProperty` plays its attempts so).
-   */
+  /** `"kill"`: an interruption of the caller is a crash. Default `"interrupt"`. */
   readonly onInterrupt?: "interrupt" | "kill" | undefined
 }
 
 /**
- * Runs `effect` with `faults`: each applies once, to the first matching call that a fault-injecting
- * store receives from `effect` or the fibers it forks. Give each attempt of a simulated retry its own.
- *
- * A crash is a killed process: from its crash point on, no call of the attempt reaches the store,
- * from any of its fibers (the engine's own cleanup included: a give-back, a recording or an extension
- * never arrives, and a call the store already applied never answers), and the attempt never answers
- * its caller, which ends at once, interrupted. With a crash among `faults` (or `onInterrupt: "kill"`),
- * `effect` runs in a fiber of its own, so that a crash can leave it behind: that fiber is interrupted
- * and not waited for, and whatever it still does, it does without the store. Otherwise `effect` runs
- * on the caller's fiber.
+ * Runs `effect` with `faults`, each applied once to the first matching call of `effect` or the
+ * fibers it forks. A crash is a killed process: see README.md#faultystore.
  *
  * @since 0.1.0
  * @category combinators
@@ -235,11 +196,7 @@ export const withFaults: {
     })
 )
 
-/**
- * Runs `effect` in a fiber of its own and waits for its end, or for its crash: then that fiber is
- * interrupted without waiting (a dead process's cleanup answers nobody) and the caller ends
- * interrupted. With `kill`, the caller's interruption is a crash.
- */
+// a crashed attempt's fiber is interrupted without waiting: a dead process's cleanup answers nobody
 const crashable = <A, E, R>(
   effect: Effect.Effect<A, E, R>,
   attempt: AttemptFaults,
@@ -263,7 +220,6 @@ const crashable = <A, E, R>(
     )
   )
 
-/** The attempt dies: none of its calls reaches the store from now on, and its caller stops waiting. */
 const die = (attempt: AttemptFaults): void => {
   attempt.dead = true
   Deferred.unsafeDone(attempt.settled, Exit.void)
@@ -271,7 +227,6 @@ const die = (attempt: AttemptFaults): void => {
 
 const RECORDING: ReadonlyArray<Method> = ["complete", "release", "markFailed"]
 
-/** Whether `fault` applies to a call of `method`, before the request (`after: false`) or once it was applied. */
 const matches = (fault: Fault, method: Method, after: boolean): boolean => {
   if (fault._tag !== "Crash") return fault.method === method && fault.applied === after
   switch (fault.point) {
@@ -286,15 +241,12 @@ const matches = (fault: Fault, method: Method, after: boolean): boolean => {
   }
 }
 
-/** The attempt crashes at this call, which never ends. */
 const crashNow = (attempt: AttemptFaults): Effect.Effect<never> =>
   Effect.zipRight(Effect.sync(() => die(attempt)), Effect.never)
 
-/** A crashed attempt goes no further: its call never reaches the store, its answer never arrives. */
 const alive = (attempt: AttemptFaults): Effect.Effect<void> =>
   Effect.suspend(() => attempt.dead ? Effect.never : Effect.void)
 
-/** Takes the fault of the attempt that applies to the call, if any, and applies it. */
 const inject = (
   attempt: AttemptFaults,
   method: Method,
@@ -317,7 +269,6 @@ const inject = (
     )
   })
 
-/** A call meets the faults of its attempt; the answer of a call that was in flight at a crash never arrives. */
 const wrap = <A, E>(method: Method, call: Effect.Effect<A, E>) =>
   Effect.flatMap(
     FiberRef.get(currentFaults),
@@ -330,8 +281,7 @@ const wrap = <A, E>(method: Method, call: Effect.Effect<A, E>) =>
   )
 
 /**
- * Wraps a store: its calls meet the faults of the calling fiber (`withFaults`); without any, it is
- * the store itself.
+ * Wraps a store: its calls meet the faults of the calling fiber; without any, it is the store.
  *
  * @since 0.1.0
  * @category constructors
@@ -366,19 +316,17 @@ export const layer = <E, R>(
  * @category models
  */
 export interface ArbitraryOptions {
-  /** The longest latency or pause drawn. */
   readonly maxLatency: Duration.DurationInput
-  /** The methods that may fail or be slow. Default: `reserve`, `complete`, `release`, `markFailed`, `extend`. */
+  /** Default: `reserve`, `complete`, `release`, `markFailed`, `extend`. */
   readonly methods?: ReadonlyArray<Method> | undefined
-  /** The crash points drawn. Default: all. */
+  /** Default: all. */
   readonly crashPoints?: ReadonlyArray<CrashPoint> | undefined
-  /** The most faults in one list. Default 2. */
+  /** Default 2. */
   readonly maxFaults?: number | undefined
 }
 
 /**
- * A fast-check arbitrary of fault lists (for one attempt, with `withFaults`): empty most often,
- * shrinking toward no fault.
+ * A fast-check arbitrary of one attempt's fault lists, empty most often, shrinking toward none.
  *
  * @since 0.1.0
  * @category arbitraries

@@ -1,20 +1,6 @@
 /**
- * A model of what a serverless platform does with one request: how many attempts it makes and how
- * far apart, the function's time limit (after which it stops the attempt), duplicate deliveries of
- * the same event, clients resending the same request with the same key, stalled instances, and
- * late deliveries that jump the clock past leases and TTLs.
- *
- * `arbitrary` draws `Plan`s of deliveries for fast-check (use it with `@effect/vitest`'s `it.prop`
- * or `it.effect.prop`); `play` runs a plan under `TestClock`: it starts each delivery at its time,
- * stops an attempt at the time limit, and retries a failed attempt as the platform would.
- *
- * Presets (values, so a field can be overridden with a spread: `{ ...PlatformModel.awsLambdaAsync, timeLimit: "30 seconds" }`):
- *
- * | preset | time limit | platform retries | other deliveries |
- * | --- | --- | --- | --- |
- * | `netlifySynchronous` | 10 s (the default; up to 26 s) | none | clients resend up to 2 times within 2 minutes |
- * | `netlifyBackground` | 15 min | after 1 min, then 2 min | a client resends once within 15 minutes |
- * | `awsLambdaAsync` | 3 s (the default; up to 900 s) | 2: after ~1 min, then ~2 min | a duplicate delivery within the 6 h maximum event age |
+ * A model of what a serverless platform does with one request, as data: `arbitrary` draws plans
+ * for fast-check and `play` runs one under `TestClock` (README.md#platformmodel, with the presets).
  *
  * @example
  * ```ts
@@ -65,25 +51,23 @@ export interface Burst {
  */
 export interface Platform {
   readonly name: string
-  /** The function's time limit: the platform stops an attempt that runs longer. */
   readonly timeLimit: Duration.DurationInput
-  /** The platform's own retries of a failed attempt: the wait before each, after the failure. */
+  /** The wait before each of the platform's retries, after the failure. */
   readonly retryDelays: ReadonlyArray<Duration.DurationInput>
-  /** How far (a fraction, for example `0.1`) each retry may come earlier or later than its delay. Default 0. */
+  /** How far (a fraction) each retry may stray from its delay. Default 0. */
   readonly retryJitter?: number | undefined
-  /** No retry of an event starts once the event is older than this. Default: no limit. */
+  /** No retry starts once the event is older. Default: no limit. */
   readonly maxEventAge?: Duration.DurationInput | undefined
-  /** Duplicate deliveries of the same event (an at-least-once queue), each retried like the first. */
+  /** Duplicate deliveries of the event (an at-least-once queue), each retried like the first. */
   readonly duplicates?: Burst | undefined
-  /** Clients resending the same request with the same key, each a new invocation. */
+  /** Clients resending the request with the same key, each a new invocation. */
   readonly resends?: Burst | undefined
-  /** The longest a running instance may stall (GC, CPU throttling, a slow network). Default: the time limit. */
+  /** The longest stall of a running instance. Default: the time limit. */
   readonly stalls?: Duration.DurationInput | undefined
 }
 
 /**
- * Netlify synchronous functions: a 10 second limit (the default; configurable up to 26 seconds),
- * no retries by the platform; clients resend the same request (up to 2 times within 2 minutes here).
+ * Netlify synchronous functions (README.md#platformmodel).
  *
  * @since 0.1.0
  * @category presets
@@ -96,8 +80,7 @@ export const netlifySynchronous: Platform = {
 }
 
 /**
- * Netlify background functions: a 15 minute limit; a failed invocation is retried after one
- * minute, then two minutes later. A client may invoke it again (once within 15 minutes here).
+ * Netlify background functions (README.md#platformmodel).
  *
  * @since 0.1.0
  * @category presets
@@ -111,10 +94,7 @@ export const netlifyBackground: Platform = {
 }
 
 /**
- * AWS Lambda asynchronous invocation: the function's timeout (3 seconds by default, up to 900), two
- * retries of a failed invocation, about one minute and then two minutes apart, and a maximum event
- * age of 6 hours. The event queue may deliver an event more than once (here: one duplicate, at any
- * time within the event age).
+ * AWS Lambda asynchronous invocation (README.md#platformmodel).
  *
  * @since 0.1.0
  * @category presets
@@ -137,8 +117,7 @@ export const awsLambdaAsync: Platform = {
 export type Source = "event" | "duplicate" | "resend"
 
 /**
- * An attempt the platform makes if the previous one failed: `waitMs` after the failure (0 for the
- * first), with `value` (what a test attaches to the attempt: downstream behaviours, faults).
+ * An attempt made if the previous one failed, `waitMs` after the failure, carrying `value`.
  *
  * @since 0.1.0
  * @category models
@@ -221,10 +200,7 @@ export const describe = (platform: Platform): string => {
 }
 
 /**
- * A fast-check arbitrary of plans: the first delivery at 0, duplicates and resends (none most
- * often) either concurrent with it, around the time limit, or late, and each delivery's retries
- * spaced as the platform spaces them (within its jitter). `value` draws what each attempt carries.
- * Shrinks toward fewer deliveries and earlier times.
+ * A fast-check arbitrary of plans, shrinking toward fewer deliveries and earlier times.
  *
  * @since 0.1.0
  * @category arbitraries
@@ -280,22 +256,19 @@ export const arbitrary = <X>(platform: Platform, value: FastCheck.Arbitrary<X>):
  * @category models
  */
 export interface AttemptContext<X> {
-  /** 1, 2, ... in the order attempts start. */
   readonly id: number
-  /** The delivery (1-based, in plan order) the attempt belongs to. */
   readonly delivery: number
   readonly source: Source
   /** 1 for a delivery's first attempt, 2 for its first retry, ... */
   readonly try: number
   readonly value: X
-  /** `Clock` time when it started. */
   readonly startedAt: number
   /** `Clock` time when the platform stops it. */
   readonly deadline: number
 }
 
 /**
- * How an attempt ended: it completed (with its exit), or the platform stopped it at the time limit.
+ * How an attempt ended: with its exit, or stopped at the time limit.
  *
  * @since 0.1.0
  * @category models
@@ -322,25 +295,16 @@ export interface AttemptRecord<X, A, E> extends AttemptContext<X> {
  * @category models
  */
 export interface PlayOptions<X, A, E> {
-  /** Whether the platform retries after this outcome. Default: after anything but a success. */
+  /** Default: after anything but a success. */
   readonly retryOn?: ((outcome: AttemptOutcome<A, E>) => boolean) | undefined
-  /** The attempt's name in timelines. Default `attempt <id>`. */
   readonly label?: ((context: AttemptContext<X>) => string) | undefined
-  /** How an outcome reads in timelines. Default: succeeds, fails, crashes, or stopped at the time limit. */
   readonly describe?: ((outcome: AttemptOutcome<A, E>) => string) | undefined
-  /**
-   * Waits, in real time, until the system under test is idle (for example: no request to a real
-   * store in flight, and the other fibers have run until they wait on `TestClock`). When given,
-   * `TestClock` moves one scheduled wake-up at a time, each after `settle`, so that simulated time
-   * never passes while real I/O is under way. Default: the clock moves to the end in one adjustment
-   * (right when everything runs in memory).
-   */
+  /** Waits in real time until the system is idle; `TestClock` then moves one wake-up at a time. */
   readonly settle?: Effect.Effect<void> | undefined
 }
 
 /**
- * The time by which every attempt of a plan has ended: each delivery's start, plus, per attempt,
- * the time limit and the wait before it.
+ * The time by which every attempt of a plan has ended.
  *
  * @since 0.1.0
  * @category utils
@@ -362,18 +326,9 @@ const describeOutcome = <A, E>(outcome: AttemptOutcome<A, E>, timeLimitMs: numbe
   return Exit.isInterrupted(exit) ? "crashes" : "fails"
 }
 
-/** The most clock steps of one stepwise play (each is one scheduled wake-up). */
 /**
- * Plays a plan under `TestClock`: starts each delivery at its time, runs `invoke` for each attempt,
- * stops an attempt at the time limit, and retries a failed one after its wait (unless the event is
- * older than the maximum event age). Advances `TestClock` until every attempt has ended, and returns
- * the attempts in the order they started.
- *
- * An attempt is stopped by interrupting it, and its end is waited for. A platform kills the instance
- * instead: to play that, make the interruption a kill inside `invoke`, with
- * `FaultyStore.withFaults(faults, { onInterrupt: "kill" })` (as `RetryProperty` does): the attempt
- * then ends at once, and none of its store calls reaches the store after its time limit. An attempt
- * that ends interrupted before its time limit reads as a crash (`FaultyStore.crash`).
+ * Plays a plan under `TestClock` and returns the attempts in the order they started. An attempt is
+ * stopped at its time limit by interruption (README.md#platformmodel).
  *
  * @since 0.1.0
  * @category simulation

@@ -1,13 +1,7 @@
 /**
- * A property of an idempotent operation under a platform's retries, in two parts that compose with
- * fast-check's own runner: `arbitrary(options)` draws scenarios (the platform's deliveries and
- * retries, the downstream's behaviour on each attempt's calls, the store faults each attempt meets),
- * and `check(options)(scenario)` plays one under the `TestClock` of the context, then probes what a
- * client that tries again gets once every lease has ended, and fails with the case's timeline when a
- * write was applied twice, an attempt did not get the recorded outcome, a key stayed blocked past its
- * lease, an attempt failed as the protocol never should, or (`require: "exactlyOnce"`) a retry could
- * never learn the outcome. `run` and `assert` hand both to `FastCheck.check` and report the guarantee
- * the configuration gave over every case.
+ * A property of an idempotent operation under a platform's retries, composed with fast-check's own
+ * runner: `arbitrary` draws scenarios, `check` plays one and fails with its timeline
+ * (README.md#property-test-your-operation-under-retries).
  *
  * @example
  * ```ts
@@ -71,10 +65,7 @@ import * as PlatformModel from "./PlatformModel.js"
 import * as SimulatedDownstream from "./SimulatedDownstream.js"
 
 /**
- * The guarantee a configuration gave: `exactlyOnce` (never two writes, and a retry always got the
- * outcome), `exactlyOnceWithDeduplication` (the same, only because the downstream deduplicated a
- * repeated call by its key), `atMostOnce` (never two writes, but a key stayed blocked with its outcome
- * unknown: `markUnknown`), `atLeastOnce` (a request was written twice).
+ * The guarantee a configuration gave (README.md#the-guarantee-it-reports).
  *
  * @since 0.1.0
  * @category models
@@ -82,15 +73,13 @@ import * as SimulatedDownstream from "./SimulatedDownstream.js"
 export type Guarantee = "exactlyOnce" | "exactlyOnceWithDeduplication" | "atMostOnce" | "atLeastOnce"
 
 /**
- * The guarantee a property requires: `atLeastOnce` accepts duplicate writes, `atMostOnce` (the
- * default) fails on any, `exactlyOnce` also fails when a retry could never learn the outcome.
+ * The guarantee a property requires; a weaker one observed fails it.
  *
  * @since 0.1.0
  * @category models
  */
 export type Requirement = "exactlyOnce" | "atMostOnce" | "atLeastOnce"
 
-/** The guarantees, weakest first, and how they read. */
 const GUARANTEES: Record<Guarantee, string> = {
   atLeastOnce: "at least once",
   atMostOnce: "at most once",
@@ -104,8 +93,7 @@ const weakest = (a: Guarantee, b: Guarantee): Guarantee => {
 }
 
 /**
- * What one attempt of a scenario meets: the downstream's behaviours for its calls (in order; a call
- * past the list succeeds at once) and the store faults it hits.
+ * What one attempt meets: the downstream's behaviours for its calls, and its store faults.
  *
  * @since 0.1.0
  * @category models
@@ -142,7 +130,7 @@ const describeScenario = (scenario: Scenario): string =>
   ).join("\n")
 
 /**
- * A violation found in one case.
+ * A violation found in one case (README.md#what-fails-it).
  *
  * @since 0.1.0
  * @category models
@@ -180,15 +168,12 @@ const describeViolation: (violation: Violation) => string = Violation.$match({
 export interface CaseReport {
   readonly scenario: Scenario
   readonly violations: ReadonlyArray<Violation>
-  /** The guarantee this case is consistent with. */
   readonly guarantee: Guarantee
-  /** Writes the downstream applied. */
   readonly writes: number
   /** Calls the downstream deduplicated by their key. */
   readonly deduplicated: number
   /** Whether the probe found the key blocked with its outcome unknown. */
   readonly outcomeLost: boolean
-  /** The events of the case, one per line, with times relative to its start. */
   readonly timeline: string
   /** The violations, the scenario and the timeline. */
   readonly text: string
@@ -217,67 +202,37 @@ export class RetryPropertyFailure extends Schema.TaggedError<RetryPropertyFailur
 }
 
 /**
- * What the scenarios are drawn from.
+ * What the scenarios are drawn from (README.md#options).
  *
  * @since 0.1.0
  * @category models
  */
 export interface ScenarioOptions {
   readonly platform: PlatformModel.Platform
-  /** The downstream behaviours drawn per attempt. */
   readonly downstream?: {
-    /** Codes of scripted failures (map them to your API's errors in `services`). Default `["Unavailable"]`. */
     readonly failures?: ReadonlyArray<string> | undefined
-    /** Kinds of behaviour drawn. Default: all. */
     readonly kinds?: ReadonlyArray<SimulatedDownstream.Behaviour["_tag"]> | undefined
-    /** The longest latency drawn. Default: 1.5 times the platform's time limit. */
     readonly maxLatency?: Duration.DurationInput | undefined
-    /**
-     * How many downstream calls of an attempt get a drawn behaviour. Default 1: a second call of the
-     * same attempt succeeds at once.
-     */
     readonly calls?: number | undefined
   } | undefined
-  /**
-   * The store faults drawn per attempt (crashes at named points, unavailability, stalls up to the
-   * platform's `stalls`); `false` for none. Default: all.
-   */
   readonly faults?: boolean | Partial<FaultyStore.ArbitraryOptions> | undefined
 }
 
 /**
- * The definition of the property.
+ * The definition of the property (README.md#options).
  *
  * @since 0.1.0
  * @category models
  */
 export interface Options<P, A, E, R, ROut = never, RS = never> extends ScenarioOptions {
-  /** The operation under test: any object with a `name` and `runDetailed`, as `Idempotency` makes them. */
   readonly operation: Pick<Idempotency.Operation<P, A, E, R>, "name" | "runDetailed">
-  /** The request every delivery sends, with one key. */
   readonly payload: P
-  /** The request's scope (a tenant id), if the operation uses one. */
   readonly scope?: string | undefined
-  /** Whether the simulated downstream deduplicates by the forwarded key: on every endpoint, or on those listed. */
   readonly deduplicate: boolean | ReadonlyArray<string>
-  /**
-   * The services the operation calls, built over the simulated downstream (for example the
-   * application's `OrdersApi` tag, implemented with `SimulatedDownstream`). Built per case.
-   */
   readonly services?: Layer.Layer<ROut, never, SimulatedDownstream.SimulatedDownstream> | undefined
-  /**
-   * The store each case uses. Default: a fresh memory store per case, under a `TestClock` at zero.
-   * `IdempotencyStore.IdempotencyStore` uses the store of the context, a real one: every case uses a
-   * key of its own, `TestClock` starts at the wall clock (for native expiry, such as DynamoDB's TTL)
-   * and moves one wake-up at a time, only while no store request is in flight.
-   */
+  /** Default: a fresh memory store per case; see README.md#on-a-real-store. */
   readonly store?: Effect.Effect<IdempotencyStore.IdempotencyStore["Type"], never, RS> | undefined
-  /** The guarantee the property requires. Default `atMostOnce`: a duplicate write fails it. */
   readonly require?: Requirement | undefined
-  /**
-   * Pass each attempt's remaining time less this margin as the request's `timeout`, as the
-   * serverless adapters do. Default: the operation's own timeout.
-   */
   readonly deadlineMargin?: Duration.DurationInput | undefined
 }
 
@@ -292,8 +247,7 @@ export type Requirements<R, ROut, RS> =
   | RS
 
 /**
- * The scenarios of a property, for `it.effect.prop` or `run`. They shrink toward fewer deliveries,
- * earlier times, healthy downstream calls and no faults, and print as the readable scenario.
+ * The scenarios of a property, shrinking toward fewer deliveries, healthy calls and no faults.
  *
  * @since 0.1.0
  * @category arbitraries
@@ -333,11 +287,6 @@ interface Played {
   readonly outcome: Ending
 }
 
-/**
- * The checks of one case: no request written twice, no execution while a recorded outcome is live,
- * every attempt ends with the recorded outcome (value or failure) or a failure the protocol allows,
- * and no key is blocked past the leases the operation asked for.
- */
 const findViolations = (input: {
   readonly played: ReadonlyArray<Played>
   readonly seen: Seen
@@ -375,8 +324,7 @@ const findViolations = (input: {
     }
   }
 
-  // an attempt that ends with a value or a failure of the operation's own ends with the recorded
-  // outcome: the first attempt that ended with it says what it is
+  // the first attempt that ended with a value or a failure of the operation's own says what the outcome is
   const firstEnding = new Map<string, { readonly label: string; readonly ending: unknown }>()
   let outcomeLost = false
   for (const { label, outcome } of played) {
@@ -473,8 +421,7 @@ const describeProperty = (options: {
   }`
 
 /**
- * Plays one case under the `TestClock` of the context and reports what it found: its violations,
- * the guarantee it is consistent with, its timeline. Never fails.
+ * Plays one case under the `TestClock` of the context and reports what it found. Never fails.
  *
  * @since 0.1.0
  * @category checking
@@ -526,7 +473,6 @@ export const play = <P, A, E, R, ROut = never, RS = never>(
               : { timeout: Duration.millis(Math.max(0, attempt.deadline - now - marginMs)) })
           })).pipe(
             SimulatedDownstream.scripted(attempt.value.downstream),
-            // the platform's time limit kills the attempt, as it kills an instance: no store call after it
             FaultyStore.withFaults(attempt.value.faults, { onInterrupt: "kill" }),
             Effect.provide(context)
           )
@@ -537,9 +483,7 @@ export const play = <P, A, E, R, ROut = never, RS = never>(
       const attempts = yield* PlatformModel.play(scenario, invoke, { describe, ...(settle && { settle }) })
       const played: Array<Played> = attempts.map((attempt) => ({ label: `attempt ${attempt.id}`, ...attempt }))
 
-      // The probe: one more attempt with a healthy downstream, when the last attempt ended (the
-      // platform's retry windows may have run on past it), or, if the key is still in progress, once
-      // every lease the operation asked for has ended.
+      // the probe (README.md#what-one-case-plays): the platform's retry windows may run past the last attempt
       const lastEnd = attempts.reduce((max, attempt) => Math.max(max, attempt.endedAt), start)
       const now = yield* Clock.currentTimeMillis
       const current = yield* Effect.either(base.get(IdempotencyRecord.makeRecordId({
@@ -624,9 +568,8 @@ export const play = <P, A, E, R, ROut = never, RS = never>(
 }
 
 /**
- * Plays one case under the `TestClock` of the context (`it.effect.prop` provides a fresh one per
- * run) and fails with `RetryPropertyFailure`, whose message is the case's violations, scenario and
- * timeline, when it found a violation. It succeeds with nothing, as fast-check's predicates must.
+ * Plays one case and fails with `RetryPropertyFailure` (its violations, scenario and timeline) when
+ * it found a violation.
  *
  * @since 0.1.0
  * @category checking
@@ -655,25 +598,22 @@ export interface Report {
   readonly passed: boolean
   /** The weakest guarantee over every case played, shrinking included. */
   readonly guarantee: Guarantee
-  /** Cases played before a failure, or all of them (shrinking excluded). */
+  /** Shrinking excluded. */
   readonly numRuns: number
-  /** Cases played, shrinking included, in which a request was written twice, the downstream deduplicated a call, or the outcome was lost. */
+  /** Shrinking included: a request written twice, a deduplicated call, or a lost outcome. */
   readonly casesWithDuplicates: number
   readonly casesDeduplicated: number
   readonly casesWithOutcomeLost: number
-  /** The shrunk case that failed. `{ seed, path }` replays it. */
+  /** `{ seed, path }` replays it. */
   readonly counterexample: CaseReport | undefined
   readonly seed: number
   readonly path: string | undefined
-  /** A readable account: the guarantee, or the counterexample. */
   readonly text: string
 }
 
 /**
- * Runs the property with fast-check's own runner, `FastCheck.check` (its `parameters`: `numRuns`,
- * `seed`, and `path` to replay one case), each case on a fresh `TestClock`. Fast-check shrinks a
- * failing scenario to a minimal counterexample. Never fails: the report says whether the property
- * held, and the guarantee the configuration gave.
+ * Runs the property with `FastCheck.check`, each case on a fresh `TestClock`. Never fails: the
+ * report says whether it held, and the guarantee given.
  *
  * @since 0.1.0
  * @category running
@@ -725,8 +665,7 @@ export const run = <P, A, E, R, ROut = never, RS = never>(
   })
 
 /**
- * Runs the property (see `run`) and fails with `RetryPropertyFailure`, whose message is the
- * counterexample, when it does not hold.
+ * Runs the property (see `run`) and fails with `RetryPropertyFailure` when it does not hold.
  *
  * @since 0.1.0
  * @category running

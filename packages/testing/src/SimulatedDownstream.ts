@@ -1,16 +1,6 @@
 /**
- * A simulated downstream service to swap in for a real API in tests. It records every write it
- * applies, deduplicates by the `Idempotency-Key` a call carries (on every endpoint, or on those
- * named), and behaves per call as the calling fiber's script says (`scripted`): succeed, fail, answer
- * late, never answer, apply the write and then fail or die, ignore interruption, or apply the write
- * even after the caller gave up.
- *
- * Inside an idempotent operation a call carries, unless told otherwise, the key that
- * `IdempotencyHttpClient` would send for it: the step key of the `withStep` name in effect, else of
- * the endpoint. Name an endpoint as the request's method and URL (`POST https://api.example/orders`),
- * as the middleware names a step.
- *
- * Time is read through `Clock` and spent with `Effect.sleep`, so `TestClock` drives every delay.
+ * A simulated downstream API to swap in for a real one in tests: it records its writes,
+ * deduplicates by key, and behaves per call as the fiber's script says (README.md#simulateddownstream).
  *
  * @example
  * ```ts
@@ -47,21 +37,8 @@ import * as format from "./internal/format.js"
 import * as trace from "./internal/trace.js"
 
 /**
- * How the downstream handles one call. Times are milliseconds from the start of the call.
- *
- * | behaviour | the call |
- * | --- | --- |
- * | `Succeed` | applies the write after `latencyMs` and answers |
- * | `Fail` | fails with `SimulatedDownstreamError { code }` after `latencyMs`; applies nothing |
- * | `AnswerLate` | applies the write after `applyAfterMs`, answers after `answerAfterMs`: a shorter timeout sees a timeout although the write happened |
- * | `NeverAnswer` | never answers; applies the write after `applyAfterMs` when `applied` |
- * | `ApplyThenFail` | applies the write after `latencyMs`, then fails with `code` |
- * | `Die` | dies (`SimulatedDefect`) after `latencyMs`; applies nothing |
- * | `ApplyThenDie` | applies the write after `latencyMs`, then dies: a defect whose outcome is unknown |
- * | `IgnoreInterruption` | like `AnswerLate`, uninterruptible: a caller that gives up waits for it; the write is applied and the call answers, but the caller, interrupted, ends interrupted (as in any Effect program): the outcome is unknown to it |
- * | `WriteLandsLate` | like `AnswerLate`, but the write is applied after `applyAfterMs` even when the caller gave up before: the request had reached the server |
- *
- * Every other behaviour applies nothing once its caller gave up.
+ * How the downstream handles one call (times in milliseconds from its start); the README's table
+ * says what each does.
  *
  * @since 0.1.0
  * @category models
@@ -89,7 +66,7 @@ export const Behaviour = Data.taggedEnum<Behaviour>()
 const ms = (input: Duration.DurationInput | undefined): number => input === undefined ? 0 : format.toMillis(input)
 
 /**
- * When a late answer applies the write (default at once) and when it answers (never before the write).
+ * When a late answer applies the write (default at once) and when it answers.
  *
  * @since 0.1.0
  * @category models
@@ -113,7 +90,7 @@ const late = (options: LateAnswer) => ({
 export const succeed = (latency?: Duration.DurationInput): Behaviour => Behaviour.Succeed({ latencyMs: ms(latency) })
 
 /**
- * Fails with `code` after `latency` (default 0), without applying the write.
+ * Fails with `code` after `latency`, without applying the write.
  *
  * @since 0.1.0
  * @category constructors
@@ -122,7 +99,7 @@ export const fail = (code: string, latency?: Duration.DurationInput): Behaviour 
   Behaviour.Fail({ code, latencyMs: ms(latency) })
 
 /**
- * Applies the write after `applyAfter` (default 0) and answers after `answerAfter`.
+ * Applies the write after `applyAfter` and answers after `answerAfter`.
  *
  * @since 0.1.0
  * @category constructors
@@ -130,7 +107,7 @@ export const fail = (code: string, latency?: Duration.DurationInput): Behaviour 
 export const answerLate = (options: LateAnswer): Behaviour => Behaviour.AnswerLate(late(options))
 
 /**
- * Never answers. With `applied`, the write is applied after `applyAfter` (default 0) anyway.
+ * Never answers; with `applied`, applies the write after `applyAfter` anyway.
  *
  * @since 0.1.0
  * @category constructors
@@ -141,7 +118,7 @@ export const neverAnswer = (options?: {
 }): Behaviour => Behaviour.NeverAnswer({ applied: options?.applied ?? false, applyAfterMs: ms(options?.applyAfter) })
 
 /**
- * Applies the write after `latency` (default 0), then fails with `code`.
+ * Applies the write after `latency`, then fails with `code`.
  *
  * @since 0.1.0
  * @category constructors
@@ -150,7 +127,7 @@ export const applyThenFail = (code: string, latency?: Duration.DurationInput): B
   Behaviour.ApplyThenFail({ code, latencyMs: ms(latency) })
 
 /**
- * Dies after `latency` (default 0) without applying the write.
+ * Dies after `latency` without applying the write.
  *
  * @since 0.1.0
  * @category constructors
@@ -158,7 +135,7 @@ export const applyThenFail = (code: string, latency?: Duration.DurationInput): B
 export const die = (latency?: Duration.DurationInput): Behaviour => Behaviour.Die({ latencyMs: ms(latency) })
 
 /**
- * Applies the write after `latency` (default 0), then dies.
+ * Applies the write after `latency`, then dies.
  *
  * @since 0.1.0
  * @category constructors
@@ -167,8 +144,7 @@ export const applyThenDie = (latency?: Duration.DurationInput): Behaviour =>
   Behaviour.ApplyThenDie({ latencyMs: ms(latency) })
 
 /**
- * Applies the write after `applyAfter` (default 0) and answers after `answerAfter`, ignoring
- * interruption all along.
+ * Like `answerLate`, ignoring interruption all along.
  *
  * @since 0.1.0
  * @category constructors
@@ -176,8 +152,7 @@ export const applyThenDie = (latency?: Duration.DurationInput): Behaviour =>
 export const ignoreInterruption = (options: LateAnswer): Behaviour => Behaviour.IgnoreInterruption(late(options))
 
 /**
- * Applies the write after `applyAfter` (default 0) whether or not the caller still waits, and answers
- * after `answerAfter`: a write that lands after the caller gave up.
+ * Like `answerLate`, but the write lands even after the caller gave up.
  *
  * @since 0.1.0
  * @category constructors
@@ -213,17 +188,10 @@ export const describe: (behaviour: Behaviour) => string = Behaviour.$match({
  * @category models
  */
 export interface Request {
-  /**
-   * What is called: the request's method and URL, `POST https://api.example/orders`. Writes of one
-   * endpoint and body are one request; deduplication is per endpoint.
-   */
+  /** The request's method and URL; writes of one endpoint and body are one request. */
   readonly endpoint: string
   readonly body: unknown
-  /**
-   * The `Idempotency-Key` the call carries. Default: inside an idempotent operation, the key
-   * `IdempotencyHttpClient` would send (the step key of the `withStep` name in effect, else of the
-   * endpoint); outside one, none. `false`: none (a client that forwards no key).
-   */
+  /** Default: the key `IdempotencyHttpClient` would send; `false`: none. */
   readonly idempotencyKey?: string | false | undefined
 }
 
@@ -234,9 +202,8 @@ export interface Request {
  * @category models
  */
 export interface Receipt {
-  /** The number of the write (1, 2, ...). A deduplicated call answers with the original write's number. */
+  /** A deduplicated call answers with the original write's number. */
   readonly writeId: number
-  /** `true` when the call was deduplicated: an earlier call with its key had applied the write. */
   readonly replayed: boolean
 }
 
@@ -248,14 +215,12 @@ export interface Receipt {
  */
 export interface Write {
   readonly id: number
-  /** The number of the call that applied it. */
   readonly call: number
-  /** `Clock` time when it was applied. */
   readonly at: number
   readonly endpoint: string
   readonly idempotencyKey: string | undefined
   readonly body: unknown
-  /** The attempt that made the call, when the call ran inside a `RetryProperty` case. */
+  /** Set inside a `RetryProperty` case. */
   readonly attempt: string | undefined
 }
 
@@ -267,20 +232,15 @@ export interface Write {
  */
 export interface Call extends Omit<Write, "id" | "call" | "at"> {
   readonly index: number
-  /** `Clock` time when it was received. */
   readonly at: number
   readonly behaviour: Behaviour
-  /** What the call did to the downstream's state. */
   readonly effect: "pending" | "applied" | "deduplicated" | "none"
-  /** The write it applied, or the write it was deduplicated to. */
   readonly writeId: number | undefined
-  /** How the call ended for the caller. */
   readonly answer: "pending" | "succeeded" | "failed" | "abandoned"
 }
 
 /**
- * The error a scripted failure answers with. Map `code` to the real API's errors in the layer that
- * adapts the simulation.
+ * The error a scripted failure answers with; map `code` to the real API's errors.
  *
  * @since 0.1.0
  * @category errors
@@ -320,11 +280,8 @@ export class SimulatedDefect extends Data.TaggedError("SimulatedDefect")<{ reado
 export class SimulatedDownstream extends Context.Tag("@effect-idempotency/testing/SimulatedDownstream")<
   SimulatedDownstream,
   {
-    /** Calls the downstream: behaves as the next behaviour of the calling fiber's script says. */
     readonly call: (request: Request) => Effect.Effect<Receipt, SimulatedDownstreamError>
-    /** Every call received so far. */
     readonly calls: Effect.Effect<ReadonlyArray<Call>>
-    /** Every write applied so far. */
     readonly writes: Effect.Effect<ReadonlyArray<Write>>
   }
 >() {}
@@ -336,22 +293,16 @@ export class SimulatedDownstream extends Context.Tag("@effect-idempotency/testin
  * @category models
  */
 export interface Options {
-  /**
-   * Deduplicate by the key a call carries, on every endpoint (`true`) or on the endpoints listed: a
-   * call whose key was applied on its endpoint applies nothing and answers with the original write.
-   * A call without a key is never deduplicated. Default `false`.
-   */
+  /** By the key a call carries, on every endpoint or those listed. Default `false`. */
   readonly deduplicate?: boolean | ReadonlyArray<string> | undefined
-  /** The behaviour of a call once the calling fiber's script is used up. Default `succeed()`. */
+  /** Once the fiber's script is used up. Default `succeed()`. */
   readonly otherwise?: Behaviour | undefined
 }
 
-/** The behaviours of the calls a fiber (and the fibers it forks) makes, consumed in call order. */
 const currentScript = FiberRef.unsafeMake<Array<Behaviour>>([])
 
 /**
- * Runs `effect` with its own script: the downstream calls it makes behave as `behaviours` say, in
- * order, then as the downstream's `otherwise`. Give each attempt of a simulated retry its own.
+ * Runs `effect` with its own script: its calls behave as `behaviours` say, in order.
  *
  * @since 0.1.0
  * @category combinators
@@ -365,16 +316,12 @@ export const scripted: {
     Effect.suspend(() => Effect.locally(effect, currentScript, Array.from(behaviours)))
 )
 
-/**
- * The step name `IdempotencyHttpClient.withStep` sets. It is the middleware's own fiber reference,
- * found by its global key, so that a simulated call derives the key the middleware would send.
- */
+// the middleware's own fiber reference, by its global key: a call derives the key it would send
 const currentStep = globalValue(
   Symbol.for("@effect-idempotency/platform/IdempotencyHttpClient/currentStep"),
   () => FiberRef.unsafeMake(Option.none<string>())
 )
 
-/** The key `IdempotencyHttpClient` sends for a request to `endpoint` made by the current fiber. */
 const forwardedKey = (endpoint: string): Effect.Effect<string | undefined> =>
   Effect.flatMap(IdempotencyContext.current, (context) =>
     Option.isNone(context)
@@ -451,7 +398,6 @@ export const make = (options?: Options): Effect.Effect<SimulatedDownstream["Type
         )
 
         const sleep = (millis: number) => millis > 0 ? Effect.sleep(Duration.millis(millis)) : Effect.void
-        /** Applies the write after `millis`, waits `then` more, and goes on with its receipt. */
         const writeAfter = <X, Y>(millis: number, then: number, next: (receipt: Receipt) => Effect.Effect<X, Y>) =>
           sleep(millis).pipe(Effect.zipRight(apply(index)), Effect.tap(() => sleep(then)), Effect.flatMap(next))
         const nothingAfter = <X, Y>(millis: number, next: Effect.Effect<X, Y>) =>
@@ -531,20 +477,16 @@ export const duplicates = (writes: ReadonlyArray<Write>): ReadonlyArray<Readonly
  * @category models
  */
 export interface ArbitraryOptions {
-  /**
-   * The longest latency or answer delay drawn; pick it above the operation's timeout so that late
-   * answers happen. Short latencies are drawn more often than long ones.
-   */
+  /** Pick it above the operation's timeout, so that late answers happen. */
   readonly maxLatency: Duration.DurationInput
-  /** The codes scripted failures may carry. Default `["Unavailable"]`. */
+  /** Default `["Unavailable"]`. */
   readonly failures?: ReadonlyArray<string> | undefined
-  /** The kinds of behaviour drawn. Default: all. */
+  /** Default: all. */
   readonly kinds?: ReadonlyArray<Behaviour["_tag"]> | undefined
 }
 
 /**
- * A fast-check arbitrary of downstream behaviours, healthy ones most often, that shrinks toward an
- * immediate success.
+ * A fast-check arbitrary of behaviours, healthy ones most often, shrinking toward a success.
  *
  * @since 0.1.0
  * @category arbitraries

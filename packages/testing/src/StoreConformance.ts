@@ -1,10 +1,6 @@
 /**
- * The conformance suite every `IdempotencyStore` must pass. A store package calls `suite` once
- * from its own test file with its Layer:
- *
- * The suite drives time with `TestClock` (set to the wall clock at the start of each test, then
- * moved with `TestClock.adjust`). A store that reads another clock passes `advance`. A store that
- * can read its server's clock also calls `serverClockSuite`, which leaves the fiber's clock at 1970.
+ * The conformance suite every `IdempotencyStore` passes, called once from each store's tests with
+ * its layer (README.md#store-conformance-suite).
  *
  * @example
  * ```ts
@@ -45,24 +41,19 @@ import {
  * @category models
  */
 export interface Options {
-  /**
-   * Moves the store's clock forward. Default: `TestClock.adjust`, after setting `TestClock` to the
-   * wall clock at the start of each test.
-   */
+  /** Moves the store's clock forward. Default: `TestClock.adjust`, from the wall clock. */
   readonly advance?: ((duration: Duration.Duration) => Effect.Effect<void>) | undefined
-  /** How many concurrent reservations race for one key. Default 100. */
+  /** Concurrent reservations of one key. Default 100. */
   readonly concurrency?: number | undefined
-  /** The time the layer may take to build. Default 60 seconds. */
+  /** For the layer to build. Default 60 seconds. */
   readonly timeout?: Duration.DurationInput | undefined
 }
 
-/** The lease and TTL of `reserveRequest`. */
 const LEASE = Duration.seconds(30)
 const TTL = Duration.hours(1)
 
 /**
- * One check of the suite: a name, and the effect that fails when the store of the context breaks
- * the rule it names.
+ * One check of the suite: a name, and an effect that fails when the store breaks that rule.
  *
  * @since 0.1.0
  * @category models
@@ -73,8 +64,7 @@ export interface Check {
 }
 
 /**
- * The checks of the suite, to run one by one (for example against a deliberately broken store, to
- * see that a check catches what it names).
+ * The checks of the suite, to run one by one (against a broken store, say).
  *
  * @since 0.1.0
  * @category suites
@@ -86,7 +76,6 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
     : Effect.void
   const advance = options?.advance ?? ((duration: Duration.Duration) => TestClock.adjust(duration))
 
-  /** Runs a check's body with the store, on a clock that starts at the wall clock. */
   const withStore = <A, X>(
     body: (store: IdempotencyStore.IdempotencyStore["Type"]) => Effect.Effect<A, X, IdempotencyStore.IdempotencyStore>
   ) => Effect.asVoid(Effect.zipRight(startClock, Effect.flatMap(IdempotencyStore.IdempotencyStore, body)))
@@ -442,7 +431,6 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
             assert.isAtMost(n, 2)
             if (n === 0) break
           }
-          // the live records survived every purge, untouched
           const kept = Option.getOrThrow(yield* store.get(completed))
           assert.deepStrictEqual([kept.status, kept.token, kept.outcome], ["COMPLETED", done.token, outcome])
           const held = Option.getOrThrow(yield* store.get(inProgress))
@@ -680,22 +668,17 @@ export const suite = <E>(
  * @category models
  */
 export interface ServerClockOptions<R> {
-  /** Reads the server's clock, in epoch milliseconds, with a service of the suite's layer. */
+  /** The server's clock, in epoch milliseconds. */
   readonly now: Effect.Effect<number, unknown, R>
-  /**
-   * The server deletes a record by itself once it expires (as Redis does with `PXAT`), so a purge
-   * finds nothing. Default false: an expired record stays until `purgeExpired` deletes it.
-   */
+  /** The server deletes expired records by itself, so a purge finds none. Default false. */
   readonly nativeExpiry?: boolean | undefined
-  /** The time the layer may take to build. Default 60 seconds. */
+  /** For the layer to build. Default 60 seconds. */
   readonly timeout?: Duration.DurationInput | undefined
 }
 
 /**
- * Registers the tests of a store that reads its server's clock (`clock: "server"`): leases and
- * expiry follow `now`, whatever the fiber's `Clock` says (a `TestClock` at 1970 unless adjusted),
- * and a lease or TTL of 0 is over by the next call, one of an hour is not over during the test, so
- * nothing sleeps. The layer provides the store and what `now` needs.
+ * Registers the tests of a store that reads its server's clock: leases and expiry follow `now`,
+ * while `TestClock` stays at 1970, and nothing sleeps.
  *
  * @example
  * ```ts
@@ -782,7 +765,6 @@ export const serverClockSuite = <R, E>(
         const kept = expectExisting(yield* store.reserve(reserveRequest(ended, { takeover: false })))
         assert.strictEqual(kept.record.token, crashed.token)
         assert.isTrue(kept.record.leaseUntil <= kept.now)
-        // nor by another request
         const other = expectExisting(yield* store.reserve(reserveRequest(ended, { fingerprint: FP_B })))
         assert.strictEqual(other.record.token, crashed.token)
       }))
@@ -829,7 +811,6 @@ export const serverClockSuite = <R, E>(
         const owner = expectReserved(yield* store.reserve(reserveRequest(gone)))
         yield* store.complete({ id: gone, token: owner.token, outcome, ttl: Duration.zero })
         assert.isTrue(Option.isNone(yield* store.get(gone)))
-        // a write on the expired record is refused: it no longer exists
         yield* expectLeaseLost(store.extend({ id: gone, token: owner.token, lease: HOUR }))
         if (options.nativeExpiry === true) {
           assert.strictEqual(yield* store.purgeExpired({ limit: 50 }), 0)

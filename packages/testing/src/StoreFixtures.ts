@@ -1,7 +1,5 @@
 /**
- * What a store's own tests are written with, and the conformance suites too: a record id no other
- * test uses, a reservation request with everyday defaults, and assertions that narrow a reservation's
- * result, check a refused write or take the typed failure of an exit.
+ * What a store's own tests, and the conformance suites, are written with.
  *
  * @example
  * ```ts
@@ -48,13 +46,12 @@ export const FP_A = "sha256:aaaa"
 export const FP_B = "sha256:bbbb"
 
 /**
- * A record id with a random key, so that tests never share a record, even on a shared store.
+ * A record id with a random key: tests never share a record, even on a shared store.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const freshId = (options?: {
-  /** Default `"store-test"`. */
   readonly operation?: string | undefined
   readonly scope?: string | undefined
 }): IdempotencyRecord.RecordId =>
@@ -65,8 +62,7 @@ export const freshId = (options?: {
   })
 
 /**
- * A reservation of `id` with a fresh token, fingerprint `FP_A`, a lease of 30 seconds, a TTL of an
- * hour and takeover on, unless `overrides` says otherwise.
+ * A reservation of `id`: a fresh token, `FP_A`, a 30 s lease, a TTL of an hour, takeover on.
  *
  * @since 0.1.0
  * @category constructors
@@ -111,7 +107,7 @@ export const expectExisting = (
 }
 
 /**
- * Runs a write that must be refused with `LeaseLost`; fails the test if it succeeds or fails otherwise.
+ * Runs a write that must be refused with `LeaseLost`.
  *
  * @since 0.1.0
  * @category assertions

@@ -1,11 +1,6 @@
 /**
- * A loopback TCP proxy in front of a store's server, to test what a store does when the network
- * misbehaves. It forwards bytes both ways until told to stall them (hold them, with both sockets
- * open: no RST, no FIN, as a hung server or a network that stopped delivering looks to the client),
- * to reset every connection (a server that is down), or to cut the connections it has.
- *
- * The proxy listens on one port, bound when it is made and kept until its scope closes, so that
- * no other process can take the port between two phases of a test.
+ * A loopback TCP proxy in front of a store's server, to stall, refuse or cut its connections
+ * (README.md#tcpproxy). Its port is bound once, for its whole life.
  *
  * @example
  * ```ts
@@ -34,28 +29,16 @@ import * as Net from "node:net"
  * @category models
  */
 export interface StallOptions {
-  /**
-   * `"both"` (default): nothing goes through either way. `"answers"`: only what the server sends is
-   * held, so requests still reach it and are applied, but no answer comes back.
-   */
+  /** Default `"both"`. */
   readonly hold?: "both" | "answers" | undefined
-  /**
-   * `"all"` (default): the open connections and those opened later. `"open"`: only the connections
-   * open now; later ones flow (a half-dead connection next to healthy ones).
-   */
+  /** Default `"all"`. */
   readonly connections?: "all" | "open" | undefined
-  /**
-   * When given, the stall is armed rather than started: it starts once a client sends bytes for
-   * which `when` returns true. Those bytes are the first held (with `hold: "answers"`, they reach
-   * the server and their answer is the first held): a request lost on its way, or applied with its
-   * answer lost, such as a COMMIT (`(bytes) => Buffer.from(bytes).includes("COMMIT")`).
-   */
+  /** Arms the stall: it starts with the first client bytes for which `when` is true. */
   readonly when?: ((request: Uint8Array) => boolean) | undefined
 }
 
 /**
- * Bytes held by stalls since the proxy was made: sent by clients (`requests`), and by the server
- * (`answers`).
+ * Bytes held by stalls since the proxy was made.
  *
  * @since 0.1.0
  * @category models
@@ -72,23 +55,16 @@ export interface Held {
  * @category models
  */
 export interface TcpProxy {
-  /** The port it listens on, on 127.0.0.1. */
+  /** On 127.0.0.1. */
   readonly port: number
-  /** Holds bytes (see `StallOptions`) until `resume`; both sockets of each connection stay open. */
   readonly stall: (options?: StallOptions) => Effect.Effect<void>
-  /** Resets every connection, open or new (RST), until `resume`: a server that is down. */
   readonly refuse: Effect.Effect<void>
-  /** Delivers the bytes held, in order, and forwards everything again. */
   readonly resume: Effect.Effect<void>
-  /** Closes every open connection, both sides, and forwards new ones: a network that dropped them. */
   readonly cut: Effect.Effect<void>
-  /** The bytes held by stalls since the proxy was made. */
   readonly held: Effect.Effect<Held>
-  /** The connections open through the proxy. */
   readonly connections: Effect.Effect<number>
 }
 
-/** One direction of a connection: held while `stalled`, with what it holds. */
 interface Direction {
   readonly to: Net.Socket
   stalled: boolean
@@ -108,8 +84,7 @@ const flush = (direction: Direction) => {
 }
 
 /**
- * Starts a proxy to `target` on a free port of 127.0.0.1 (or `options.port`), and stops it, closing
- * every connection, when the scope closes.
+ * Starts a proxy to `target` on a free port of 127.0.0.1, closed with the scope.
  *
  * @since 0.1.0
  * @category constructors

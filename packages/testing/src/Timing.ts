@@ -1,8 +1,5 @@
 /**
- * Waiting and timing in a store's tests: poll until something is true (a background purge deleted a
- * record, a proxy holds a request), wait until a background fiber sleeps on `TestClock` before moving
- * the clock, and check that a call failed at its time limit. Waits are in real time, also under
- * `TestClock`, and bounded: what never comes fails the test with a message.
+ * Bounded waits in real time, also under `TestClock`, and a check that a call failed at its time limit.
  *
  * @example
  * ```ts
@@ -34,8 +31,7 @@ import * as TestServices from "effect/TestServices"
 import { failureOf } from "./StoreFixtures.js"
 
 /**
- * Checks `condition` every `every` of real time (default 10 ms) until it holds, for at most `within`
- * (default 10 seconds), then fails the test with `message` if it still does not.
+ * Checks `condition` every `every` (10 ms) of real time until it holds, for at most `within` (10 s).
  *
  * @since 0.1.0
  * @category waiting
@@ -60,10 +56,8 @@ export const eventually = <E, R>(
   })
 
 /**
- * Waits, in real time (30 s at most), until a fiber sleeps on `TestClock` until at least `ahead` from
- * now, as a background purge does between rounds (a store call's own short waits do not count). Move
- * the clock only after: a round still in flight would otherwise schedule its next one an interval
- * after the moved time, and it would never come.
+ * Waits, in real time, until a fiber sleeps on `TestClock` until at least `ahead` from now: move
+ * the clock only then, or a round still in flight would schedule its next one after the moved time.
  *
  * @since 0.1.0
  * @category waiting
@@ -89,8 +83,7 @@ export interface Timed<A, E> {
 }
 
 /**
- * Runs `effect` and returns its exit and how long it took, by the fiber's clock (run it on the live
- * clock to measure real time).
+ * Runs `effect` and returns its exit and how long it took, by the fiber's clock.
  *
  * @since 0.1.0
  * @category timing
@@ -103,8 +96,7 @@ export const timed = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<Ti
   })
 
 /**
- * Fails the test unless the call failed with `StoreUnavailable` because its time limit passed: after
- * `callTimeout`, and before `callTimeout` plus `slack` (what a loaded machine may add).
+ * Fails the test unless the call failed with `StoreUnavailable` between `callTimeout` and `callTimeout + slack`.
  *
  * @since 0.1.0
  * @category assertions

@@ -1,6 +1,3 @@
-/**
- * How attempts and their failures read in timelines and violations.
- */
 import type { Idempotency } from "@effect-idempotency/core"
 import { IdempotencyError } from "@effect-idempotency/core"
 import * as Cause from "effect/Cause"
@@ -9,11 +6,7 @@ import * as Option from "effect/Option"
 import * as format from "./format.js"
 import type * as trace from "./trace.js"
 
-/**
- * A failure in a few words: its tag and what matters about it.
- *
- * @internal
- */
+/** @internal */
 export const describeError = (error: unknown): string => {
   if (IdempotencyError.isIdempotencyError(error)) {
     switch (error._tag) {
@@ -38,11 +31,7 @@ export const describeError = (error: unknown): string => {
   return format.short(error)
 }
 
-/**
- * How an attempt ended: its value (fresh or replayed), its failure, a crash or a defect.
- *
- * @internal
- */
+/** @internal */
 export const describeExit = <A>(exit: Exit.Exit<Idempotency.Result<A>, unknown>): string => {
   if (Exit.isSuccess(exit)) {
     const result = exit.value
@@ -55,11 +44,7 @@ export const describeExit = <A>(exit: Exit.Exit<Idempotency.Result<A>, unknown>)
   return `dies: ${Cause.pretty(exit.cause).split("\n")[0]}`
 }
 
-/**
- * The events of a case, one per line, with times relative to its start.
- *
- * @internal
- */
+/** @internal */
 export const renderTimeline = (caseTrace: trace.Trace, start: number): string =>
   caseTrace.events
     .slice()

@@ -1,15 +1,11 @@
 import * as Duration from "effect/Duration"
 
-/**
- * A duration in whole milliseconds, at least 0.
- *
- * @internal
- */
+/** @internal */
 export const toMillis = (input: Duration.DurationInput): number =>
   Math.max(0, Math.round(Duration.toMillis(Duration.decode(input))))
 
 /**
- * Formats a duration in milliseconds for a timeline: `850ms`, `12.5s`, `1m 8s`, `6h 0m 3s`.
+ * `850ms`, `12.5s`, `1m 8s`, `6h 0m 3s`.
  *
  * @internal
  */
@@ -28,16 +24,11 @@ export const millis = (ms: number): string => {
   return hours > 0 ? `${sign}${hours}h ${minutes}m ${seconds}` : `${sign}${minutes}m ${seconds}`
 }
 
-/**
- * A time relative to the start of a case: `+1m 8s`.
- *
- * @internal
- */
+/** @internal */
 export const offset = (ms: number): string => `+${millis(ms)}`
 
 /**
- * JSON with object keys sorted, so that two structurally equal values have one text. Values JSON
- * cannot represent are written with `String`.
+ * JSON with sorted keys: structurally equal values have one text.
  *
  * @internal
  */
@@ -60,21 +51,13 @@ export const canonical = (value: unknown): string => {
   return JSON.stringify(go(value)) ?? "undefined"
 }
 
-/**
- * A short, single-line rendering of a value for a timeline.
- *
- * @internal
- */
+/** @internal */
 export const short = (value: unknown, max = 80): string => {
   const text = canonical(value)
   return text.length > max ? `${text.slice(0, max - 3)}...` : text
 }
 
-/**
- * The first characters of a key, for a timeline.
- *
- * @internal
- */
+/** @internal */
 export const key = (value: string | undefined): string =>
   value === undefined ? "no key" : value.length > 10 ? `key ${value.slice(0, 8)}...` : `key ${value}`
 
@@ -93,9 +76,7 @@ const scalar = (value: unknown): string =>
   Object.is(value, -0) ? "-0" : typeof value === "bigint" ? `${value}n` : JSON.stringify(value) ?? String(value)
 
 /**
- * Where and how two values that are not deeply equal differ, also when they print the same: a
- * class instance and a plain object, a Date and a string, -0 and 0, a member that is `undefined`
- * and one that is absent. For example `at .createdAt: a Date vs a string`.
+ * Where two values differ, also when they print the same (README.md#what-fails-it).
  *
  * @internal
  */

@@ -1,7 +1,3 @@
-/**
- * The store as a case of the retry property sees it: what reached it (for the checks and the
- * timeline), and how many requests are in flight (so that simulated time waits for real I/O).
- */
 import type { IdempotencyRecord } from "@effect-idempotency/core"
 import type { IdempotencyStore } from "@effect-idempotency/core"
 import * as Clock from "effect/Clock"
@@ -12,11 +8,7 @@ import * as TestServices from "effect/TestServices"
 import * as format from "./format.js"
 import * as trace from "./trace.js"
 
-/**
- * A reservation that reached the store, with the attempt that made it.
- *
- * @internal
- */
+/** @internal */
 export interface ReserveSeen {
   readonly seq: number
   readonly at: number
@@ -24,11 +16,7 @@ export interface ReserveSeen {
   readonly result: IdempotencyRecord.ReserveResult
 }
 
-/**
- * An outcome the store recorded, with the attempt that recorded it.
- *
- * @internal
- */
+/** @internal */
 export interface CompletionSeen {
   readonly seq: number
   readonly at: number
@@ -38,11 +26,7 @@ export interface CompletionSeen {
   readonly expiresAt: number
 }
 
-/**
- * What reached the store during one case, in order (`seq`).
- *
- * @internal
- */
+/** @internal */
 export interface Seen {
   seq: number
   readonly reserves: Array<ReserveSeen>
@@ -51,11 +35,7 @@ export interface Seen {
   leaseEnd: number
 }
 
-/**
- * Records what reached the store, for the checks and the timeline.
- *
- * @internal
- */
+/** @internal */
 export const spyStore = (
   base: IdempotencyStore.IdempotencyStore["Type"],
   start: number,
@@ -132,12 +112,10 @@ export const spyStore = (
   }
 }
 
-/** The most live-clock polls of one settle (about 10 seconds). */
 const MAX_SETTLE_POLLS = 10_000
 
 /**
- * Counts the store requests in flight; `settle` waits (in real time) until none has been in flight
- * for two polls in a row.
+ * `settle` waits until no request has been in flight for two polls in a row.
  *
  * @internal
  */

@@ -1,6 +1,3 @@
-/**
- * The probe of a case: one more attempt, after the platform's, with a healthy downstream.
- */
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -11,8 +8,7 @@ import type * as PlatformModel from "../PlatformModel.js"
 import * as trace from "./trace.js"
 
 /**
- * Runs the probe under the time limit. A replay from memory finishes without any clock movement:
- * `TestClock` is only moved when the probe is still running after it yielded.
+ * A replay from memory needs no clock movement: `TestClock` moves only once the probe yielded.
  *
  * @internal
  */

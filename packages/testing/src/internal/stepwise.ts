@@ -3,13 +3,10 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as TestClock from "effect/TestClock"
 
-/** The most wake-ups one move of the clock goes through. */
 const MAX_STEPS = 100_000
 
 /**
- * Moves `TestClock` to `end` one scheduled wake-up at a time, settling before each (waiting, in real
- * time, until no real I/O is under way), so that simulated time never passes during real I/O. Stops
- * early when `done` says so.
+ * Moves `TestClock` to `end` one wake-up at a time, settling before each.
  *
  * @internal
  */
