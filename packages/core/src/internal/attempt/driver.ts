@@ -18,6 +18,7 @@
  * @internal
  */
 import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -235,13 +236,26 @@ class Driver<P, A, E, R> {
       this.inbox.push({ _tag: "NotStarted", defect: new TypeError("the operation's execute returned no Effect") })
       return undefined
     }
-    const withContext = Effect.provideService(
-      effect,
-      IdempotencyContext.IdempotencyContext,
-      IdempotencyContext.make({ id, token, attempt })
-    ) as Effect.Effect<unknown, unknown>
+    const added = Context.add(IdempotencyContext.IdempotencyContext, IdempotencyContext.make({ id, token, attempt }))
+    // the worker's context holds the IdempotencyContext while the downstream runs, and is put back
+    // before the worker ends, so that none of it reaches the caller through `Fiber.inheritAll`
+    // (what `Effect.provideService` does, without its acquire and release around the downstream)
+    const run = Effect.flatMap(
+      FiberRef.getAndUpdate(FiberRef.currentContext, added),
+      (context) =>
+        Effect.flatMap(
+          Effect.exit(Effect.interruptible(effect as Effect.Effect<unknown, unknown>)),
+          (exit) =>
+            Effect.zipRight(
+              FiberRef.set(FiberRef.currentContext, context),
+              Effect.sync(() => this.post(downstreamEnded(exit)))
+            )
+        )
+    )
     // interruptible even when the caller runs in an uninterruptible region; its end always posts
-    return this.work({ effect: withContext, toEvent: downstreamEnded })
+    return Effect.map(Effect.forkDaemon(run), (fiber) => {
+      this.worker = fiber
+    })
   }
 
   /** Runs one command: an effect to run, or `undefined` when it was done at once. */
