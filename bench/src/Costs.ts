@@ -10,10 +10,12 @@ import {
   IdempotencyRecord,
   IdempotencyStore
 } from "@effect-idempotency/core"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
 import * as MetricKey from "effect/MetricKey"
 import * as MetricLabel from "effect/MetricLabel"
@@ -140,6 +142,26 @@ const pieces = (): ReadonlyArray<readonly [string, (i: number) => Effect.Effect<
     [
       "Effect.provideService (IdempotencyContext)",
       () => Effect.provideService(succeed, IdempotencyContext.IdempotencyContext, context)
+    ],
+    [
+      "the context added to a fiber's own FiberRef and put back (as the driver does)",
+      () =>
+        Effect.flatMap(
+          FiberRef.getAndUpdate(FiberRef.currentContext, Context.add(IdempotencyContext.IdempotencyContext, context)),
+          (before) => Effect.zipRight(succeed, FiberRef.set(FiberRef.currentContext, before))
+        )
+    ],
+    [
+      "a worker: Effect.forkDaemon of the downstream, one Effect.yieldNow, its exit read (the driver's floor per step)",
+      () => {
+        const box: { exit: Exit.Exit<number> | undefined } = { exit: undefined }
+        return Effect.zipRight(
+          Effect.forkDaemon(Effect.map(Effect.exit(succeed), (exit) => {
+            box.exit = exit
+          })),
+          Effect.map(Effect.yieldNow(), () => box.exit)
+        )
+      }
     ],
     ["Effect.timeoutOption, downstream done at once", () => Effect.timeoutOption(Effect.exit(succeed), timeout)],
     ["lazyTimeout, downstream done at once", () => lazyTimeout(succeed, timeout)],
