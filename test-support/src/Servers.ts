@@ -46,6 +46,22 @@ export const freePort: Effect.Effect<number, ServerError> = Effect.async((resume
   })
 })
 
+/**
+ * Listens with `server` on a free port of 127.0.0.1 until the scope closes, and yields the port;
+ * `onClose` runs before the server closes (to destroy the connections still open, say).
+ */
+export const listen = (server: net.Server, onClose?: () => void): Effect.Effect<number, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.async<number>((resume) => {
+      server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.address() as net.AddressInfo).port)))
+    }),
+    () =>
+      Effect.async<void>((resume) => {
+        onClose?.()
+        server.close(() => resume(Effect.void))
+      })
+  )
+
 /** A regular file this process may execute. */
 export const isExecutable = (file: string): boolean => {
   try {

@@ -1,0 +1,61 @@
+/**
+ * TypeScript files of the tests run in processes of their own, from the packages' sources (`node
+ * --conditions=source --import tsx`): a second client racing the first, a process killed with
+ * SIGKILL at a point it announces.
+ *
+ * @example
+ * const seen = yield* Children.runUntilMarker(CHILD, [url, key, "before-commit"])
+ * // "PAUSED before-commit (SIGKILL)"
+ */
+import * as Effect from "effect/Effect"
+import type { ChildProcessWithoutNullStreams, SpawnOptions } from "node:child_process"
+import { spawn } from "node:child_process"
+import { createRequire } from "node:module"
+
+const TSX = createRequire(import.meta.url).resolve("tsx")
+
+/** The arguments of `node` that run `file` (TypeScript, from the packages' sources) with `args`. */
+export const nodeArgs = (file: string, args: ReadonlyArray<string>): Array<string> => [
+  "--conditions=source",
+  "--import",
+  TSX,
+  file,
+  ...args
+]
+
+/** Starts `file` in a process of its own, its stdin, stdout and stderr piped (unless `options` say otherwise). */
+export const start = (
+  file: string,
+  args: ReadonlyArray<string>,
+  options?: SpawnOptions
+): ChildProcessWithoutNullStreams =>
+  spawn(process.execPath, nodeArgs(file, args), { stdio: "pipe", ...options }) as ChildProcessWithoutNullStreams
+
+/**
+ * Runs `file` until it prints a line starting with `PAUSED` (or the line `DONE`), then kills it with
+ * SIGKILL; yields that line and how the process ended (`PAUSED before-commit (SIGKILL)`). A process
+ * that ends without the line fails, with what it wrote on stderr.
+ */
+export const runUntilMarker = (file: string, args: ReadonlyArray<string>): Effect.Effect<string, Error> =>
+  Effect.async<string, Error>((resume) => {
+    const child = start(file, args, { stdio: ["ignore", "pipe", "pipe"] })
+    let out = ""
+    let err = ""
+    let seen: string | undefined
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString()
+      const line = out.split("\n").find((line) => line.startsWith("PAUSED") || line === "DONE")
+      if (line !== undefined && seen === undefined) {
+        seen = line
+        child.kill("SIGKILL")
+      }
+    })
+    child.stderr.on("data", (chunk: Buffer) => {
+      err += chunk.toString()
+    })
+    child.on("exit", (_code, signal) => {
+      if (seen === undefined) resume(Effect.fail(new Error(`the child ended without a marker: ${err}`)))
+      else resume(Effect.succeed(`${seen} (${signal ?? "exited"})`))
+    })
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
