@@ -14,15 +14,15 @@ import {
 import { CachePersistenceLayer } from "@aws-lambda-powertools/idempotency/cache"
 import type { CacheClient } from "@aws-lambda-powertools/idempotency/cache/types"
 import { RedisClient, RedisScripts, RedisStore } from "@effect-idempotency/redis"
+import { Counting } from "@effect-idempotency/test-support"
+import { redisServer, requireRedisServer, unlinkKeys } from "@effect-idempotency/test-support/Redis"
 import { createClient } from "@redis/client"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import type { Command } from "ioredis"
 import { Redis } from "ioredis"
 import { randomUUID } from "node:crypto"
-import { redisServer, requireRedisServer } from "../../packages/redis/test/utils/servers.js"
 import { BARE, OURS, POWERTOOLS } from "./DynamoDbBench.js"
 import { BenchError } from "./Measure.js"
 import type { Contender, Plan, SuiteResult } from "./Suite.js"
@@ -40,32 +40,16 @@ export interface Server {
   readonly version: string
 }
 
-/** Commands of a connection's own handshake, not sent by a contender. */
-const HANDSHAKE = new Set(["info", "client", "select", "auth", "hello"])
-
 /** An ioredis client with the store's recommended options that counts the commands it sends. */
 const countedIoredis = (url: string) =>
   Effect.gen(function*() {
-    const sent = { commands: 0 }
-    class CountingRedis extends Redis {
-      override sendCommand(command: Command, stream?: Parameters<Redis["sendCommand"]>[1]): unknown {
-        if (!HANDSHAKE.has(command.name)) sent.commands++
-        return super.sendCommand(command, stream)
-      }
-    }
-    const client = yield* Effect.acquireRelease(
-      Effect.sync(() => {
-        const client = new CountingRedis(url, RedisClient.recommendedOptions())
-        client.on("error", () => {})
-        return client
-      }),
-      (client) => Effect.sync(() => client.disconnect())
-    )
+    const sent: Array<string> = []
+    const client = yield* Counting.redis(url, RedisClient.recommendedOptions(), sent)
     yield* Effect.tryPromise({
       try: () => client.ping(),
       catch: (cause) => new BenchError({ message: `no Redis answers at ${url}`, cause })
     }).pipe(Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("10 seconds"))))
-    return { client, roundTrips: () => sent.commands }
+    return { client, roundTrips: () => sent.length }
   })
 
 const ours = (url: string, prefix: string) =>
@@ -217,14 +201,10 @@ const admin = (url: string, pattern: string) =>
         return client
       }),
       (client) =>
-        Effect.tryPromise(async () => {
-          let cursor = "0"
-          do {
-            const [next, keys] = await client.scan(cursor, "MATCH", pattern, "COUNT", 1000)
-            cursor = next
-            if (keys.length > 0) await client.unlink(...keys)
-          } while (cursor !== "0")
-        }).pipe(Effect.ignore, Effect.ensuring(Effect.sync(() => client.disconnect())))
+        Effect.tryPromise(() => unlinkKeys(client, pattern)).pipe(
+          Effect.ignore,
+          Effect.ensuring(Effect.sync(() => client.disconnect()))
+        )
     )
     const info = yield* Effect.tryPromise({
       try: () => client.info("server"),

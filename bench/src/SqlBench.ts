@@ -8,9 +8,10 @@
  *
  * MariaDB is the server of `--mysql-url` (or `TEST_MYSQL_URL`) with a database of the run's own
  * (`idem_…`, dropped at the end), else a `mariadbd` started for the run in a temporary directory
- * (stopped and removed at the end): the tests' helper, `packages/sql/test/utils/mariadb.ts`.
+ * (stopped and removed at the end): the tests' helper, `MariaDb.testDatabase` of `test-support`.
  */
 import { SqlIdempotencyMigration, SqlIdempotencyStore } from "@effect-idempotency/sql"
+import { Counting, MariaDb } from "@effect-idempotency/test-support"
 import * as LibsqlClient from "@effect/sql-libsql/LibsqlClient"
 import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
@@ -25,7 +26,6 @@ import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { testDatabase } from "../../packages/sql/test/utils/mariadb.js"
 import { BenchError } from "./Measure.js"
 import type { Contender, Plan, SuiteResult } from "./Suite.js"
 import * as Suite from "./Suite.js"
@@ -59,19 +59,6 @@ export interface EngineRun {
   readonly database: Database
   readonly result: SuiteResult
 }
-
-/** A `SqlClient` whose `unsafe` counts the statements it is asked for (as the store's round-trip tests count). */
-const counting = (sql: SqlClient.SqlClient, sent: { statements: number }): SqlClient.SqlClient =>
-  new Proxy(sql, {
-    get(target, property, receiver) {
-      const value = Reflect.get(target, property, receiver)
-      if (property !== "unsafe" || typeof value !== "function") return value
-      return (...args: Array<unknown>) => {
-        sent.statements++
-        return Reflect.apply(value, target, args)
-      }
-    }
-  })
 
 /** A directory of the run's own, removed with the scope. */
 const scopedDirectory = Effect.acquireRelease(
@@ -115,7 +102,7 @@ const client = (
     switch (engine) {
       case "mariadb": {
         yield* mysqlUrlInEnvironment(mysqlUrl)
-        const database = yield* Effect.mapError(testDatabase, (cause) =>
+        const database = yield* Effect.mapError(MariaDb.testDatabase, (cause) =>
           new BenchError({
             message: `no MariaDB: ${cause.message} (give --mysql-url, or TEST_MYSQL_URL, or install mariadb-server)`,
             cause
@@ -178,7 +165,8 @@ export const run = (
   Effect.scoped(Effect.gen(function*() {
     const { kind, sql: plain, versionQuery } = yield* client(engine, mysqlUrl)
     const sent = { statements: 0 }
-    const sql = counting(plain, sent)
+    // `unsafe` counts the statements it is asked for, as the store's round-trip tests count
+    const sql = Counting.sql(plain, sent)
     const fail = (what: string) => (cause: unknown) => new BenchError({ message: `${engine}: ${what}`, cause })
     const versionRows = yield* Effect.mapError(
       plain.unsafe<{ readonly version: unknown }>(versionQuery).withoutTransform,

@@ -14,6 +14,7 @@
  * and mariadbd are started on 127.0.0.1 for their suite and stopped after it, or when the run is
  * interrupted (SIGINT, SIGTERM). Exits with 1 when a suite fails, 130 when interrupted.
  */
+import { dynalite, dynamoDbLocal, findJava } from "@effect-idempotency/test-support/DynamoDb"
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -27,7 +28,6 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { parseArgs } from "node:util"
-import { dynalite, dynamoDbLocal, findJava } from "../../packages/dynamodb/test/utils/servers.js"
 import * as Chart from "./Chart.js"
 import * as Costs from "./Costs.js"
 import * as DynamoDbBench from "./DynamoDbBench.js"

@@ -2,10 +2,10 @@
  * The command line itself, as a process: help on every command, usage errors and their exit code,
  * the store named by the environment, and a store that cannot be reached.
  */
+import { freePort } from "@effect-idempotency/test-support/Servers"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import { redisUrl } from "../../redis/test/utils/fixtures.js"
-import { freePort } from "../../redis/test/utils/servers.js"
 import { cli, Code, parsed } from "./utils/cli.js"
 
 const commands = ["inspect", "list", "unblock", "stats", "purge", "migrate"]

@@ -7,6 +7,7 @@ import {
 } from "@aws-sdk/client-dynamodb"
 import { Idempotency, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { DynamoDbClient, DynamoDbStore } from "@effect-idempotency/dynamodb"
+import { freePort, listen } from "@effect-idempotency/test-support/Servers"
 import { StoreFixtures, Timing } from "@effect-idempotency/testing"
 import { assert, it, layer } from "@effect/vitest"
 import * as Cause from "effect/Cause"
@@ -25,7 +26,6 @@ import { randomUUID } from "node:crypto"
 import * as net from "node:net"
 import { backends, clientConfig, storeLayer } from "./utils/backends.js"
 import { connectionReset, injectFailures, recordRequests, startAtWallClock } from "./utils/requests.js"
-import { freePort } from "./utils/servers.js"
 
 const { freshId, reserveRequest } = StoreFixtures
 
@@ -331,27 +331,16 @@ const silentServer: Effect.Effect<
 > = Effect.gen(function*() {
   const state = { closed: 0 }
   const sockets = new Set<net.Socket>()
-  const server = yield* Effect.acquireRelease(
-    Effect.async<net.Server>((resume) => {
-      const server = net.createServer((socket) => {
-        sockets.add(socket)
-        // read (and drop) the request, so that the client's close is seen
-        socket.resume()
-        socket.on("close", () => {
-          sockets.delete(socket)
-          state.closed++
-        })
-      })
-      server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
-    }),
-    (server) =>
-      Effect.async<void>((resume) => {
-        server.close(() => resume(Effect.void))
-        sockets.forEach((socket) => socket.destroy())
-      })
-  )
-  const address = server.address()
-  const port = typeof address === "object" && address !== null ? address.port : 0
+  const server = net.createServer((socket) => {
+    sockets.add(socket)
+    // read (and drop) the request, so that the client's close is seen
+    socket.resume()
+    socket.on("close", () => {
+      sockets.delete(socket)
+      state.closed++
+    })
+  })
+  const port = yield* listen(server, () => sockets.forEach((socket) => socket.destroy()))
   return { endpoint: `http://127.0.0.1:${port}`, closed: Effect.sync(() => state.closed) }
 })
 

@@ -5,13 +5,14 @@
  * With `TEST_REQUIRE_DYNAMODB_LOCAL=1` (CI), a missing Java or a DynamoDB Local that does not
  * start fails the run.
  */
+import { dynalite, dynamoDbLocal, findJava } from "@effect-idempotency/test-support/DynamoDb"
+import { ServerError } from "@effect-idempotency/test-support/Servers"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import type { TestProject } from "vitest/node"
 import type { Backend } from "./utils/backends.js"
-import { dynalite, dynamoDbLocal, findJava, ServerError } from "./utils/servers.js"
 
 const required = process.env.TEST_REQUIRE_DYNAMODB_LOCAL === "1"
 

@@ -6,10 +6,10 @@
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
 import { IdempotentFetch } from "@effect-idempotency/http"
+import { listen } from "@effect-idempotency/test-support/Servers"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Http from "node:http"
-import type { AddressInfo } from "node:net"
 import { Readable } from "node:stream"
 
 /** How an adapter streams the request's body into the `Request`. */
@@ -38,32 +38,25 @@ const serve = (
   handler: IdempotentFetch.Handler,
   body: (incoming: Http.IncomingMessage) => ReadableStream<Uint8Array>
 ) =>
-  Effect.acquireRelease(
-    Effect.async<Http.Server>((resume) => {
-      const server = Http.createServer(async (incoming, outgoing) => {
-        const headers = new Headers()
-        for (const [name, value] of Object.entries(incoming.headers)) {
-          if (typeof value === "string") headers.set(name, value)
-        }
-        const response = await handler(
-          new Request(`http://${incoming.headers.host}${incoming.url}`, {
-            method: incoming.method!,
-            headers,
-            body: body(incoming),
-            duplex: "half"
-          } as RequestInit)
-        )
-        outgoing.writeHead(response.status, Object.fromEntries(response.headers))
-        outgoing.end(new Uint8Array(await response.arrayBuffer()))
-      })
-      server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
-    }),
-    (server) =>
-      Effect.async<void>((resume) => {
-        server.closeAllConnections()
-        server.close(() => resume(Effect.void))
-      })
-  ).pipe(Effect.map((server) => (server.address() as AddressInfo).port))
+  Effect.suspend(() => {
+    const server = Http.createServer(async (incoming, outgoing) => {
+      const headers = new Headers()
+      for (const [name, value] of Object.entries(incoming.headers)) {
+        if (typeof value === "string") headers.set(name, value)
+      }
+      const response = await handler(
+        new Request(`http://${incoming.headers.host}${incoming.url}`, {
+          method: incoming.method!,
+          headers,
+          body: body(incoming),
+          duplex: "half"
+        } as RequestInit)
+      )
+      outgoing.writeHead(response.status, Object.fromEntries(response.headers))
+      outgoing.end(new Uint8Array(await response.arrayBuffer()))
+    })
+    return listen(server, () => server.closeAllConnections())
+  })
 
 interface Reply {
   readonly status: number

@@ -5,6 +5,8 @@
  */
 import { IdempotencyRecord } from "@effect-idempotency/core"
 import { RedisClient, RedisStore } from "@effect-idempotency/redis"
+import type { RedisCluster } from "@effect-idempotency/test-support/Redis"
+import { redisCluster, requireRedisServer } from "@effect-idempotency/test-support/Redis"
 import { AdminConformance, StoreConformance } from "@effect-idempotency/testing"
 import { assert, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
@@ -15,8 +17,6 @@ import * as TestClock from "effect/TestClock"
 import * as TestServices from "effect/TestServices"
 import { Cluster } from "ioredis"
 import { expectReserved, freshId, recordKey, reserveRequest, uniquePrefix } from "./utils/fixtures.js"
-import type { RedisCluster } from "./utils/servers.js"
-import { redisCluster, requireRedisServer } from "./utils/servers.js"
 
 class Nodes extends Context.Tag("test/Nodes")<Nodes, RedisCluster>() {}
 

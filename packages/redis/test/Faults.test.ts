@@ -10,6 +10,9 @@
 import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
 import type { RedisStore } from "@effect-idempotency/redis"
 import { RedisClient } from "@effect-idempotency/redis"
+import type { RedisServer } from "@effect-idempotency/test-support/Redis"
+import { redisServer, requireRedisServer } from "@effect-idempotency/test-support/Redis"
+import { freePort } from "@effect-idempotency/test-support/Servers"
 import { TcpProxy, Timing } from "@effect-idempotency/testing"
 import { assert, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
@@ -35,8 +38,6 @@ import {
   storeLayer,
   uniquePrefix
 } from "./utils/fixtures.js"
-import type { RedisServer } from "./utils/servers.js"
-import { freePort, redisServer, requireRedisServer } from "./utils/servers.js"
 
 const PREFIX = uniquePrefix("faults")
 

@@ -8,6 +8,8 @@
  */
 import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { RedisClient, RedisStore } from "@effect-idempotency/redis"
+import { Counting } from "@effect-idempotency/test-support"
+import { redisServer, requireRedisServer } from "@effect-idempotency/test-support/Redis"
 import { assert, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
@@ -19,8 +21,7 @@ import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as TestServices from "effect/TestServices"
-import type { Command } from "ioredis"
-import { Redis } from "ioredis"
+import type { Redis } from "ioredis"
 import { randomUUID } from "node:crypto"
 import {
   expectReserved,
@@ -32,25 +33,12 @@ import {
   reserveRequest,
   uniquePrefix
 } from "./utils/fixtures.js"
-import { redisServer, requireRedisServer } from "./utils/servers.js"
-
-/** Commands a connection opens with, not sent by the store. */
-const HANDSHAKE = new Set(["info", "client", "select", "auth", "hello"])
 
 /** A client that records the name of every command it sends. */
 const countingClient = (url: string) =>
   Effect.gen(function*() {
     const sent: Array<string> = []
-    class CountingRedis extends Redis {
-      override sendCommand(command: Command, stream?: Parameters<Redis["sendCommand"]>[1]): unknown {
-        if (!HANDSHAKE.has(command.name)) sent.push(command.name)
-        return super.sendCommand(command, stream)
-      }
-    }
-    const client = yield* Effect.acquireRelease(
-      Effect.sync(() => new CountingRedis(url, RedisClient.recommendedOptions())),
-      (client) => Effect.sync(() => client.disconnect())
-    )
+    const client = yield* Counting.redis(url, RedisClient.recommendedOptions(), sent)
     return { client, sent }
   })
 

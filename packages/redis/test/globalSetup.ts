@@ -3,13 +3,14 @@
  * database 15 unless the URL names one), else a `redis-server` started here on a free port of
  * 127.0.0.1 and stopped at the end. Neither is a failure of the run, never a skip.
  */
+import { ping, redisServer, requireRedisServer, unlinkKeys } from "@effect-idempotency/test-support/Redis"
+import { ServerError } from "@effect-idempotency/test-support/Servers"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { randomUUID } from "node:crypto"
 import type { TestProject } from "vitest/node"
-import { ping, redisServer, requireRedisServer, ServerError } from "./utils/servers.js"
 
 const configured = process.env.TEST_REDIS_URL === "" ? undefined : process.env.TEST_REDIS_URL
 
@@ -52,15 +53,7 @@ const removeKeys = (url: string, prefix: string) =>
       client.on("error", () => {})
       return client
     }),
-    (client) =>
-      Effect.tryPromise(async () => {
-        let cursor = "0"
-        do {
-          const [next, keys] = await client.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1000)
-          cursor = next
-          if (keys.length > 0) await client.unlink(...keys)
-        } while (cursor !== "0")
-      }),
+    (client) => Effect.tryPromise(() => unlinkKeys(client, `${prefix}*`)),
     (client) => Effect.sync(() => client.disconnect())
   ).pipe(Effect.ignore)
 

@@ -8,15 +8,14 @@
  * dead connection's transaction back, as the server does).
  */
 import { PgIdempotencyTable, PgTransactional } from "@effect-idempotency/sql-pg"
+import { Children } from "@effect-idempotency/test-support"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
-import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
 import { layerClient, layerPrimary, resetTable, runTable, TestDatabase } from "./utils/TestDatabase.js"
 
@@ -24,7 +23,6 @@ const TABLE = runTable("idem_tx_kill")
 const ORDERS = runTable("orders_tx_kill")
 const table = Either.getOrThrow(PgIdempotencyTable.make({ table: TABLE }))
 const CHILD = fileURLToPath(new URL("./utils/transactionalChild.ts", import.meta.url))
-const TSX = createRequire(import.meta.url).resolve("tsx")
 
 const Live = Layer.effectDiscard(
   Effect.gen(function*() {
@@ -42,32 +40,7 @@ const Live = Layer.effectDiscard(
 
 /** Runs the child until it prints `PAUSED <point>` (or `DONE`), then kills it with SIGKILL. */
 const runAndKill = (url: string, key: string, point: string) =>
-  Effect.async<string, Error>((resume) => {
-    const child = spawn(
-      process.execPath,
-      ["--conditions=source", "--import", TSX, CHILD, url, TABLE, ORDERS, key, point],
-      { stdio: ["ignore", "pipe", "pipe"] }
-    )
-    let out = ""
-    let err = ""
-    let seen: string | undefined
-    child.stdout.on("data", (chunk: Buffer) => {
-      out += chunk.toString()
-      const line = out.split("\n").find((line) => line.startsWith("PAUSED") || line === "DONE")
-      if (line !== undefined && seen === undefined) {
-        seen = line
-        child.kill("SIGKILL")
-      }
-    })
-    child.stderr.on("data", (chunk: Buffer) => {
-      err += chunk.toString()
-    })
-    child.on("exit", (_code, signal) => {
-      if (seen === undefined) resume(Effect.fail(new Error(`the child ended without a marker: ${err}`)))
-      else resume(Effect.succeed(`${seen} (${signal ?? "exited"})`))
-    })
-    return Effect.sync(() => child.kill("SIGKILL"))
-  })
+  Children.runUntilMarker(CHILD, [url, TABLE, ORDERS, key, point])
 
 const counts = (key: string) =>
   Effect.gen(function*() {

@@ -7,27 +7,23 @@
  */
 import { IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { SqlIdempotencyStore } from "@effect-idempotency/sql"
+import { Children } from "@effect-idempotency/test-support"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { layerClient, scopedDatabaseFile, uniqueTable } from "./utils/databases.js"
 
 const CHILD = fileURLToPath(new URL("./utils/libsqlChild.ts", import.meta.url))
-const TSX = createRequire(import.meta.url).resolve("tsx")
 
 /**
  * Starts the child with `args`: `onLine` is told each line it prints, `send` writes a line to its
  * stdin, and `done` is what it printed once it exited.
  */
 const child = (args: ReadonlyArray<string>, onLine: (line: string) => void = () => {}) => {
-  const started = spawn(process.execPath, ["--conditions=source", "--import", TSX, CHILD, ...args], {
-    stdio: ["pipe", "pipe", "pipe"]
-  })
+  const started = Children.start(CHILD, args)
   let out = ""
   let err = ""
   started.stdout.on("data", (chunk) => {

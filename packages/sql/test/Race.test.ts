@@ -7,19 +7,17 @@
 import type { IdempotencyStore } from "@effect-idempotency/core"
 import { IdempotencyKey, IdempotencyRecord } from "@effect-idempotency/core"
 import { SqlIdempotencyStore } from "@effect-idempotency/sql"
+import { Children } from "@effect-idempotency/test-support"
 import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
-import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
 import type { Engine } from "./utils/databases.js"
 import { layerClient, scopedDatabaseFile, uniqueTable } from "./utils/databases.js"
 
 const CHILD = fileURLToPath(new URL("./utils/reserveChild.ts", import.meta.url))
-const TSX = createRequire(import.meta.url).resolve("tsx")
 
 /** A store on a client of its own, which lives as long as the test's scope. */
 const store = (engine: Engine, table: string, file?: string) =>
@@ -98,18 +96,7 @@ describe("SqlIdempotencyStore races", () => {
         yield* store("sqlite", table, file)
         const keys = 500
         const children = ["a", "b"].map((name) => {
-          const child = spawn(process.execPath, [
-            "--conditions=source",
-            "--import",
-            TSX,
-            CHILD,
-            file,
-            table,
-            String(keys),
-            name
-          ], {
-            stdio: ["pipe", "pipe", "pipe"]
-          })
+          const child = Children.start(CHILD, [file, table, String(keys), name])
           let out = ""
           let err = ""
           child.stdout.on("data", (chunk) => (out += String(chunk)))

@@ -5,15 +5,14 @@
  * database. The child process is `utils/transactionalChild.ts`.
  */
 import { SqlIdempotencyMigration, SqlTransactional } from "@effect-idempotency/sql"
+import { Children } from "@effect-idempotency/test-support"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -22,34 +21,9 @@ import type { Engine } from "./utils/databases.js"
 import { engines, layerClient, uniqueTable } from "./utils/databases.js"
 
 const CHILD = fileURLToPath(new URL("./utils/transactionalChild.ts", import.meta.url))
-const TSX = createRequire(import.meta.url).resolve("tsx")
 
 /** Runs the child until it prints `PAUSED <point>` (or `DONE`), then kills it with SIGKILL. */
-const runAndKill = (args: ReadonlyArray<string>) =>
-  Effect.async<string, Error>((resume) => {
-    const child = spawn(process.execPath, ["--conditions=source", "--import", TSX, CHILD, ...args], {
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let out = ""
-    let err = ""
-    let seen: string | undefined
-    child.stdout.on("data", (chunk: Buffer) => {
-      out += chunk.toString()
-      const line = out.split("\n").find((line) => line.startsWith("PAUSED") || line === "DONE")
-      if (line !== undefined && seen === undefined) {
-        seen = line
-        child.kill("SIGKILL")
-      }
-    })
-    child.stderr.on("data", (chunk: Buffer) => {
-      err += chunk.toString()
-    })
-    child.on("exit", (_code, signal) => {
-      if (seen === undefined) resume(Effect.fail(new Error(`the child ended without a marker: ${err}`)))
-      else resume(Effect.succeed(`${seen} (${signal ?? "exited"})`))
-    })
-    return Effect.sync(() => child.kill("SIGKILL"))
-  })
+const runAndKill = (args: ReadonlyArray<string>) => Children.runUntilMarker(CHILD, args)
 
 const POINTS = [
   { point: "before-reserve", committed: false },

@@ -1,15 +1,15 @@
 /**
  * The MariaDB server of the run, once for all the package's test files: a database of the run's own
  * on the server `TEST_MYSQL_URL` names (CI sets it to the machine's server), else on a `mariadbd`
- * started here on a free port of 127.0.0.1 (see `utils/mariadb.ts`). The tests read its URL with
+ * started here on a free port of 127.0.0.1 (see test-support's `MariaDb`). The tests read its URL with
  * `inject("mysqlUrl")`; at the end the database is dropped, or the server stopped and its directory
  * removed. A missing server fails the run, never a skip.
  */
+import { testDatabase } from "@effect-idempotency/test-support/MariaDb"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Scope from "effect/Scope"
 import type { TestProject } from "vitest/node"
-import { testDatabase } from "./utils/mariadb.js"
 
 declare module "vitest" {
   export interface ProvidedContext {

@@ -1,3 +1,4 @@
+import { listen } from "@effect-idempotency/test-support/Servers"
 import { TcpProxy, Timing } from "@effect-idempotency/testing"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -17,16 +18,9 @@ const echoServer = Effect.gen(function*() {
     socket.on("close", () => sockets.delete(socket))
     socket.on("error", () => {})
   })
-  const port = yield* Effect.acquireRelease(
-    Effect.async<number>((resume) => {
-      server.listen(0, "127.0.0.1", () => resume(Effect.succeed((server.address() as Net.AddressInfo).port)))
-    }),
-    () =>
-      Effect.async<void>((resume) => {
-        for (const socket of sockets) socket.destroy()
-        server.close(() => resume(Effect.void))
-      })
-  )
+  const port = yield* listen(server, () => {
+    for (const socket of sockets) socket.destroy()
+  })
   return { port, received: () => received.join("") }
 })
 

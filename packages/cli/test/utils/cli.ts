@@ -3,10 +3,10 @@
  * own, with a time limit, its exit code, its output and, for `--json`, the JSON it printed. And the
  * tests' own scripts, run as processes of their own from the TypeScript sources.
  */
+import { Children } from "@effect-idempotency/test-support"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import { spawn } from "node:child_process"
-import { createRequire } from "node:module"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -67,8 +67,6 @@ const childEnv = (env: Record<string, string> | undefined): Record<string, strin
   return { ...inherited, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true", ...env }
 }
 
-const TSX = createRequire(import.meta.url).resolve("tsx")
-
 /** A script running in a process of its own. */
 export interface Script {
   /** What it printed on stdout so far. */
@@ -91,10 +89,7 @@ export const script = (
 ): Effect.Effect<Script, never, Scope.Scope> =>
   Effect.acquireRelease(
     Effect.sync((): Script => {
-      const child = spawn(process.execPath, ["--conditions=source", "--import", TSX, file, ...args], {
-        env: childEnv(options?.env),
-        stdio: ["ignore", "pipe", "pipe"]
-      })
+      const child = Children.start(file, args, { env: childEnv(options?.env), stdio: ["ignore", "pipe", "pipe"] })
       let stdout = ""
       let stderr = ""
       child.stdout.on("data", (chunk: Buffer) => stdout += chunk.toString())
