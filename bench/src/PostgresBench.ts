@@ -7,9 +7,9 @@
  * a schema of its own, dropped at the end.
  */
 import { PgIdempotencyMigration, PgIdempotencyStore, PgIdempotencyTable } from "@effect-idempotency/sql-pg"
+import { Counting, Postgres } from "@effect-idempotency/test-support"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
@@ -17,7 +17,6 @@ import * as ManagedRuntime from "effect/ManagedRuntime"
 import type * as Scope from "effect/Scope"
 import { randomUUID } from "node:crypto"
 import * as Pg from "pg"
-import { layerPglite, TestDatabase } from "../../packages/sql-pg/test/utils/Embedded.js"
 import { BenchError } from "./Measure.js"
 import type { Contender, Plan, SuiteResult } from "./Suite.js"
 import * as Suite from "./Suite.js"
@@ -44,30 +43,13 @@ export interface Database {
 const database = (url: string | undefined): Effect.Effect<Omit<Database, "version">, never, Scope.Scope> =>
   url !== undefined
     ? Effect.succeed({ kind: "server", url })
-    : Effect.map(
-      Layer.build(layerPglite),
-      (context) => ({ kind: "pglite", url: Context.get(context, TestDatabase).url })
-    )
+    : Effect.map(Postgres.pglite(), ({ kind, url }) => ({ kind, url }))
 
-interface Counter {
-  statements: number
-  /** While set, the text of every statement sent is kept in `texts`. */
+/** The statements the pool sent; while `capture` is set, the text of each is kept in `texts`. */
+interface Counter extends Counting.PgSent {
   capture: boolean
   readonly texts: Array<string>
 }
-
-/** A `pg` client class that counts the statements it sends into `counter`. */
-const countingClient = (counter: Counter): typeof Pg.Client =>
-  class extends Pg.Client {
-    override query(...args: Array<any>): any {
-      counter.statements++
-      if (counter.capture) {
-        const text: unknown = typeof args[0] === "string" ? args[0] : args[0]?.text
-        if (typeof text === "string") counter.texts.push(text)
-      }
-      return (Pg.Client.prototype.query as (...args: Array<any>) => any).apply(this, args)
-    }
-  }
 
 const tableNamed = (schema: string, table: string) =>
   Either.getOrThrowWith(PgIdempotencyTable.make({ schema, table }), (error) => new Error(error.message))
@@ -154,7 +136,7 @@ export const run = (
     const counter: Counter = { statements: 0, capture: false, texts: [] }
     const pool = yield* Effect.acquireRelease(
       Effect.sync(() => {
-        const pool = new Pg.Pool({ connectionString: db.url, max: poolSize, Client: countingClient(counter) })
+        const pool = new Pg.Pool({ connectionString: db.url, max: poolSize, Client: Counting.pgClient(counter) })
         pool.on("error", () => {})
         return pool
       }),

@@ -26,16 +26,15 @@ import {
   PgIdempotencyTable,
   PgTransactional
 } from "@effect-idempotency/sql-pg"
+import { Postgres } from "@effect-idempotency/test-support"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import type * as Scope from "effect/Scope"
 import * as Pg from "pg"
-import { layerPglite, TestDatabase } from "../../packages/sql-pg/test/utils/Embedded.js"
 import type { Summary } from "./Measure.js"
 import { BenchError, pairedRatio, rotation, runBatch, summarize } from "./Measure.js"
 import { Payload, payloadFor, Receipt } from "./Workload.js"
@@ -61,10 +60,7 @@ const database = (
 ): Effect.Effect<{ readonly kind: "server" | "pglite"; readonly url: string }, never, Scope.Scope> =>
   url !== undefined
     ? Effect.succeed({ kind: "server", url })
-    : Effect.map(
-      Layer.build(layerPglite),
-      (context) => ({ kind: "pglite", url: Context.get(context, TestDatabase).url })
-    )
+    : Effect.map(Postgres.pglite(), ({ kind, url }) => ({ kind, url }))
 
 /**
  * Runs the comparison on the server at `url` with a pool of `poolSize`, or on PGlite with a pool of

@@ -3,10 +3,9 @@
  * first POST, the replay, 409 while the first runs, 422 for the key with another body, 400 without a
  * key, a rejection replayed, and the OpenAPI document.
  */
+import { Postgres } from "@effect-idempotency/test-support"
 import * as HttpServer from "@effect/platform/HttpServer"
 import { assert, layer } from "@effect/vitest"
-import { PGlite } from "@electric-sql/pglite"
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -18,14 +17,9 @@ class Api extends Context.Tag("test/OrdersApi")<Api, { readonly url: string }>()
 const ApiLive = Layer.scoped(
   Api,
   Effect.gen(function*() {
-    const db = yield* Effect.acquireRelease(
-      Effect.promise(() => PGlite.create()),
-      (db) => Effect.promise(() => db.close())
-    )
-    const pg = new PGLiteSocketServer({ db, host: "127.0.0.1", port: 0, maxConnections: 8 })
-    yield* Effect.acquireRelease(Effect.promise(() => pg.start()), () => Effect.promise(() => pg.stop()))
+    const pg = yield* Postgres.pglite({ maxConnections: 8 })
     const context = yield* Layer.build(Server.layer({
-      pgUrl: `postgres://postgres@${pg.getServerConn()}/postgres`,
+      pgUrl: pg.url,
       port: 0,
       processing: "500 millis"
     }))

@@ -3,24 +3,18 @@
  * retried, and one charge although the relay sent twice (it died between the call and the mark).
  */
 import { PgIdempotencyMigration } from "@effect-idempotency/sql-pg"
+import { Postgres } from "@effect-idempotency/test-support"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, describe, it } from "@effect/vitest"
-import { PGlite } from "@electric-sql/pglite"
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Outbox from "../src/outbox/Outbox.js"
 
 const Database = Layer.unwrapScoped(Effect.gen(function*() {
-  const db = yield* Effect.acquireRelease(
-    Effect.promise(() => PGlite.create()),
-    (db) => Effect.promise(() => db.close())
-  )
-  const server = new PGLiteSocketServer({ db, host: "127.0.0.1", port: 0, maxConnections: 8 })
-  yield* Effect.acquireRelease(Effect.promise(() => server.start()), () => Effect.promise(() => server.stop()))
+  const database = yield* Postgres.pglite({ maxConnections: 8 })
   return PgClient.layer({
-    url: Redacted.make(`postgres://postgres@${server.getServerConn()}/postgres`),
+    url: Redacted.make(database.url),
     maxConnections: 4
   })
 }))

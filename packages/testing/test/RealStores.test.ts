@@ -15,13 +15,12 @@
 import { IdempotencyStore } from "@effect-idempotency/core"
 import { DynamoDbClient, DynamoDbStore, DynamoDbTable } from "@effect-idempotency/dynamodb"
 import { PgIdempotencyMigration, PgIdempotencyStore, PgIdempotencyTable } from "@effect-idempotency/sql-pg"
+import { Postgres } from "@effect-idempotency/test-support"
 import { PlatformModel, RetryProperty } from "@effect-idempotency/testing"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Vitest } from "@effect/vitest"
 import { assert, describe, layer } from "@effect/vitest"
-import { PGlite } from "@electric-sql/pglite"
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -97,18 +96,7 @@ const knownGood = (it: It, numRuns: number) => {
 
 // a table of this run's own, dropped at the end: runs against one server never share it
 const TABLE = `idem_retry_property_${randomUUID().slice(0, 8)}`
-const serverUrl = process.env.TEST_PG_URL === "" ? undefined : process.env.TEST_PG_URL
-
-/** Embedded PGlite, served on a loopback port for the `pg` driver. */
-const pgliteUrl = Effect.gen(function*() {
-  const db = yield* Effect.acquireRelease(
-    Effect.promise(() => PGlite.create()),
-    (db) => Effect.promise(() => db.close())
-  )
-  const server = new PGLiteSocketServer({ db, host: "127.0.0.1", port: 0, maxConnections: 20 })
-  yield* Effect.acquireRelease(Effect.promise(() => server.start()), () => Effect.promise(() => server.stop()))
-  return `postgres://postgres@${server.getServerConn()}/postgres`
-})
+const serverUrl = Postgres.serverUrl
 
 /** Creates the simulated clock: a row holding the time, and a `statement_timestamp()` reading it. */
 const createClock = (sql: SqlClient.SqlClient, schema: string) =>
@@ -158,7 +146,7 @@ const withClock = (url: string, clock: IdempotencyStore.ClockSource, schema: str
 const PgStore = (clock: IdempotencyStore.ClockSource, property: string) => {
   const schema = `clock_${property.toLowerCase()}_${randomUUID().slice(0, 8)}`
   return Layer.unwrapScoped(
-    Effect.map(serverUrl === undefined ? pgliteUrl : Effect.succeed(serverUrl), (url) =>
+    Effect.map(Postgres.primary({ maxConnections: 20 }), ({ url }) =>
       Layer.scoped(
         IdempotencyStore.IdempotencyStore,
         Effect.gen(function*() {

@@ -5,6 +5,7 @@
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
 import { PgIdempotencyMigration, PgIdempotencyStore, PgIdempotencyTable } from "@effect-idempotency/sql-pg"
+import { TestDatabase } from "@effect-idempotency/test-support/Postgres"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -14,9 +15,15 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Pg from "pg"
 import { inject } from "vitest"
-import { layerPglite, layerServer, TestDatabase } from "./Embedded.js"
 
-export { type Database, layerPglite, layerServer, TestDatabase } from "./Embedded.js"
+export {
+  type Database,
+  layerPglite,
+  layerPrimary,
+  layerServer,
+  serverUrl,
+  TestDatabase
+} from "@effect-idempotency/test-support/Postgres"
 
 /**
  * A suffix of this test run's own (from the global setup, which removes what carries it when the
@@ -30,12 +37,6 @@ export const runTable = (name: string): string => `${name}_${RUN}`
 
 /** An `application_name` of this run: `name-<RUN>`. */
 export const runApplication = (name: string): string => `${name}-${RUN}`
-
-/** The server URL, when the environment names one. */
-export const serverUrl: string | undefined = process.env.TEST_PG_URL === "" ? undefined : process.env.TEST_PG_URL
-
-/** The server when `TEST_PG_URL` is set, PGlite otherwise. */
-export const layerPrimary: Layer.Layer<TestDatabase> = serverUrl === undefined ? layerPglite : layerServer(serverUrl)
 
 /** A `PgClient` (and `SqlClient`) on the test database. */
 export const layerClient = (options?: {
