@@ -12,14 +12,13 @@
  * where `"k-1"` and `k-1` reach two objects, and each charges.
  */
 import type { D1SqlClient } from "@effect-idempotency/sql"
+import { Workers } from "@effect-idempotency/test-support"
 import { assert, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { Miniflare } from "miniflare"
 import { randomUUID } from "node:crypto"
 import * as path from "node:path"
-import { bundleSource, readmeSnippet, root } from "./utils/workerd.js"
 
 const README = "packages/http/README.md"
 
@@ -44,12 +43,7 @@ export default {
 }
 `
 
-/** What a client got: the status, the headers (lower-case names) and the body's text. */
-interface Answer {
-  readonly status: number
-  readonly headers: Readonly<Record<string, string>>
-  readonly body: string
-}
+type Answer = Workers.Answer
 
 /** A POST to a Worker (by host): the raw `Idempotency-Key` field, and the body's text. */
 interface Post {
@@ -64,41 +58,32 @@ class Workerd extends Context.Tag("ReadmeWorkers.test/Workerd")<Workerd, {
   /** The charges the payments API made for a path. */
   readonly charges: (path: string) => Effect.Effect<number>
   /** Runs a query on the `workers` snippet's D1 database and returns its rows. */
-  readonly query: (
-    sql: string,
-    ...params: ReadonlyArray<unknown>
-  ) => Effect.Effect<ReadonlyArray<Readonly<Record<string, unknown>>>>
+  readonly query: Workers.Query
 }>() {}
 
 const WorkerdLive = Layer.scoped(
   Workerd,
   Effect.gen(function*() {
-    const resolveDir = path.join(root, path.dirname(README))
-    const workers = yield* bundleSource(readmeSnippet(README, "workers"), resolveDir)
-    const durableObjects = readmeSnippet(README, "durable-objects")
+    const resolveDir = path.join(Workers.root, path.dirname(README))
+    const workers = yield* Workers.bundleSource(Workers.readmeSnippet(README, "workers"), resolveDir)
+    const durableObjects = Workers.readmeSnippet(README, "durable-objects")
     assert.include(durableObjects, ROUTED)
-    const routed = yield* bundleSource(durableObjects, resolveDir)
-    const raw = yield* bundleSource(durableObjects.replace(ROUTED, RAW), resolveDir)
+    const routed = yield* Workers.bundleSource(durableObjects, resolveDir)
+    const raw = yield* Workers.bundleSource(durableObjects.replace(ROUTED, RAW), resolveDir)
     const common = { modules: true, compatibilityDate: "2026-04-01", compatibilityFlags: ["nodejs_compat"] }
     const charges = {
       ...common,
       durableObjects: { CHARGES: { className: "Charges", useSQLite: true } },
       serviceBindings: { PAYMENTS: "payments" }
     }
-    const miniflare = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        new Miniflare({
-          workers: [
-            { ...common, name: "orders", script: workers, routes: ["orders/*"], d1Databases: { DB: "orders-db" } },
-            { ...charges, name: "charges", script: routed, routes: ["charges/*"] },
-            { ...charges, name: "raw", script: raw, routes: ["raw/*"] },
-            { ...common, name: "payments", script: PAYMENTS, routes: ["payments/*"] }
-          ]
-        })
-      ),
-      (miniflare) => Effect.promise(() => miniflare.dispose())
-    )
-    yield* Effect.tryPromise(() => miniflare.ready)
+    const { miniflare } = yield* Workers.miniflare({
+      workers: [
+        { ...common, name: "orders", script: workers, routes: ["orders/*"], d1Databases: { DB: "orders-db" } },
+        { ...charges, name: "charges", script: routed, routes: ["charges/*"] },
+        { ...charges, name: "raw", script: raw, routes: ["raw/*"] },
+        { ...common, name: "payments", script: PAYMENTS, routes: ["payments/*"] }
+      ]
+    })
     const db: D1SqlClient.D1Database = yield* Effect.tryPromise(() => miniflare.getD1Database("DB", "orders"))
     return {
       post: ({ body, host, key, path }) =>
@@ -108,15 +93,14 @@ const WorkerdLive = Layer.scoped(
             headers: { "content-type": "application/json", ...(key === undefined ? {} : { "idempotency-key": key }) },
             body
           })
-          return { status: response.status, headers: Object.fromEntries(response.headers), body: await response.text() }
+          return Workers.answerOf(response)
         }),
       charges: (path) =>
         Effect.promise(async () => {
           const response = await miniflare.dispatchFetch(`http://payments${path}`)
           return ((await response.json()) as { readonly charges: number }).charges
         }),
-      query: (sql, ...params) =>
-        Effect.map(Effect.promise(() => db.prepare(sql).bind(...params).all()), (result) => result.results)
+      query: Workers.d1Query(db)
     }
   })
 )

@@ -12,17 +12,16 @@
  * attempt off, and the outcome "unknown" is what every retry gets.
  */
 import type { D1SqlClient } from "@effect-idempotency/sql"
+import { Workers } from "@effect-idempotency/test-support"
 import { assert, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
-import { Miniflare } from "miniflare"
 import { randomUUID } from "node:crypto"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { bundleFiles } from "./utils/workerd.js"
 
 const worker = path.join(path.dirname(fileURLToPath(import.meta.url)), "..", "src", "worker")
 
@@ -43,16 +42,11 @@ const DUPLICATES = 8
 
 /** Both Workers as ES modules, from the packages' sources. */
 const bundle = Effect.map(
-  bundleFiles({ shop: path.join(worker, "index.ts"), "orders-api": path.join(worker, "OrdersApi.ts") }),
+  Workers.bundleFiles({ shop: path.join(worker, "index.ts"), "orders-api": path.join(worker, "OrdersApi.ts") }),
   (scripts) => ({ shop: scripts["shop"]!, ordersApi: scripts["orders-api"]! })
 )
 
-/** What the client got: the status, the headers (lower-case names) and the body's text. */
-interface Answer {
-  readonly status: number
-  readonly headers: Readonly<Record<string, string>>
-  readonly body: string
-}
+type Answer = Workers.Answer
 
 /** A request of the client: the Worker (by host), the raw `Idempotency-Key` field, the body. */
 interface Post {
@@ -65,10 +59,7 @@ class Workerd extends Context.Tag("Worker.test/Workerd")<Workerd, {
   /** Sends `POST /orders` to a Worker; interrupting it aborts the request (the client goes away). */
   readonly post: (request: Post) => Effect.Effect<Answer>
   /** Runs a query on the D1 database and returns its rows. */
-  readonly query: (
-    sql: string,
-    ...params: ReadonlyArray<unknown>
-  ) => Effect.Effect<ReadonlyArray<Readonly<Record<string, unknown>>>>
+  readonly query: Workers.Query
 }>() {}
 
 const WorkerdLive = Layer.scoped(
@@ -82,29 +73,23 @@ const WorkerdLive = Layer.scoped(
       script: scripts.shop,
       serviceBindings: { ORDERS: "orders-api" }
     }
-    const miniflare = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        new Miniflare({
-          workers: [
-            { ...shop, name: "shop", routes: ["shop/*"] },
-            {
-              ...shop,
-              name: "shop-strict",
-              routes: ["shop-strict/*"],
-              bindings: { TIME_LIMIT_MS: String(Duration.toMillis(STRICT_TIME_LIMIT)) }
-            },
-            {
-              ...common,
-              name: "orders-api",
-              script: scripts.ordersApi,
-              bindings: { RESPONSE_DELAY_MS: String(Duration.toMillis(RESPONSE_DELAY)) }
-            }
-          ]
-        })
-      ),
-      (miniflare) => Effect.promise(() => miniflare.dispose())
-    )
-    yield* Effect.tryPromise(() => miniflare.ready)
+    const { miniflare } = yield* Workers.miniflare({
+      workers: [
+        { ...shop, name: "shop", routes: ["shop/*"] },
+        {
+          ...shop,
+          name: "shop-strict",
+          routes: ["shop-strict/*"],
+          bindings: { TIME_LIMIT_MS: String(Duration.toMillis(STRICT_TIME_LIMIT)) }
+        },
+        {
+          ...common,
+          name: "orders-api",
+          script: scripts.ordersApi,
+          bindings: { RESPONSE_DELAY_MS: String(Duration.toMillis(RESPONSE_DELAY)) }
+        }
+      ]
+    })
     // the Workers loaded before the first test: its timing is the scenario's, not a cold start's
     for (const host of ["shop", "shop-strict"]) {
       yield* Effect.tryPromise(() =>
@@ -121,10 +106,9 @@ const WorkerdLive = Layer.scoped(
             body: JSON.stringify(body),
             signal
           })
-          return { status: response.status, headers: Object.fromEntries(response.headers), body: await response.text() }
+          return Workers.answerOf(response)
         }),
-      query: (sql, ...params) =>
-        Effect.map(Effect.promise(() => db.prepare(sql).bind(...params).all()), (result) => result.results)
+      query: Workers.d1Query(db)
     }
   })
 )

@@ -9,14 +9,13 @@
  * directly (the other suites).
  */
 import { D1SqlClient, SqlIdempotencyStore } from "@effect-idempotency/sql"
+import { Workers } from "@effect-idempotency/test-support"
 import { assert, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { Miniflare } from "miniflare"
 import { randomUUID } from "node:crypto"
 import * as path from "node:path"
-import { bundleSource, readmeSnippet, root } from "../../../examples/test/utils/workerd.js"
 import { cli, Code, parsed } from "./utils/cli.js"
 import { CliStore, scenario } from "./utils/scenario.js"
 
@@ -28,23 +27,20 @@ class Worker extends Context.Tag("Endpoint.test/Worker")<Worker, { readonly url:
 /** The snippet in workerd, its D1 database, and the endpoint's URL. */
 const WorkerLive = Layer.scopedContext(
   Effect.gen(function*() {
-    const script = yield* bundleSource(readmeSnippet(README, "admin-workers"), path.join(root, "packages/platform"))
-    const miniflare = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        new Miniflare({
-          host: "127.0.0.1",
-          port: 0,
-          modules: true,
-          script,
-          compatibilityDate: "2026-04-01",
-          compatibilityFlags: ["nodejs_compat"],
-          d1Databases: { DB: "admin-db" },
-          bindings: { ADMIN_TOKEN: TOKEN }
-        })
-      ),
-      (miniflare) => Effect.promise(() => miniflare.dispose())
+    const script = yield* Workers.bundleSource(
+      Workers.readmeSnippet(README, "admin-workers"),
+      path.join(Workers.root, "packages/platform")
     )
-    const url = yield* Effect.tryPromise(() => miniflare.ready)
+    const { miniflare, url } = yield* Workers.miniflare({
+      host: "127.0.0.1",
+      port: 0,
+      modules: true,
+      script,
+      compatibilityDate: "2026-04-01",
+      compatibilityFlags: ["nodejs_compat"],
+      d1Databases: { DB: "admin-db" },
+      bindings: { ADMIN_TOKEN: TOKEN }
+    })
     const db: D1SqlClient.D1Database = yield* Effect.tryPromise(() => miniflare.getD1Database("DB"))
     const store = yield* Layer.build(
       SqlIdempotencyStore.layerWith({ migrate: true }).pipe(Layer.provide(D1SqlClient.layer(db)))

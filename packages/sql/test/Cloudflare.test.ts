@@ -6,12 +6,11 @@
  * check there (the shared suites' checks, the clients' own) and reads its answer; the race sends
  * concurrent requests from here, so that they are concurrent invocations of the Worker.
  */
+import { Workers } from "@effect-idempotency/test-support"
 import { assert, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { build } from "esbuild"
-import { Miniflare } from "miniflare"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Answer, RaceResult } from "./worker/checks.js"
@@ -24,26 +23,13 @@ const worker = path.join(path.dirname(fileURLToPath(import.meta.url)), "worker")
  * condition), and `@effect/vitest`, which the suites import for `assert`, replaced by `vitest.ts`.
  */
 const bundle = Effect.map(
-  Effect.tryPromise(() =>
-    build({
-      entryPoints: [path.join(worker, "index.ts")],
-      bundle: true,
-      write: false,
-      format: "esm",
-      platform: "neutral",
-      target: "es2022",
-      conditions: ["source"],
-      mainFields: ["module", "main"],
-      logLevel: "silent",
-      plugins: [{
-        name: "effect-vitest-in-workerd",
-        setup: (build) => {
-          build.onResolve({ filter: /^@effect\/vitest$/ }, () => ({ path: path.join(worker, "vitest.ts") }))
-        }
-      }]
-    })
-  ),
-  (result) => result.outputFiles[0]!.text
+  Workers.bundleFiles({ index: path.join(worker, "index.ts") }, [{
+    name: "effect-vitest-in-workerd",
+    setup: (build) => {
+      build.onResolve({ filter: /^@effect\/vitest$/ }, () => ({ path: path.join(worker, "vitest.ts") }))
+    }
+  }]),
+  (scripts) => scripts["index"]!
 )
 
 class Workerd extends Context.Tag("Cloudflare.test/Workerd")<Workerd, {
@@ -55,19 +41,13 @@ const WorkerdLive = Layer.scoped(
   Workerd,
   Effect.gen(function*() {
     const script = yield* bundle
-    const miniflare = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        new Miniflare({
-          modules: true,
-          script,
-          compatibilityDate: "2026-04-01",
-          d1Databases: ["DB"],
-          durableObjects: { STORE: { className: "StoreObject", useSQLite: true } }
-        })
-      ),
-      (miniflare) => Effect.promise(() => miniflare.dispose())
-    )
-    yield* Effect.tryPromise(() => miniflare.ready)
+    const { miniflare } = yield* Workers.miniflare({
+      modules: true,
+      script,
+      compatibilityDate: "2026-04-01",
+      d1Databases: ["DB"],
+      durableObjects: { STORE: { className: "StoreObject", useSQLite: true } }
+    })
     return {
       call: (method, path) =>
         Effect.promise(async () => {
