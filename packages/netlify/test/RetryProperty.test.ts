@@ -8,49 +8,19 @@ import { IdempotencyStore } from "@effect-idempotency/core"
 import type { IdempotencyPolicy } from "@effect-idempotency/core"
 import { IdempotentFetch } from "@effect-idempotency/http"
 import { FunctionResponse, NetlifyFunction } from "@effect-idempotency/netlify"
-import { PlatformModel, RetryProperty, SimulatedDownstream } from "@effect-idempotency/testing"
+import { Charges } from "@effect-idempotency/test-support"
+import { PlatformModel, RetryProperty } from "@effect-idempotency/testing"
 import { assert, describe, it } from "@effect/vitest"
-import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 
-const Charge = Schema.Struct({ chargeId: Schema.String, cents: Schema.Int })
-
-/** The payments API could not be reached, or failed: a retry may charge, or may charge twice. */
-class ChargeFailed extends Schema.TaggedError<ChargeFailed>()("ChargeFailed", {}) {}
-
-/** The application's payments API, over the simulated downstream (no deduplication by key). */
-class Payments extends Context.Tag("test/Payments")<Payments, {
-  readonly charge: (charge: typeof Charge.Type) => Effect.Effect<{ readonly receipt: number }, ChargeFailed>
-}>() {}
-
-const PaymentsSimulated = Layer.effect(
-  Payments,
-  Effect.map(SimulatedDownstream.SimulatedDownstream, (downstream) => ({
-    charge: (charge) =>
-      downstream.call({ endpoint: "POST /charges", body: charge }).pipe(
-        Effect.map((receipt) => ({ receipt: receipt.writeId })),
-        Effect.mapError(() => new ChargeFailed())
-      )
-  }))
-)
-
 /** The deployed layer: its store and payments client are replaced by the property's. */
-const layer = Layer.merge(
-  IdempotencyStore.layerMemoryWith({ warn: false }),
-  Layer.succeed(Payments, { charge: () => Effect.die("unused") })
-)
-
-const policies = (onDefect: IdempotencyPolicy.TimeoutPolicy) => ({
-  timeout: "2 seconds" as const,
-  onTimeout: "markUnknown" as const,
-  onDefect
-})
+const layer = Layer.merge(IdempotencyStore.layerMemoryWith({ warn: false }), Charges.PaymentsUnused)
 
 /** A failure may come after the write: it is answered 409, and recorded. */
-const charged = (charge: typeof Charge.Type) =>
-  Effect.flatMap(Payments, (payments) => payments.charge(charge)).pipe(
+const charged = (charge: typeof Charges.Charge.Type) =>
+  Effect.flatMap(Charges.Payments, (payments) => payments.charge(charge)).pipe(
     Effect.map((receipt) => ({ status: 201, body: receipt })),
     Effect.catchTag("ChargeFailed", () => Effect.succeed({ status: 409, body: { error: "charge failed" } }))
   )
@@ -59,8 +29,8 @@ const fetchHandler = (onDefect: IdempotencyPolicy.TimeoutPolicy) =>
   IdempotentFetch.make({
     name: "charge-fetch",
     layer,
-    ...policies(onDefect),
-    prepare: (incoming) => Effect.flatMap(Effect.orDie(incoming.text), Schema.decode(Schema.parseJson(Charge))),
+    ...Charges.policies(onDefect),
+    prepare: (incoming) => Effect.flatMap(Effect.orDie(incoming.text), Schema.decode(Schema.parseJson(Charges.Charge))),
     handler: (charge) => Effect.map(charged(charge), ({ body, status }) => Response.json(body, { status }))
   })
 
@@ -70,24 +40,17 @@ const netlifyFunction = (onTimeout: IdempotencyPolicy.TimeoutPolicy) =>
     name: "charge-netlify",
     layer,
     onTimeout,
-    payload: Charge,
+    payload: Charges.Charge,
     handler: (charge) => Effect.map(charged(charge), ({ body, status }) => FunctionResponse.json(body, { status }))
   })
 
 const property = {
-  payload: { body: { chargeId: "c-1", cents: 500 } },
+  payload: { body: Charges.charge },
   platform: PlatformModel.netlifySynchronous,
   deduplicate: false,
-  services: PaymentsSimulated
+  services: Charges.PaymentsSimulated
 } as const
-const defectsOnly = { downstream: { kinds: ["Succeed", "ApplyThenDie"] }, faults: false } as const
-const TIMEOUT = { timeout: 600_000 }
-
-const repeats = (report: RetryProperty.Report) => {
-  assert.isFalse(report.passed, report.text)
-  assert.include(report.counterexample?.violations.map((violation) => violation._tag) ?? [], "DuplicateWrite")
-  assert.include(report.text, "charge-")
-}
+const { defectsOnly, repeats, TIMEOUT } = Charges
 
 describe.each([
   { name: "IdempotentFetch.make", make: fetchHandler },
@@ -96,7 +59,7 @@ describe.each([
   it.effect("the deployed configuration holds at most once under a client's resends", () =>
     Effect.gen(function*() {
       const handler = make("markUnknown")
-      const report = yield* RetryProperty.run({ ...property, operation: handler.operation }, { numRuns: 60, seed: 7 })
+      const report = yield* RetryProperty.run({ ...property, operation: handler.operation }, Charges.good)
       assert.isTrue(report.passed, report.text)
       yield* Effect.promise(() => handler.dispose())
     }), TIMEOUT)
@@ -107,10 +70,7 @@ describe.each([
       Effect.gen(function*() {
         const handler = make("release")
         repeats(
-          yield* RetryProperty.run({ ...property, ...defectsOnly, operation: handler.operation }, {
-            numRuns: 300,
-            seed: 1
-          })
+          yield* RetryProperty.run({ ...property, ...defectsOnly, operation: handler.operation }, Charges.bad)
         )
         yield* Effect.promise(() => handler.dispose())
       }),
@@ -124,7 +84,7 @@ describe("the operation runs with the deployed options", () => {
       const handler = NetlifyFunction.idempotent({
         name: "charge-by-id",
         layer,
-        payload: Charge,
+        payload: Charges.Charge,
         key: (charge) => charge.chargeId,
         handler: (charge) => Effect.map(charged(charge), ({ body, status }) => FunctionResponse.json(body, { status }))
       })
@@ -140,6 +100,6 @@ describe("the operation runs with the deployed options", () => {
       yield* Effect.promise(() => handler.dispose())
     }).pipe(
       Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false })),
-      Effect.provide(Layer.succeed(Payments, { charge: () => Effect.succeed({ receipt: 7 }) }))
+      Effect.provide(Layer.succeed(Charges.Payments, { charge: () => Effect.succeed({ receipt: 7 }) }))
     ))
 })

@@ -11,57 +11,24 @@ import type { IdempotencyPolicy } from "@effect-idempotency/core"
 import type { HttpIdempotency } from "@effect-idempotency/http"
 import { StoredResponse } from "@effect-idempotency/http"
 import { IdempotencyHttpApi, IdempotencyMiddleware } from "@effect-idempotency/platform"
-import { PlatformModel, RetryProperty, SimulatedDownstream } from "@effect-idempotency/testing"
+import { Charges } from "@effect-idempotency/test-support"
+import { PlatformModel, RetryProperty } from "@effect-idempotency/testing"
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
-import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { assert, describe, it } from "@effect/vitest"
-import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Schema from "effect/Schema"
-
-const Charge = Schema.Struct({ chargeId: Schema.String, cents: Schema.Int })
-const Charged = Schema.Struct({ receipt: Schema.Number })
-
-/** The payments API could not be reached, or failed: a retry may charge, or may charge twice. */
-class ChargeFailed
-  extends Schema.TaggedError<ChargeFailed>()("ChargeFailed", {}, HttpApiSchema.annotations({ status: 409 }))
-{}
-
-/** The application's payments API, over the simulated downstream (no deduplication by key). */
-class Payments extends Context.Tag("test/Payments")<Payments, {
-  readonly charge: (charge: typeof Charge.Type) => Effect.Effect<{ readonly receipt: number }, ChargeFailed>
-}>() {}
-
-const PaymentsSimulated = Layer.effect(
-  Payments,
-  Effect.map(SimulatedDownstream.SimulatedDownstream, (downstream) => ({
-    charge: (charge) =>
-      downstream.call({ endpoint: "POST /charges", body: charge }).pipe(
-        Effect.map((receipt) => ({ receipt: receipt.writeId })),
-        Effect.mapError(() => new ChargeFailed())
-      )
-  }))
-)
-
-/** The policies of both routes: a failure may come after the write, so it is answered 409 and recorded. */
-const policies = (onDefect: IdempotencyPolicy.TimeoutPolicy) => ({
-  timeout: "2 seconds" as const,
-  onTimeout: "markUnknown" as const,
-  onDefect
-})
 
 // ---- an HttpRouter route: IdempotencyMiddleware around the route's handler ----
 
 const chargeHandler = Effect.gen(function*() {
-  const charge = yield* HttpServerRequest.schemaBodyJson(Charge)
-  const payments = yield* Payments
+  const charge = yield* HttpServerRequest.schemaBodyJson(Charges.Charge)
+  const payments = yield* Charges.Payments
   return yield* payments.charge(charge).pipe(
     Effect.flatMap((charged) => HttpServerResponse.json(charged, { status: 201 })),
     Effect.catchTag("ChargeFailed", () => HttpServerResponse.json({ error: "charge failed" }, { status: 409 }))
@@ -69,26 +36,28 @@ const chargeHandler = Effect.gen(function*() {
 })
 
 const route = (onDefect: IdempotencyPolicy.TimeoutPolicy, options?: IdempotencyMiddleware.Options) =>
-  chargeHandler.pipe(IdempotencyMiddleware.make({ name: "charge-route", ...policies(onDefect), ...options }))
+  chargeHandler.pipe(IdempotencyMiddleware.make({ name: "charge-route", ...Charges.policies(onDefect), ...options }))
 
 // ---- an HttpApi endpoint: IdempotencyHttpApi.idempotent() and IdempotencyHttpApi.layer ----
 
 class PaymentsGroup extends HttpApiGroup.make("payments")
   .add(
-    HttpApiEndpoint.post("charge", "/charges").setPayload(Charge).addSuccess(Charged, { status: 201 })
-      .addError(ChargeFailed).pipe(IdempotencyHttpApi.idempotent())
+    HttpApiEndpoint.post("charge", "/charges").setPayload(Charges.Charge).addSuccess(Charges.Charged, { status: 201 })
+      .addError(Charges.ChargeFailed, { status: 409 }).pipe(IdempotencyHttpApi.idempotent())
   )
   .add(
-    HttpApiEndpoint.post("refund", "/refunds").setPayload(Charge).addSuccess(Charged, { status: 201 })
-      .addError(ChargeFailed).pipe(IdempotencyHttpApi.idempotent({ name: "refunds", onDefect: "release" }))
+    HttpApiEndpoint.post("refund", "/refunds").setPayload(Charges.Charge).addSuccess(Charges.Charged, { status: 201 })
+      .addError(Charges.ChargeFailed, { status: 409 }).pipe(
+        IdempotencyHttpApi.idempotent({ name: "refunds", onDefect: "release" })
+      )
   )
 {}
 class Api extends HttpApi.make("shop").add(PaymentsGroup) {}
 
 const PaymentsLive = HttpApiBuilder.group(Api, "payments", (handlers) =>
   handlers
-    .handle("charge", ({ payload }) => Effect.flatMap(Payments, (payments) => payments.charge(payload)))
-    .handle("refund", ({ payload }) => Effect.flatMap(Payments, (payments) => payments.charge(payload))))
+    .handle("charge", ({ payload }) => Effect.flatMap(Charges.Payments, (payments) => payments.charge(payload)))
+    .handle("refund", ({ payload }) => Effect.flatMap(Charges.Payments, (payments) => payments.charge(payload))))
 
 /** The api as it is deployed, its idempotency layer's options given, over the simulated payments API. */
 const apiServices = (options: IdempotencyHttpApi.LayerOptions<never, never>) =>
@@ -102,35 +71,32 @@ const apiServices = (options: IdempotencyHttpApi.LayerOptions<never, never>) =>
     HttpApiBuilder.Router.Live,
     HttpApiBuilder.Middleware.layer,
     HttpServer.layerContext
-  ).pipe(Layer.provide(PaymentsSimulated))
+  ).pipe(Layer.provide(Charges.PaymentsSimulated))
 
-const charge = { chargeId: "c-1", cents: 500 }
-const TIMEOUT = { timeout: 600_000 }
+const { charge, TIMEOUT } = Charges
 
 /** A good configuration passes under a client's resends. */
 const holds = (property: { readonly name: string }) => (report: RetryProperty.Report) =>
   assert.isTrue(report.passed, `${property.name}: ${report.text}`)
 
 /** A defect released where the downstream does not deduplicate is caught: the write is repeated. */
-const repeats = (report: RetryProperty.Report) => {
-  assert.isFalse(report.passed, report.text)
-  assert.include(report.counterexample?.violations.map((violation) => violation._tag) ?? [], "DuplicateWrite")
-  assert.include(report.text, "charge")
-}
+const repeats = (report: RetryProperty.Report) => Charges.repeats(report, "charge")
 
-const good = { numRuns: 60, seed: 7 }
-const bad = { numRuns: 300, seed: 1 }
+const { bad, good } = Charges
 const property = {
   payload: { body: charge },
   platform: PlatformModel.netlifySynchronous,
   deduplicate: false
 } as const
-const defectsOnly = { downstream: { kinds: ["Succeed", "ApplyThenDie"] }, faults: false } as const
+const { defectsOnly } = Charges
 
 describe("RetryProperty on an HttpRouter route's operation (IdempotencyMiddleware)", () => {
   it.effect("the deployed configuration holds at most once under a client's resends", () =>
     Effect.map(
-      RetryProperty.run({ ...property, operation: route("markUnknown").operation, services: PaymentsSimulated }, good),
+      RetryProperty.run(
+        { ...property, operation: route("markUnknown").operation, services: Charges.PaymentsSimulated },
+        good
+      ),
       holds({ name: "route" })
     ), TIMEOUT)
 
@@ -142,7 +108,7 @@ describe("RetryProperty on an HttpRouter route's operation (IdempotencyMiddlewar
           ...property,
           ...defectsOnly,
           operation: route("release").operation,
-          services: PaymentsSimulated
+          services: Charges.PaymentsSimulated
         }, bad),
         repeats
       ),
@@ -155,13 +121,16 @@ describe("RetryProperty on an HttpApi endpoint's operation (IdempotencyHttpApi)"
 
   it.effect("the deployed configuration holds at most once under a client's resends", () =>
     Effect.map(
-      RetryProperty.run({ ...property, operation, services: apiServices(policies("markUnknown")) }, good),
+      RetryProperty.run({ ...property, operation, services: apiServices(Charges.policies("markUnknown")) }, good),
       holds({ name: "endpoint" })
     ), TIMEOUT)
 
   it.effect("a defect released by the layer's options is caught: the write is repeated", () =>
     Effect.map(
-      RetryProperty.run({ ...property, ...defectsOnly, operation, services: apiServices(policies("release")) }, bad),
+      RetryProperty.run(
+        { ...property, ...defectsOnly, operation, services: apiServices(Charges.policies("release")) },
+        bad
+      ),
       repeats
     ), TIMEOUT)
 })
@@ -177,14 +146,14 @@ describe("the operation runs with the deployed options", () => {
           ...property,
           ...defectsOnly,
           operation,
-          services: apiServices(policies("markUnknown"))
+          services: apiServices(Charges.policies("markUnknown"))
         }, bad)
       )
     }), TIMEOUT)
 
   it.effect("the route's fingerprint options are the operation's", () =>
     Effect.gen(function*() {
-      const run = (operation: HttpIdempotency.Operation<unknown, Payments>) =>
+      const run = (operation: HttpIdempotency.Operation<unknown, Charges.Payments>) =>
         Effect.gen(function*() {
           const first = yield* operation.runDetailed({ key: "k-1", payload: { path: "/charges?a=1", body: charge } })
           const second = yield* Effect.either(
@@ -193,7 +162,7 @@ describe("the operation runs with the deployed options", () => {
           return { first, second }
         }).pipe(
           Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false })),
-          Effect.provide(Layer.succeed(Payments, { charge: () => Effect.succeed({ receipt: 7 }) }))
+          Effect.provide(Layer.succeed(Charges.Payments, { charge: () => Effect.succeed({ receipt: 7 }) }))
         )
       const included = yield* run(route("markUnknown").operation)
       assert.strictEqual(included.first.value.status, 201)
