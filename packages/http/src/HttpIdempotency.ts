@@ -221,6 +221,8 @@ const isRequestFingerprint = (u: unknown): u is RequestFingerprint => {
 }
 
 /**
+ * Checked as it is (it is JSON already), with no transformation to run per request.
+ *
  * @since 0.1.0
  * @category schemas
  */
@@ -515,7 +517,6 @@ export const make = (options: Options = {}): HttpIdempotency => {
           cause
         ).pipe(Effect.annotateLogs("operation", name))
       ),
-      // See README.md, Logs: never the key itself
       Effect.annotateLogs("idempotency.key_hash", IdempotencyKey.hash(key))
     )
 
@@ -532,6 +533,7 @@ export const make = (options: Options = {}): HttpIdempotency => {
           ? reject(new MissingIdempotencyKey({ source: exchange.keySource ?? keySource }))
           : Effect.succeed(bypass)
       }
+      // before the body is read or any store is touched
       const key = IdempotencyKey.validate(raw, keyOptions)
       return Either.isLeft(key) ? reject(key.left) : execute(exchange, downstream, key.right)
     }

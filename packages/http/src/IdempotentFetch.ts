@@ -178,8 +178,7 @@ export interface RuntimeOptions<E> {
 }
 
 /**
- * The options of `make`: `E` is the error of the steps that read the request, `EH` the handler's.
- * Write `onError` after `handler` (or annotate its parameter) so that it sees the handler's errors.
+ * `E` is the request steps' error, `EH` the handler's: write `onError` after `handler` to see both.
  *
  * @since 0.1.0
  * @category models
