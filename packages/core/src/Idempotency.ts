@@ -1,29 +1,6 @@
 /**
- * Idempotent operations: the combinators users call.
- *
- * An operation validates the key, reserves it in the `IdempotencyStore` with one atomic
- * conditional write, runs the downstream effect only if the reservation succeeded, and records the
- * outcome (or applies its failure, defect or timeout policy). Every later attempt with the same key
- * gets the recorded outcome back, decoded with the operation's schemas, instead of running again.
- *
- * Four ways in, one protocol:
- *
- * - `once`: protect an effect you already have, piped: `charge(c).pipe(Idempotency.once({ ... }))`;
- * - `fn`: define an operation with a generator body, as `Effect.fn` does;
- * - `handler`: an operation from a `Schema.TaggedRequest` class (payload, success and failure in
- *   one class);
- * - `make`: the full option set, as data.
- *
- * `result(effect)` tells whether a run was replayed, whichever way it was made.
- *
- * Observability: when a tracer is installed (see `Tracing`), each run is one span named after the
- * operation, with the attributes `idempotency.operation`, `idempotency.outcome` and
- * `idempotency.key_hash` (`IdempotencyKey.hash`: the key itself is never shown); without one, a run
- * starts no span. The counter `idempotency.attempts` and the histogram
- * `idempotency.attempt.duration` (seconds) count every run by operation and outcome (`executed`,
- * `takeover`, `replayed`, `unrecorded`, `conflict`, `key_reused`, `timeout`, `lease_lost`,
- * `store_unavailable`, `cleanup_failed`, `invalid_key`, `invalid_payload`, `not_replayable`,
- * `stored_outcome_invalid`, `failed`, `defect`, `interrupted`).
+ * Idempotent operations: four entry points (`once`, `fn`, `handler`, `make`), one protocol
+ * (README.md#entry-points). What a run reports: the root README's #operations-metrics-and-traces.
  *
  * @example
  * ```ts
@@ -86,8 +63,7 @@ export const DEFAULT_TIMEOUT: Duration.Duration = Attempt.DEFAULT_TIMEOUT
 export const DEFAULT_TTL: Duration.Duration = Attempt.DEFAULT_TTL
 
 /**
- * The time a lease outlasts the downstream timeout, so the attempt can record its outcome or its
- * timeout policy before another attempt may take over (`Attempt.LEASE_MARGIN`).
+ * The time a lease outlasts the downstream timeout, to record the outcome (`Attempt.LEASE_MARGIN`).
  *
  * @since 0.1.0
  * @category constants
@@ -95,8 +71,7 @@ export const DEFAULT_TTL: Duration.Duration = Attempt.DEFAULT_TTL
 export const LEASE_MARGIN: Duration.Duration = Attempt.LEASE_MARGIN
 
 /**
- * The default retry of a completion that hit `StoreUnavailable`: 3 retries, 50 ms doubling
- * (`Attempt.DEFAULT_COMPLETE_RETRY`).
+ * The default retry of a completion that met `StoreUnavailable`: 3 retries, 50 ms doubling.
  *
  * @since 0.1.0
  * @category constants
@@ -104,10 +79,8 @@ export const LEASE_MARGIN: Duration.Duration = Attempt.LEASE_MARGIN
 export const DEFAULT_COMPLETE_RETRY: Schedule.Schedule<unknown> = Attempt.DEFAULT_COMPLETE_RETRY
 
 /**
- * The time settings and policies of an operation: what every entry point accepts, and what
- * `makeConfig` can read from `Config` (see `Attempt.Settings`). Settings no attempt can honour (a
- * heartbeat not shorter than the lease, a duration that is not positive) are refused when the
- * operation is built: the entry point throws `InvalidSettings`.
+ * The time settings and policies every entry point accepts (see `Attempt.Settings`); settings no
+ * attempt can honour throw `InvalidSettings` when the operation is built.
  *
  * @since 0.1.0
  * @category models
@@ -131,12 +104,7 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF> extends Settings {
   readonly failure?: Schema.Schema<EF, IEF> | undefined
   /** The downstream effect. It may read `IdempotencyContext` (the key, step keys). */
   readonly execute: (payload: P) => Effect.Effect<A, E, R>
-  /**
-   * The failure policy for a domain failure. Default: `store` for failures the `failure` schema
-   * accepts, `release` for the others. A failure chosen for `store` that the `failure` schema
-   * cannot encode is kept as an omitted outcome: retries get `OutcomeNotReplayable` until the
-   * record expires, and never run the downstream again.
-   */
+  /** The failure policy; default `store` for failures `failure` accepts, else `release` (README.md#policies). */
   readonly onFailure?: ((error: E) => FailurePolicy) | undefined
   /** Key validation options (the maximum length). */
   readonly key?: IdempotencyKey.Options | undefined
@@ -172,17 +140,13 @@ export interface Operation<P, A, E, R> {
   readonly runDetailed: (request: Request<P>) => Effect.Effect<Result<A>, E | IdempotencyError, R | IdempotencyStore>
 }
 
-/**
- * The fingerprint of a payload under `schema`, for the engine: a plain `Either` when the schema is
- * synchronous (see `internal.Definition`), computed when called.
- */
+/** A payload's fingerprint under `schema`: a plain `Either` when the schema is synchronous. */
 const fingerprintWith = <P, IP>(schema: Schema.Schema<P, IP>) => {
   const encode = Schema.encode(schema)
   return (payload: P): Effect.Effect<string, ParseResult.ParseError> =>
     ParseResult.flatMap(encode(payload), Fingerprint.fromEncodedEither)
 }
 
-/** The operation of a definition; every entry point builds one. */
 const operationOf = <P, IP, A, IA, E, R, EF, IEF>(
   options: Omit<Options<P, IP, A, IA, E, R, EF, IEF>, "payload"> & {
     readonly fingerprint: (payload: P) => Effect.Effect<string, ParseResult.ParseError>
@@ -231,9 +195,7 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
   operationOf({ ...options, fingerprint: fingerprintWith(options.payload) })
 
 /**
- * Defines an operation as `make` does, with its settings read from `Config` (each one overrides
- * the option of the same name when the config provides it), so that an application reads its
- * timeouts and policies from the environment without a factory of its own:
+ * Defines an operation as `make` does, each setting the `Config` provides overriding its option.
  *
  * @example
  * ```ts
@@ -298,11 +260,7 @@ export interface OnceOptions<P, IP, A, IA, EF, IEF> extends Settings {
   readonly key: string
   /** The request. Its fingerprint tells a key reused with another request (`KeyReused`). */
   readonly payload: P
-  /**
-   * The payload's schema; the fingerprint is computed over its encoding. Without it, the payload is
-   * fingerprinted as it is (it must then be JSON-like: `toJSON` is respected, keys are sorted, and a
-   * value JSON cannot tell apart, such as `NaN` or a bigint, fails with `InvalidPayload`).
-   */
+  /** The payload's schema, for the fingerprint; default: the payload as it is (README.md#entry-points). */
   readonly payloadSchema?: Schema.Schema<P, IP> | undefined
   /** The success value; stored encoded, decoded on replay. */
   readonly success: Schema.Schema<A, IA>
@@ -319,10 +277,7 @@ export interface OnceOptions<P, IP, A, IA, EF, IEF> extends Settings {
 }
 
 /**
- * Protects an effect you already have: runs it at most once per key (within the policies), and
- * gives every retry the recorded outcome instead. Dual: pipe it, or pass the effect first.
- *
- * The effect may read `IdempotencyContext` (the key, step keys to forward downstream).
+ * Protects an effect you already have: at most once per key, every retry gets the recorded outcome.
  *
  * @example
  * ```ts
@@ -415,9 +370,7 @@ export interface HandlerSettings<E> extends Settings {
 }
 
 /**
- * An operation from a `Schema.TaggedRequest` class: the payload is the request (its fingerprint is
- * computed over the class's encoding), its success and failure schemas are the class's, and the
- * operation's name is the request's tag.
+ * An operation from a `Schema.TaggedRequest` class: its payload, success and failure, its tag as name.
  *
  * @example
  * ```ts
@@ -501,9 +454,7 @@ export interface FnOptions<P, IP, A, IA, EF, IEF> extends HandlerSettings<unknow
 }
 
 /**
- * Defines an operation with a generator body, as `Effect.fn` defines a traced function: the span
- * of each run is named after the operation. `make` takes the full option set; this is the common
- * case.
+ * Defines an operation with a generator body, as `Effect.fn` does.
  *
  * @example
  * ```ts
@@ -549,9 +500,7 @@ export const fn = <P, IP, A, IA, EF = never, IEF = never>(
   })
 
 /**
- * Runs an effect made of an idempotent run (from any entry point) and gives its `Result`: the value,
- * and whether it was replayed, the attempt that produced it, whether it was recorded. When the
- * effect holds several runs, the last one to succeed is reported.
+ * The `Result` of an effect made of idempotent runs, from any entry point (of several, the last).
  *
  * @example
  * ```ts
@@ -592,9 +541,7 @@ export const result = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<Res
   })
 
 /**
- * Tells the `result` around the current effect, if any, how a run ended: for operations built
- * outside this module (such as the PostgreSQL store's transactional mode), so that `result` reports
- * their runs as it reports the ones of `make`, `once`, `handler` and `fn`.
+ * Reports a run's `Result` to the `result` around it, for operations built outside this module.
  *
  * @since 0.1.0
  * @category utils
@@ -603,11 +550,8 @@ export const reportResult = <A>(run: Result<A>): Effect.Effect<void> =>
   Effect.flatMap(FiberRef.get(internal.currentResultSink), (sink) => sink === undefined ? Effect.void : sink(run))
 
 /**
- * A run of `operation` seen as the runs of `make` are: counted in `idempotency.attempts` and timed
- * in `idempotency.attempt.duration` with the outcome its exit gives, in a span named after the
- * operation (when a tracer is installed) with `idempotency.outcome` and, for a string key,
- * `idempotency.key_hash`, and reported to the `result` around it. For operations built outside this
- * module (such as the PostgreSQL store's transactional mode).
+ * A run of an operation built outside this module, counted, timed, traced and reported to `result`
+ * as the runs of `make` are (README.md#engines-of-your-own).
  *
  * @example
  * ```ts
@@ -654,12 +598,8 @@ export const instrumented = (operation: string, key: unknown) => {
 }
 
 /**
- * The time limits of one attempt, for an engine of its own: the downstream's timeout (the
- * operation's `timeout`, the request's, and its `deadline` less `margin`), the point by which the
- * downstream must end (`until`), and the one by which the attempt answers (`end`: the request's
- * deadline, or `until` plus `margin`). A `timeoutMillis` of 0 or less leaves no time to run. The
- * same as `Attempt.window`, which gives a request's invalid `deadline` or `timeout` as
- * `InvalidSettings` where this throws it.
+ * An attempt's time limits as `Attempt.window` gives them (throwing its `InvalidSettings`): the
+ * downstream's `timeoutMillis` (0 or less: no time), its end `until`, and the attempt's `end`.
  *
  * @since 0.1.0
  * @category engines
@@ -673,9 +613,7 @@ export const attemptWindow = (options: {
   Either.getOrThrow(Attempt.window({ ...options, operation: "attemptWindow" }))
 
 /**
- * Runs `attempt` again when it fails with `IdempotencyConflict`, as `schedule` allows, until
- * `until`; past it (or when the schedule ends) the last conflict is the answer. The schedule's wait
- * is cut off at `until`. For an engine of its own, under `IdempotencyPolicy.waitOnConflict`.
+ * Runs `attempt` again on `IdempotencyConflict` as `schedule` allows, its waits cut off at `until`.
  *
  * @since 0.1.0
  * @category engines
@@ -702,9 +640,7 @@ export const retryOnConflict = <A, E, R>(
   })
 
 /**
- * The fingerprint of a payload as the operation `name` takes it, for an engine of its own: a
- * payload that does not encode with its schema, or cannot be fingerprinted (too deep), is
- * `InvalidPayload`.
+ * A payload's fingerprint as operation `name` takes it; `InvalidPayload` when it cannot be computed.
  *
  * @since 0.1.0
  * @category engines
