@@ -1,9 +1,6 @@
 /**
- * The rules of one attempt, said once for every engine: the settings an operation resolves to (its
- * defaults, and the checks that refuse what no attempt can honour), the time window of an attempt,
- * and what a record found by a reservation means. `Idempotency.make`'s engine and the transactional
- * modes of the PostgreSQL and DynamoDB stores all follow them, so the engine's checker covers them
- * for all three.
+ * The rules of one attempt, said once for every engine (`Idempotency.make` and the transactional
+ * modes): an operation's settings, an attempt's time window, and what a found record means.
  *
  * @example
  * ```ts
@@ -40,8 +37,7 @@ export const DEFAULT_TIMEOUT: Duration.Duration = Duration.seconds(30)
 export const DEFAULT_TTL: Duration.Duration = Duration.hours(24)
 
 /**
- * The time a lease outlasts the downstream timeout, so the attempt can record its outcome or its
- * timeout policy before another attempt may take over.
+ * The time a lease outlasts the downstream timeout, to record the outcome.
  *
  * @since 0.1.0
  * @category constants
@@ -59,69 +55,35 @@ export const DEFAULT_COMPLETE_RETRY: Schedule.Schedule<unknown> = Schedule.expon
 )
 
 /**
- * The time settings and policies of an operation: what every entry point accepts.
+ * The time settings and policies of an operation (README.md#options).
  *
  * @since 0.1.0
  * @category models
  */
 export interface Settings {
-  /**
-   * How long the downstream may run, counted from the reservation's request, before it is
-   * interrupted and its outcome counts as unknown. Default 30 seconds.
-   */
   readonly timeout?: Duration.DurationInput | undefined
-  /**
-   * How long a reservation blocks other attempts. Without a heartbeat it is at least the timeout
-   * plus the lease margin, which is also the default.
-   */
   readonly lease?: Duration.DurationInput | undefined
-  /** How long the lease outlasts the timeout, to record the outcome. Default `LEASE_MARGIN` (1 second). */
   readonly leaseMargin?: Duration.DurationInput | undefined
-  /** Extend the lease at this interval while the downstream runs (for calls longer than the lease). */
   readonly heartbeat?: Duration.DurationInput | undefined
-  /** How long a recorded outcome is replayed. Default 24 hours. */
   readonly ttl?: Duration.DurationInput | undefined
-  /**
-   * The timeout policy, for a downstream whose outcome is unknown when its time is up. Default
-   * `keepLease`.
-   */
   readonly onTimeout?: TimeoutPolicy | undefined
-  /**
-   * What a defect of the downstream (a thrown exception, `Effect.die`) does to the record. A defect
-   * may come after the downstream's write, so its outcome is unknown: by default it gets the
-   * timeout policy. A downstream whose construction throws (before any effect runs) is always
-   * released.
-   */
   readonly onDefect?: TimeoutPolicy | undefined
-  /** What to do when another attempt holds the key. Default: fail with `IdempotencyConflict`. */
   readonly inProgress?: InProgressPolicy | undefined
-  /** The retry of a completion that hit `StoreUnavailable`. Default `DEFAULT_COMPLETE_RETRY`. */
   readonly completeRetry?: Schedule.Schedule<unknown> | undefined
 }
 
 /**
- * One call of an operation.
+ * One call of an operation (README.md#request-and-result).
  *
  * @since 0.1.0
  * @category models
  */
 export interface Request<P> {
-  /** The client's key (bare or quoted); validated before any store is touched. */
   readonly key: string
   readonly payload: P
-  /** A tenant or user id: keys of different scopes never share a record. */
   readonly scope?: string | undefined
-  /** A shorter timeout for this call. */
   readonly timeout?: Duration.DurationInput | undefined
-  /**
-   * An absolute deadline, in epoch milliseconds of the `Clock`, by which the attempt must have
-   * answered (for example the platform's cut-off); a finite number, else the call fails with
-   * `InvalidSettings`. Every store call is bounded by it: a store that does not answer in time counts
-   * as unavailable. The downstream must end the lease margin before it, so the outcome can be
-   * recorded: it gets the smaller of the timeout and the time left, counted from the reservation's
-   * request. If no time is left for it once the reservation is made, the reservation is given back
-   * without calling the downstream and the call fails with `DownstreamTimeout` (policy `release`).
-   */
+  /** Epoch milliseconds of the `Clock`; see README.md#leases-timeouts-and-deadlines. */
   readonly deadline?: number | undefined
 }
 
@@ -133,11 +95,8 @@ export interface Request<P> {
  */
 export interface Result<A> {
   readonly value: A
-  /** `true` when an earlier attempt's recorded outcome was returned without running the downstream. */
   readonly replayed: boolean
-  /** The execution attempt that produced the value (1, or more after takeovers). */
   readonly attempt: number
-  /** `false` when the value is fresh but could not be recorded (the store failed). */
   readonly recorded: boolean
 }
 
@@ -150,7 +109,6 @@ export interface Result<A> {
 export interface Resolved {
   readonly timeout: Duration.Duration
   readonly ttl: Duration.Duration
-  /** The configured lease, if any (see `leaseMillis`). */
   readonly lease: Duration.Duration | undefined
   readonly leaseMargin: Duration.Duration
   readonly heartbeat: Duration.Duration | undefined
@@ -160,7 +118,7 @@ export interface Resolved {
   readonly completeRetry: Schedule.Schedule<unknown>
 }
 
-/** A duration setting, decoded: a number that is not one (NaN, negative) is refused, never read as 0. */
+/** A number that is not a duration (NaN, negative) is refused, never read as 0. */
 const decode = (
   operation: string,
   setting: string,
@@ -186,11 +144,8 @@ const decode = (
 }
 
 /**
- * The settings of the operation `operation`, with their defaults. Throws `InvalidSettings` for
- * what no attempt can honour: a duration that is not finite and positive (a lease margin may be
- * zero), a heartbeat not shorter than the lease (the configured one, or the timeout plus the
- * margin). A lease margin may be longer than a lease that a heartbeat keeps: the lease is then
- * guarded by half its own length instead of half the margin.
+ * The settings of the operation, with their defaults; throws `InvalidSettings` for what no
+ * attempt can honour (README.md#leases-timeouts-and-deadlines).
  *
  * @since 0.1.0
  * @category constructors
@@ -223,9 +178,7 @@ export const resolve = (operation: string, settings: Settings): Resolved => {
 }
 
 /**
- * The lease an attempt reserves when its downstream gets `timeoutMillis`: the timeout plus the
- * margin, or the configured lease. Without a heartbeat the configured lease is raised to the timeout
- * plus the margin, since nothing would extend it; with one, it is kept as configured.
+ * The lease an attempt reserves when its downstream gets `timeoutMillis`.
  *
  * @since 0.1.0
  * @category utils
@@ -238,12 +191,8 @@ export const leaseMillis = (settings: Resolved, timeoutMillis: number): number =
 }
 
 /**
- * The time limits of one attempt started at `now`: the downstream's timeout (the operation's
- * `timeout`, the request's, and its `deadline` less `margin`), the point by which the downstream
- * must end (`until`), and the one by which the attempt answers (`end`: the request's deadline, or
- * `until` plus `margin`). A `timeoutMillis` of 0 or less leaves no time to run. A request whose
- * `deadline` is not a finite number, or whose `timeout` is not a positive duration, is
- * `InvalidSettings`.
+ * The time limits of one attempt started at `now`: the downstream's timeout, when it must end
+ * (`until`), and when the attempt answers (`end`).
  *
  * @since 0.1.0
  * @category utils
@@ -286,15 +235,7 @@ export const window = (options: {
 }
 
 /**
- * What a record found by a reservation means to an attempt of `fingerprint`:
- *
- * - `KeyReused`: another request used the key;
- * - `Replay`: its outcome is recorded;
- * - `Conflict`: another attempt holds a live lease, for `retryAfterMillis` at most;
- * - `Unknown`: its lease ended and may not be taken over (the operation's timeout policy is
- *   `markUnknown`): an earlier attempt crashed, its outcome is unknown, and the key stays blocked;
- * - `Free`: its lease ended (or it is FAILED): the attempt may take it over. A store's reservation
- *   takes such a record over itself; an engine that reads before it writes does it.
+ * What a record found by a reservation means to an attempt (README.md#records-leases-and-fencing).
  *
  * @since 0.1.0
  * @category models
@@ -307,7 +248,7 @@ export type Found =
   | { readonly _tag: "Free"; readonly record: IdempotencyRecord }
 
 /**
- * What a record found by a reservation means (see `Found`), at `now` on the store's clock.
+ * What a record found by a reservation means, at `now` on the store's clock.
  *
  * @since 0.1.0
  * @category utils
@@ -318,9 +259,8 @@ export const found = (options: {
   readonly fingerprint: string
   readonly record: IdempotencyRecord
   readonly now: number
-  /** The operation's timeout policy: under `markUnknown` an ended lease is not taken over. */
   readonly onTimeout: TimeoutPolicy
-  /** The timeout the attempt would have had, named by the `DownstreamTimeout` of an unknown outcome. */
+  /** The timeout named by the `DownstreamTimeout` of an unknown outcome. */
   readonly timeoutMillis: number
 }): Found => {
   const { key, now, operation, record } = options

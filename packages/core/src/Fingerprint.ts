@@ -1,17 +1,6 @@
 /**
- * Request fingerprints: a canonical hash of the schema-encoded payload, so a key reused with a
- * different request is detected (`KeyReused`) instead of silently replaying the old outcome.
- *
- * The canonical form is JSON with object keys sorted at every depth and array order kept, as JSON
- * writes it: `undefined` members and symbol keys dropped, `toJSON` respected (a `Date` is its ISO
- * string), a class instance written as its own enumerable fields (state kept elsewhere, such as
- * `#private` fields, needs a `toJSON` or a payload schema), `-0` as `0`, and an `undefined` payload
- * as `null`. A value JSON would write as another value fails with a `ParseError` (in the engine,
- * `InvalidPayload`) instead of colliding with it: a non-finite number (JSON writes `null`), a bigint
- * (its decimal string), a function or a symbol (`null`), `undefined` in an array or from `toJSON`
- * (`null`), an invalid `Date` (`null`), and a `Map`, `Set`, `RegExp`, `Error`, binary data or boxed
- * primitive (`{}`, or its indices). A payload schema can encode them (`Schema.BigInt` to a string).
- * The hash is tagged with its algorithm: `sha256:<hex>`.
+ * Request fingerprints: a hash of the canonical JSON of the encoded payload, so a key reused with
+ * another request is `KeyReused` (README.md#keys-and-fingerprints).
  *
  * @since 0.1.0
  */
@@ -42,14 +31,9 @@ export const ALGORITHM = "sha256"
 
 const PREFIX = `${ALGORITHM}:`
 
-/** The longest list of keys sorted in place by insertion; a longer one goes to `Array.prototype.sort`. */
 const INSERTION_SORT_MAX = 16
 
-/**
- * The own enumerable keys of `record`, in code-unit order (the order of `Array.prototype.sort`).
- * The few keys of a typical payload are sorted by insertion, which allocates nothing, where the
- * engine's sort allocates a work area per call.
- */
+// sorted by insertion up to INSERTION_SORT_MAX keys: it allocates nothing, where the engine's sort allocates
 const sortedKeys = (record: Record<string, unknown>): Array<string> => {
   const keys = Object.keys(record)
   if (keys.length > INSERTION_SORT_MAX) return keys.sort()
@@ -65,10 +49,7 @@ const sortedKeys = (record: Record<string, unknown>): Array<string> => {
   return keys
 }
 
-/**
- * What the canonical form expects where it met a value it cannot write distinctly. The AST only
- * names it: `describeParseError` and the `ParseError`'s message print the name, never the value.
- */
+// only names what was expected: messages print the name, never the value
 const expected = (name: string): AST.AST => new AST.UnknownKeyword({ [AST.IdentifierAnnotationId]: name })
 
 const FINITE_NUMBER = expected("a finite number")
@@ -78,10 +59,7 @@ const NOT_SYMBOL = expected("a JSON value, not a symbol")
 const NOT_UNDEFINED = expected("a JSON value, not undefined")
 const VALID_DATE = expected("a valid Date")
 
-/**
- * The built-in prototypes whose instances keep their contents out of their own enumerable fields:
- * JSON writes them as `{}` (or their indices), whatever they hold. A subclass inherits its entry.
- */
+// instances JSON writes as `{}` (or their indices), whatever they hold; a subclass inherits its entry
 const OPAQUE: ReadonlyMap<object, AST.AST> = new Map<object, AST.AST>([
   [Map.prototype, expected("a plain object, not a Map")],
   [Set.prototype, expected("a plain object, not a Set")],
@@ -104,7 +82,6 @@ const OPAQUE: ReadonlyMap<object, AST.AST> = new Map<object, AST.AST>([
   [Symbol.prototype, expected("a plain object, not a boxed symbol")]
 ])
 
-/** The entry of `OPAQUE` on the prototype chain of `proto`, if any. */
 const opaque = (proto: object): AST.AST | undefined => {
   for (let current: object | null = proto; current !== null; current = Object.getPrototypeOf(current)) {
     const found = OPAQUE.get(current)
@@ -113,10 +90,7 @@ const opaque = (proto: object): AST.AST | undefined => {
   return undefined
 }
 
-/**
- * A value the canonical form cannot write distinctly, what it expected there, and the path to it:
- * innermost key first, as the writer returns through its containers.
- */
+/** The path is innermost key first, as the writer returns through its containers. */
 interface Unwritable {
   readonly expected: AST.AST
   readonly actual: unknown
@@ -125,10 +99,7 @@ interface Unwritable {
 
 const unwritable = (expected: AST.AST, actual: unknown): Unwritable => ({ expected, actual, path: [] })
 
-/**
- * The canonical text of `value` (see `canonicalJson`), built by concatenation, or the first value
- * in it that JSON would write as another value. Only the failure allocates a record.
- */
+/** Built by concatenation; only the failure allocates a record. */
 const write = (value: unknown): string | Unwritable => {
   if (value === null) return "null"
   switch (typeof value) {
@@ -188,10 +159,8 @@ const write = (value: unknown): string | Unwritable => {
   return out + "}"
 }
 
-/** The most keys of a path the error names; a deeper one ends with `"..."`. */
 const MAX_PATH_KEYS = 8
 
-/** The `ParseError` of a value the canonical form cannot write, pointing at it. */
 const parseError = (root: unknown, failure: Unwritable): ParseResult.ParseError => {
   const issue = new ParseResult.Type(failure.expected, failure.actual, `Expected ${String(failure.expected)}`)
   const path = failure.path.reverse()
@@ -200,7 +169,6 @@ const parseError = (root: unknown, failure: Unwritable): ParseResult.ParseError 
   return new ParseResult.ParseError({ issue: new ParseResult.Pointer(shown, root, issue) })
 }
 
-/** The canonical text of a whole payload: `undefined` (no payload) is written as `null`. */
 const canonical = (value: unknown): Either.Either<string, ParseResult.ParseError> => {
   if (value === undefined) return Either.right("null")
   const text = write(value)
@@ -208,9 +176,7 @@ const canonical = (value: unknown): Either.Either<string, ParseResult.ParseError
 }
 
 /**
- * The canonical JSON text of a value: object keys sorted at every depth. Throws a `ParseError`
- * where the value holds something JSON would write as another value (see the module's
- * documentation).
+ * The canonical JSON text of a value; throws a `ParseError` where JSON would write another value.
  *
  * @since 0.1.0
  * @category utils
@@ -218,8 +184,7 @@ const canonical = (value: unknown): Either.Either<string, ParseResult.ParseError
 export const canonicalJson = (value: unknown): string => Either.getOrThrowWith(canonical(value), identity)
 
 /**
- * The fingerprint of an already-encoded (JSON-like) value, or a `ParseError` where the value holds
- * something JSON would write as another value (a non-finite number, a bigint, a `Map`, …).
+ * The fingerprint of an already-encoded (JSON-like) value, or a `ParseError`.
  *
  * @since 0.1.0
  * @category constructors
@@ -228,8 +193,7 @@ export const fromEncodedEither = (encoded: unknown): Either.Either<Fingerprint, 
   Either.map(canonical(encoded), (text) => Sha256.hex(Sha256.digestUtf8(text), PREFIX))
 
 /**
- * The fingerprint of an already-encoded (JSON-like) value. Throws the `ParseError` of
- * `fromEncodedEither`.
+ * The fingerprint of an already-encoded value; throws the `ParseError` of `fromEncodedEither`.
  *
  * @since 0.1.0
  * @category constructors

@@ -1,22 +1,5 @@
 /**
- * Seeing and acting on the records of any store: what happened to a key, which keys are stuck, and
- * making a stuck key run again safely.
- *
- * - `get(id)`: a record's state, attempt, lease and expiry, fingerprint, and the kind and size of its
- *   outcome (the outcome itself only with `{ outcome: true }`); never its fencing token.
- * - `list(query)`: records by state (`stuck`: in progress past its lease; `unknown`: an outcome
- *   recorded as unknown by `markUnknown`; `failed`; `omitted`; `running`; `completed`), operation
- *   and age, a page at a time.
- * - `unblock(id, { reason, expect })`: deletes a record that is stuck, unknown or failed, only while
- *   it is still the attempt the operator saw (`expect.attempt`): a record taken over meanwhile, or a
- *   live lease, is never touched. The owner of a stuck record that still runs is fenced out by its
- *   token (its writes fail with `LeaseLost`). The reason is logged with the operation and the key's
- *   hash.
- * - `stats`: counts by operation and state; `purge`: deletes expired records.
- *
- * `layer` builds it over the `IdempotencyStore` of the context, for every store that supports it
- * (memory, PostgreSQL, Redis, DynamoDB): a store keeps its admin primitives (`AdminStore`) on
- * itself, under `AdminTypeId`.
+ * Seeing and acting on the records of any store (README.md#admin).
  *
  * @example
  * ```ts
@@ -61,9 +44,7 @@ import * as internal from "./store/admin.js"
 export const AdminTypeId: typeof internal.AdminTypeId = internal.AdminTypeId
 
 /**
- * What a record is doing, as an operator sees it: `running` (in progress, its lease live), `stuck`
- * (in progress past its lease), `completed`, `unknown` (recorded as unknown by `markUnknown`),
- * `omitted` (an outcome that could not be kept), `failed`.
+ * What a record is doing, as an operator sees it (README.md#admin).
  *
  * @since 0.1.0
  * @category models
@@ -79,7 +60,7 @@ export type State = internal.State
 export const stateOf: typeof internal.stateOf = internal.stateOf
 
 /**
- * The states `unblock` deletes: nothing runs for them, and no outcome a retry could replay is lost.
+ * The states `unblock` deletes.
  *
  * @since 0.1.0
  * @category utils
@@ -87,8 +68,7 @@ export const stateOf: typeof internal.stateOf = internal.stateOf
 export const unblockable: ReadonlySet<State> = internal.unblockable
 
 /**
- * The parts of a store id: `operation#key` or `operation#scope#key`, the operation and the scope
- * percent-encoded (see `IdempotencyRecord.RecordId`).
+ * The parts of a store id (see `IdempotencyRecord.RecordId`).
  *
  * @since 0.1.0
  * @category utils
@@ -105,18 +85,16 @@ export interface RecordInfo {
   readonly operation: string
   readonly scope: string | undefined
   readonly key: string
-  /** The store's id of the record (`operation#key`, `operation#scope#key`). */
   readonly recordId: string
   readonly status: Status
   readonly state: State
   readonly attempt: number
-  /** Until when an in-progress record blocks others (epoch milliseconds of the store's clock). */
   readonly leaseUntil: number
   readonly expiresAt: number
   readonly fingerprint: string
-  /** The kind of the recorded outcome and the size of its text in UTF-8 bytes. */
+  /** Its size in UTF-8 bytes. */
   readonly outcome: { readonly kind: OutcomeKind; readonly bytes: number } | undefined
-  /** The recorded outcome's text, only when asked for. */
+  /** Only when asked for. */
   readonly outcomeText?: string | undefined
   /** The store's clock when the record was read. */
   readonly readAt: number
@@ -142,9 +120,7 @@ export interface Page {
 export interface ListQuery {
   readonly state?: State | undefined
   readonly operation?: string | undefined
-  /** Only records whose lease ended at least this long ago (a stuck record's age). */
   readonly olderThan?: Duration.DurationInput | undefined
-  /** At most this many records (default 100, at most 1,000). */
   readonly limit?: number | undefined
   readonly cursor?: string | undefined
 }
@@ -170,9 +146,7 @@ export interface Target {
 }
 
 /**
- * `unblock` did not delete the record: it is absent (or expired), it is not the attempt the operator
- * saw (`attempt` is the one it is now), or its state is one that must not be deleted (a live lease,
- * a recorded outcome).
+ * `unblock` did not delete the record, and says why.
  *
  * @since 0.1.0
  * @category errors
@@ -203,8 +177,7 @@ export class InvalidTarget extends Schema.TaggedError<InvalidTarget>("@effect-id
 ) {}
 
 /**
- * The store of the context keeps no admin primitives (a store wrapped by something that hides them,
- * or one that does not support them).
+ * The store of the context keeps no admin primitives.
  *
  * @since 0.1.0
  * @category errors
@@ -234,7 +207,7 @@ export type StoredRecord = internal.StoredRecord
 export type UnblockResult = internal.UnblockResult
 
 /**
- * What a store implements for the admin service. Times are the store's clock.
+ * What a store implements for the admin service; times are the store's clock.
  *
  * @since 0.1.0
  * @category models
@@ -361,8 +334,7 @@ export const make = (store: IdempotencyStore["Type"], admin: AdminStore): Idempo
 }
 
 /**
- * The admin service over the `IdempotencyStore` of the context; `AdminUnsupported` when the store
- * keeps no admin primitives.
+ * The admin service over the `IdempotencyStore` of the context.
  *
  * @since 0.1.0
  * @category layers

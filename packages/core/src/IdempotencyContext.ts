@@ -1,7 +1,5 @@
 /**
- * What the downstream effect of an idempotent operation can read about the attempt it runs in:
- * the validated key, and a stable key per downstream step to forward to APIs that accept an
- * `Idempotency-Key` header.
+ * What the downstream of an idempotent operation can read about its attempt (README.md#idempotencycontext).
  *
  * @since 0.1.0
  */
@@ -22,16 +20,10 @@ export class IdempotencyContext extends Context.Tag("@effect-idempotency/core/Id
   IdempotencyContext,
   {
     readonly id: RecordId
-    /** The validated key of the request. */
     readonly key: IdempotencyKey
-    /** The fencing token this attempt holds. */
     readonly token: string
-    /** 1 for the first execution, incremented by every takeover. */
     readonly attempt: number
-    /**
-     * A key derived from the record id and a step name: the same on every retry of the request,
-     * distinct per step, operation and scope. Forward it to a downstream API's `Idempotency-Key`.
-     */
+    /** The same on every retry, distinct per step, operation and scope. */
     readonly stepKey: (step: string) => IdempotencyKey
   }
 >() {}

@@ -1,8 +1,5 @@
 /**
- * The typed failures of an idempotent operation and of an `IdempotencyStore`.
- *
- * Every error is a `Schema.TaggedError`, so it can be matched with `Effect.catchTag`, serialized,
- * and mapped to an HTTP status (see `IdempotencyError.httpStatus`).
+ * The typed failures of an idempotent operation and of an `IdempotencyStore` (README.md#errors).
  *
  * @since 0.1.0
  */
@@ -11,10 +8,7 @@ import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 
 /**
- * The type id every error of this library carries. It is a registered symbol (`Symbol.for`), so
- * two installed copies of this package recognise each other's errors: the guards below never miss
- * a `LeaseLost` because it came from another copy, and never match a user's own error that happens
- * to share a tag.
+ * The type id every error of this library carries, registered with `Symbol.for` (README.md#errors).
  *
  * @since 0.1.0
  * @category type ids
@@ -49,8 +43,6 @@ export type InvalidKeyReason = typeof InvalidKeyReason.Type
 
 /**
  * A client-supplied idempotency key failed validation. No store was touched.
- *
- * `preview` holds at most a short, escaped prefix of the input, never the whole value.
  *
  * @since 0.1.0
  * @category errors
@@ -136,12 +128,7 @@ export class KeyReused extends Schema.TaggedError<KeyReused>("@effect-idempotenc
 }
 
 /**
- * The downstream call did not finish within the operation's timeout, so its outcome is unknown.
- * The operation's timeout policy was applied (`policy`). `replayed` is `true` when a later attempt
- * finds a record that the `markUnknown` policy (or a crash under it) left behind. `rolledBack` is
- * `true` when the downstream ran inside a database transaction that was rolled back (a
- * transactional store's mode): then the outcome is known, nothing was written, and a retry
- * executes once.
+ * The downstream's time is up and its outcome is unknown; the timeout policy was applied.
  *
  * @since 0.1.0
  * @category errors
@@ -173,13 +160,7 @@ export class DownstreamTimeout extends Schema.TaggedError<DownstreamTimeout>(
 }
 
 /**
- * The attempt no longer holds the reservation, or cannot keep it:
- *
- * - `superseded` (the default, and what stores report): its fencing token was superseded (another
- *   attempt took the record over after the lease ended) or the record is gone;
- * - `expiring`: the heartbeat could not extend the lease before it ran out (the store did not
- *   answer), so the downstream was interrupted before the lease ended. Nothing was recorded by this
- *   attempt; once the lease ends, a retry takes over (or, under `markUnknown`, the key is blocked).
+ * The attempt no longer holds the reservation (`superseded`), or cannot keep it (`expiring`).
  *
  * @since 0.1.0
  * @category errors
@@ -204,8 +185,7 @@ export class LeaseLost extends Schema.TaggedError<LeaseLost>("@effect-idempotenc
 }
 
 /**
- * The store could not be reached (connection refused or dropped, throttled past its retries).
- * The downstream was not called if this happened before the reservation.
+ * The store could not be reached; before the reservation, the downstream was not called.
  *
  * @since 0.1.0
  * @category errors
@@ -229,7 +209,7 @@ export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>(
 }
 
 /**
- * The store failed for a reason other than connectivity (a malformed table, a rejected statement).
+ * The store failed for a reason other than connectivity.
  *
  * @since 0.1.0
  * @category errors
@@ -259,8 +239,7 @@ export class StoreError extends Schema.TaggedError<StoreError>("@effect-idempote
 export type StoreFailure = StoreUnavailable | StoreError
 
 /**
- * The failure or timeout policy could not be applied because the store failed. `original` is the
- * failure the policy was applied for; the lease still bounds how long the key stays blocked.
+ * The failure or timeout policy could not be applied because the store failed.
  *
  * @since 0.1.0
  * @category errors
@@ -288,8 +267,7 @@ export class CleanupFailed extends Schema.TaggedError<CleanupFailed>("@effect-id
 }
 
 /**
- * A stored outcome no longer decodes with the operation's schemas (for example after a deploy
- * changed them).
+ * A stored outcome no longer decodes with the operation's schemas.
  *
  * @since 0.1.0
  * @category errors
@@ -314,11 +292,8 @@ export class StoredOutcomeInvalid extends Schema.TaggedError<StoredOutcomeInvali
 }
 
 /**
- * The downstream ran, but its outcome cannot be replayed: it does not encode with the operation's
- * schemas (a `bigint` in JSON, a filter that fails on encode, a value that does not decode back),
- * or it is larger than the store can keep. The record is COMPLETED with an omitted outcome, so the
- * key is never executed again before it expires: the first attempt and every retry get this error
- * (`replayed` tells which). `reason` is bounded and never holds the value itself.
+ * The downstream ran, but its outcome does not encode or is too large to keep: the record blocks
+ * the key until it expires, and every attempt gets this error.
  *
  * @since 0.1.0
  * @category errors
@@ -344,9 +319,7 @@ export class OutcomeNotReplayable extends Schema.TaggedError<OutcomeNotReplayabl
 }
 
 /**
- * The request's payload does not encode with the operation's payload schema, so no fingerprint
- * can be computed. No store was touched. `detail` says where the payload broke the schema, bounded
- * and escaped, without any of the payload's values.
+ * The payload does not encode with the operation's payload schema. No store was touched.
  *
  * @since 0.1.0
  * @category errors
@@ -371,11 +344,7 @@ export class InvalidPayload extends Schema.TaggedError<InvalidPayload>("@effect-
 }
 
 /**
- * A setting of an operation, or of one call, that no attempt can honour: a heartbeat not shorter
- * than the lease, a lease margin not shorter than the lease, a duration that is not a positive
- * number, a `deadline` that is not a number. `Idempotency.make` (and every entry point) throws it
- * when the operation is built; a call whose own `deadline` or `timeout` is invalid fails with it
- * before any store is touched. `reason` says what the setting must be, never its value.
+ * A setting of an operation, or of one call, that no attempt can honour (README.md#errors).
  *
  * @since 0.1.0
  * @category errors
@@ -440,9 +409,7 @@ for (
 }
 
 /**
- * Whether a value is one of this library's errors (and not a domain failure), by type id: a
- * user's error with the same tag does not match, an error from another installed copy of this
- * package does.
+ * Whether a value is one of this library's errors, by type id.
  *
  * @since 0.1.0
  * @category refinements
@@ -459,9 +426,7 @@ export const isIdempotencyError = (u: unknown): u is IdempotencyError =>
 export const isLeaseLost = (u: unknown): u is LeaseLost => isIdempotencyError(u) && u._tag === "LeaseLost"
 
 /**
- * Node.js socket and DNS error codes (an error's `code`) that mean a store's server could not be
- * reached or the connection to it was lost. A store maps a failure with one of them to
- * `StoreUnavailable`; for store authors.
+ * Node.js socket and DNS error codes that a store maps to `StoreUnavailable`.
  *
  * @since 0.1.0
  * @category utils
@@ -492,16 +457,7 @@ export const isStoreFailure = (u: unknown): u is StoreFailure =>
   isIdempotencyError(u) && (u._tag === "StoreUnavailable" || u._tag === "StoreError")
 
 /**
- * The HTTP status an error maps to, following the IETF Idempotency-Key draft where it says so.
- *
- * | error | status |
- * | --- | --- |
- * | `InvalidIdempotencyKey`, `InvalidPayload` | 400 |
- * | `IdempotencyConflict`, `LeaseLost` | 409 |
- * | `KeyReused` | 422 |
- * | `StoredOutcomeInvalid`, `OutcomeNotReplayable`, `InvalidSettings` | 500 |
- * | `CleanupFailed`, `StoreUnavailable`, `StoreError` | 503 |
- * | `DownstreamTimeout` | 504 |
+ * The HTTP status an error maps to (the table in README.md#errors).
  *
  * @since 0.1.0
  * @category mapping
@@ -542,7 +498,6 @@ const escapeText = (text: string, max: number): string => {
   return text.length > max ? `${out}…` : out
 }
 
-/** How deep `describeParseError` follows nested issues, and how many it reports. */
 const MAX_ISSUE_DEPTH = 64
 const MAX_ISSUES = 3
 const MAX_KEY_LENGTH = 24
@@ -564,10 +519,8 @@ const issueKind = (issue: ParseResult.ParseIssue): string | undefined => {
 }
 
 /**
- * A short description of where a value broke a schema, safe to log and to send to a client: the
- * paths of at most three issues and what was expected there, each key shortened and escaped, and
- * never any of the value's contents (which may hold secrets, and may be megabytes long or
- * thousands of levels deep). It reads the issue tree iteratively, to a bounded depth.
+ * Where a value broke a schema, safe to log: at most three paths, escaped, never the value's
+ * contents; read iteratively, to a bounded depth.
  *
  * @since 0.1.0
  * @category utils

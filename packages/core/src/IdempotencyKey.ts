@@ -1,10 +1,6 @@
 /**
- * Idempotency keys: validated before anything touches a store.
- *
- * A key is 1 to 255 characters (the maximum is configurable) of printable ASCII without spaces,
- * double quotes, backslashes or `#` (the separator of stored record ids). The quoted form of the
- * IETF `Idempotency-Key` header (an sf-string, `"abc"`) is accepted as well as the bare form; both
- * decode to the bare key.
+ * Idempotency keys, bare or quoted, validated before anything touches a store
+ * (README.md#keys-and-fingerprints).
  *
  * @since 0.1.0
  */
@@ -46,7 +42,7 @@ export const SEPARATOR = "#"
  * @category models
  */
 export interface Options {
-  /** The maximum number of characters of the bare key (1 to 1024). Defaults to 255. */
+  /** 1 to 1024. Default 255. */
   readonly maxLength?: number | undefined
 }
 
@@ -81,8 +77,7 @@ export const preview = (input: string): string => {
 }
 
 /**
- * The key as logs and spans show it: the first 16 hexadecimal digits of its SHA-256. A key of low
- * entropy (an order number) is never shown; an operator who knows a key finds its lines by its hash.
+ * The key as logs and spans show it: the first 16 hexadecimal digits of its SHA-256.
  *
  * @example
  * ```ts
@@ -142,7 +137,7 @@ export const validate = (input: unknown, options?: Options): Either.Either<Idemp
 }
 
 /**
- * Decodes an input (bare or quoted) into a key, failing with a typed `InvalidIdempotencyKey`.
+ * Decodes an input (bare or quoted) into a key.
  *
  * @since 0.1.0
  * @category decoding
@@ -165,7 +160,7 @@ export const schema = (options?: Options): Schema.Schema<IdempotencyKey, string>
   }).annotations({ identifier: "IdempotencyKey" })
 
 /**
- * The schema of a key with the default rules: decodes the bare and the quoted form.
+ * The schema of a key with the default rules.
  *
  * @since 0.1.0
  * @category schemas
@@ -173,8 +168,7 @@ export const schema = (options?: Options): Schema.Schema<IdempotencyKey, string>
 export const IdempotencyKey: Schema.Schema<IdempotencyKey, string> = schema()
 
 /**
- * Builds a key from a string, throwing `InvalidIdempotencyKey` if it is not valid. For constants
- * and tests; use `decode` for input.
+ * Builds a key, throwing `InvalidIdempotencyKey` if it is not valid: for constants and tests.
  *
  * @since 0.1.0
  * @category constructors
@@ -183,8 +177,7 @@ export const unsafeMake = (input: string, options?: Options): IdempotencyKey =>
   Either.getOrThrowWith(validate(input, options), (error) => error)
 
 /**
- * Generates a random (UUID v4) key, for system-triggered events that carry no client key. It comes
- * from the Web Crypto API's `crypto.randomUUID()`, present on every runtime Effect supports.
+ * A random (UUID v4) key, for system-triggered events that carry no client key.
  *
  * @since 0.1.0
  * @category constructors

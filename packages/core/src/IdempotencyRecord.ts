@@ -1,16 +1,6 @@
 /**
- * The record a store keeps per scoped key, and the data its methods return.
- *
- * ```
- *   absent ──reserve──▶ IN_PROGRESS(token, leaseUntil) ──complete(token)──▶ COMPLETED(outcome)
- *     ▲                    │  │                                            replayed until expiresAt
- *     └──release(token)────┘  └──markFailed(token)──▶ FAILED (a retry with the same fingerprint
- *                                                     takes it over)
- * ```
- *
- * An IN_PROGRESS record whose lease ended is taken over by the next reservation with the same
- * fingerprint (a new token fences the old owner out). Any record whose `expiresAt` has passed is
- * treated as absent.
+ * The record a store keeps per scoped key, and the data its methods return
+ * (README.md#records-leases-and-fencing).
  *
  * @since 0.1.0
  */
@@ -20,8 +10,7 @@ import type { IdempotencyKey } from "./IdempotencyKey.js"
 import { SEPARATOR } from "./IdempotencyKey.js"
 
 /**
- * The identity of a record: the operation's name, an optional scope (a tenant or user id) and the
- * key. The same key under two scopes or two operations never touches the same record.
+ * The identity of a record: operation, optional scope and key.
  *
  * @since 0.1.0
  * @category models
@@ -30,11 +19,7 @@ export interface RecordId {
   readonly operation: string
   readonly scope: string | undefined
   readonly key: IdempotencyKey
-  /**
-   * The single string stores use as the primary key: `operation#key`, or `operation#scope#key`
-   * when scoped. The operation and the scope are percent-encoded, so neither contains `#`, and keys
-   * never contain `#`: the encoding is unambiguous.
-   */
+  /** `operation#key` or `operation#scope#key`, the operation and the scope percent-encoded. */
   readonly value: string
 }
 
@@ -80,12 +65,8 @@ export const Status = Schema.Literal("IN_PROGRESS", "COMPLETED", "FAILED")
 export type Status = typeof Status.Type
 
 /**
- * A recorded outcome, as the store keeps it. The value and the error are JSON text of the
- * schema-encoded value; `Timeout` records that the outcome is unknown (the `markUnknown` policy);
- * `Omitted` records that the attempt finished but its outcome could not be kept (it does not encode
- * with the operation's schemas, or it exceeded the store's item size limit): the key is still never
- * executed again before it expires, and a replay fails with `OutcomeNotReplayable` carrying `reason`
- * (bounded text that never holds the value).
+ * A recorded outcome, as the store keeps it: JSON text of the encoded value or error, `Timeout`
+ * (unknown, `markUnknown`), or `Omitted` (not kept, with a bounded `reason`).
  *
  * @since 0.1.0
  * @category models
@@ -154,32 +135,24 @@ export const outcomeFromColumns = (kind: string, body: string): StoredOutcome | 
 }
 
 /**
- * A record as a store returns it. Times are epoch milliseconds of the clock the store uses.
+ * A record as a store returns it; times are epoch milliseconds of the store's clock.
  *
  * @since 0.1.0
  * @category models
  */
 export interface IdempotencyRecord {
   readonly status: Status
-  /** The fencing token of the attempt that holds (or last held) the reservation. */
   readonly token: string
-  /** The fingerprint of the request that created the record. */
   readonly fingerprint: string
-  /** 1 for the first reservation, incremented by every takeover. */
+  /** 1, plus one per takeover. */
   readonly attempt: number
-  /** Until when an IN_PROGRESS record blocks other attempts. */
   readonly leaseUntil: number
-  /** When the record stops existing (treated as absent, then purged). */
   readonly expiresAt: number
-  /** The recorded outcome of a COMPLETED record. */
   readonly outcome: StoredOutcome | undefined
 }
 
 /**
- * The result of a reservation: data, not an error.
- *
- * - `Reserved`: this attempt holds the record with `token`; it may call the downstream.
- * - `Existing`: a live record blocks the reservation. `now` is the store's clock at the decision.
+ * The result of a reservation: `Reserved` or `Existing`, data, not an error.
  *
  * @since 0.1.0
  * @category models
@@ -203,7 +176,7 @@ export type ReserveResult = Data.TaggedEnum<{
 export const ReserveResult = Data.taggedEnum<ReserveResult>()
 
 /**
- * Whether a record exists for the clock reading `now` (its `expiresAt` is still ahead).
+ * Whether a record exists for the clock reading `now`.
  *
  * @since 0.1.0
  * @category predicates
@@ -211,9 +184,8 @@ export const ReserveResult = Data.taggedEnum<ReserveResult>()
 export const isLive = (record: Pick<IdempotencyRecord, "expiresAt">, now: number): boolean => record.expiresAt > now
 
 /**
- * Whether a reservation with `fingerprint` may take over a live record at `now`: a FAILED record,
- * or an IN_PROGRESS record whose lease ended (when `takeover` allows it), created by the same
- * request. Stores implement this same rule in their conditional write.
+ * Whether a reservation with `fingerprint` may take over a live record at `now`; every store
+ * implements this rule in its conditional write.
  *
  * @since 0.1.0
  * @category predicates

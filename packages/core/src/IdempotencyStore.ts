@@ -1,11 +1,5 @@
 /**
- * The store service: one interface, many Layers (memory, PostgreSQL, DynamoDB). The protocol code
- * never knows which one it talks to.
- *
- * Every write after `reserve` is conditional on the fencing token: it succeeds only while the
- * record is IN_PROGRESS and holds the caller's token, and fails with `LeaseLost` otherwise.
- * Store failures are typed (`StoreUnavailable` for connectivity, `StoreError` otherwise), never
- * defects.
+ * The store service: one interface, many layers; its rules are in README.md#records-leases-and-fencing.
  *
  * @since 0.1.0
  */
@@ -34,7 +28,7 @@ export type ReserveRequest = service.ReserveRequest
 export type TokenRequest = service.TokenRequest
 
 /**
- * Completion: the record becomes COMPLETED with `outcome`, and lives for `ttl` from now.
+ * A completion request.
  *
  * @since 0.1.0
  * @category models
@@ -42,8 +36,7 @@ export type TokenRequest = service.TokenRequest
 export type CompleteRequest = service.CompleteRequest
 
 /**
- * Marking failed: the record becomes FAILED for `ttl` from now; a retry with the same
- * fingerprint takes it over.
+ * A request to mark the record FAILED.
  *
  * @since 0.1.0
  * @category models
@@ -51,7 +44,7 @@ export type CompleteRequest = service.CompleteRequest
 export type MarkFailedRequest = service.MarkFailedRequest
 
 /**
- * Extending the lease: `leaseUntil` becomes now + `lease` (and `expiresAt` at least that).
+ * A request to extend the lease.
  *
  * @since 0.1.0
  * @category models
@@ -59,8 +52,7 @@ export type MarkFailedRequest = service.MarkFailedRequest
 export type ExtendRequest = service.ExtendRequest
 
 /**
- * The store service: `reserve`, then token-checked `complete`, `release`, `markFailed` and
- * `extend`; `get` and `purgeExpired`.
+ * The store service.
  *
  * @since 0.1.0
  * @category tags
@@ -72,14 +64,6 @@ export class IdempotencyStore extends Context.Tag("@effect-idempotency/core/Idem
 
 /**
  * Which clock decides lease and TTL expiry, for a store that has a clock of its own.
- *
- * - `"server"`: the store server's clock (PostgreSQL's `statement_timestamp()`, Redis's `TIME`),
- *   read by each statement. Every function instance shares it, so a skewed instance clock can
- *   neither take over a live lease early nor keep a dead one blocked.
- * - `"effect"`: the fiber's `Clock`, sent with each call. Instances must then agree on time; use it
- *   in tests with `TestClock`, or when expiry must follow the application's clock.
- *
- * Stores without a server clock (memory, DynamoDB) always use Effect's `Clock`.
  *
  * @since 0.1.0
  * @category models
@@ -95,9 +79,7 @@ export type ClockSource = "server" | "effect"
 export type MemoryOptions = memory.MemoryOptions
 
 /**
- * Builds a memory store. Correct under any number of concurrent fibers; expiry and leases are
- * read from `Clock`, so `TestClock` drives them. It lives in one process: use it for tests, local
- * development and the embedded default, never across function instances.
+ * Builds a memory store, on `Clock`, for one process: tests, local development.
  *
  * @since 0.1.0
  * @category constructors
@@ -111,18 +93,15 @@ export const makeMemory: (options?: MemoryOptions) => Effect.Effect<IdempotencyS
  * @category models
  */
 export interface PurgeOptions {
-  /** How many expired records each round deletes at most. Default: the store's own limit. */
+  /** Default: the store's own limit. */
   readonly limit?: number | undefined
 }
 
 /**
- * Deletes expired records of the `IdempotencyStore` of the context in a background fiber, for the
- * life of the layer: one `purgeExpired` call at once, then one every `interval`. A failed round is
- * logged as a warning and the next one runs on schedule; the purge never fails the layer. Time is
- * read through `Clock`, so `TestClock` drives it in tests.
+ * Deletes expired records of the store of the context in a background fiber, for the life of the
+ * layer (README.md#the-background-purge).
  *
- * It works with every store. Keep the store in the output with `Layer.provideMerge`:
- *
+ * @example
  * ```ts
  * import { IdempotencyStore } from "@effect-idempotency/core"
  * import { Layer } from "effect"
@@ -131,8 +110,6 @@ export interface PurgeOptions {
  *   Layer.provideMerge(IdempotencyStore.layerMemory)
  * )
  * ```
- *
- * The stores' `purgeInterval` and `purgeLimit` options are this layer.
  *
  * @since 0.1.0
  * @category layers
@@ -146,8 +123,7 @@ export const layerPurge = (
   )
 
 /**
- * Adds `layerPurge` to a store layer when `purgeInterval` is set; the store's layer otherwise.
- * For store packages whose `layerWith` takes `purgeInterval` and `purgeLimit`.
+ * Adds `layerPurge` to a store layer when `purgeInterval` is set, for stores' `layerWith`.
  *
  * @since 0.1.0
  * @category layers
@@ -164,7 +140,7 @@ export const withPurge = <E, R>(
     : Layer.provideMerge(layerPurge(options.purgeInterval, { limit: options.purgeLimit }), store)
 
 /**
- * A memory store layer, with options (a background purge with `purgeInterval`).
+ * A memory store layer, with options.
  *
  * @since 0.1.0
  * @category layers
@@ -189,14 +165,7 @@ export const layerMemory: Layer.Layer<IdempotencyStore> = layerMemoryWith()
 export type CacheOptions = cache.CacheOptions
 
 /**
- * Wraps a store with a warm-instance cache of completed outcomes: a replay of a key this instance
- * has seen completed (its own completion, or one a reservation returned) is answered from memory
- * with no round trip.
- *
- * The copy is exact: no store method changes a COMPLETED record before it expires. The copy's
- * expiry is measured on this instance's clock from before the request that produced it, so it
- * never outlives the record. Only COMPLETED records are cached; conflicts and takeovers always ask
- * the store. At most `capacity` records are kept, the least recently used evicted first.
+ * Wraps a store with a warm-instance cache of completed outcomes (README.md#the-warm-instance-cache).
  *
  * @since 0.1.0
  * @category constructors

@@ -1,12 +1,6 @@
 /**
  * An operation's outcomes as its records hold them, for an engine of its own beside
- * `Idempotency.make` (such as the PostgreSQL transactional mode): a success or a stored failure
- * encoded as `Idempotency.make` encodes them, and a COMPLETED record replayed as it replays one, so
- * that a record written by either replays in the other.
- *
- * Every schema step is guarded: an encoder or decoder that throws is a failure of the step, never a
- * crash. A success that does not encode is recorded as `Omitted` (its caller and every retry get
- * `OutcomeNotReplayable`); a failure chosen for `store` that does not encode, too.
+ * `Idempotency.make` (README.md#engines-of-your-own).
  *
  * @example
  * ```ts
@@ -34,9 +28,7 @@ import { StoredOutcome } from "./IdempotencyRecord.js"
 import * as internal from "./internal/outcome.js"
 
 /**
- * A success as a record stores it (`outcome`), with the value its caller gets: the one a replay
- * would get, decoded from the stored text. A success that does not encode is stored as `Omitted`,
- * with the reason.
+ * A success as a record stores it (`outcome`), with the value a replay would decode from it.
  *
  * @since 0.1.0
  * @category models
@@ -53,16 +45,11 @@ export type EncodedSuccess<A> =
  */
 export interface OutcomeCodec<A, E> {
   readonly name: string
-  /** A success as recorded: `Success`, or `Omitted` when it does not encode. */
+  /** `Success`, or `Omitted` when it does not encode. */
   readonly encodeSuccess: (value: A) => Effect.Effect<EncodedSuccess<A>>
-  /** A failure chosen for `store`, as recorded: `Failure`, or `Omitted` when it does not encode (logged). */
+  /** `Failure`, or `Omitted` when it does not encode (logged). */
   readonly encodeFailure: (error: unknown) => Effect.Effect<StoredOutcome>
-  /**
-   * The outcome of a COMPLETED record as the end of a run: the value (a `Result` with `replayed`),
-   * or the run's failure: the recorded failure, `DownstreamTimeout` (an unknown outcome),
-   * `OutcomeNotReplayable`, or `StoredOutcomeInvalid` when it no longer decodes. `timeoutMillis` is
-   * the `DownstreamTimeout`'s.
-   */
+  /** A COMPLETED record's outcome as the end of a run, as `Idempotency.make` replays it. */
   readonly replay: (
     record: IdempotencyRecord,
     options: { readonly key: string; readonly timeoutMillis: number }

@@ -1,9 +1,5 @@
 /**
- * Spans only where someone can see them. Effect's default tracer keeps every span in memory and
- * exports none, yet each span costs a few microseconds and wraps every failure raised inside it.
- * The runs of `Idempotency` and the stores of this project start their spans through this module:
- * only when a tracer is installed (`Effect.withTracer`, `Layer.setTracer`, `@effect/opentelemetry`)
- * and tracing is enabled; otherwise the effect runs as it is.
+ * Spans only when a tracer is installed (README.md#tracing).
  *
  * ```ts
  * import { Tracing } from "@effect-idempotency/core"
@@ -24,12 +20,10 @@ import { dual } from "effect/Function"
 import * as Tracer from "effect/Tracer"
 import { inSpan } from "./base/span.js"
 
-/** Effect's own tracer, the one in place when none was installed. */
 const defaultTracer: Tracer.Tracer = Context.get(DefaultServices.liveServices, Tracer.Tracer)
 
 /**
- * Whether spans started by `fiber` reach an installed tracer: tracing is enabled and the tracer is
- * not Effect's default one.
+ * Whether spans started by `fiber` reach an installed tracer.
  *
  * @since 0.1.0
  * @category predicates
@@ -39,7 +33,7 @@ export const unsafeIsEnabled = (fiber: Fiber.RuntimeFiber<unknown, unknown>): bo
   Context.get(fiber.getFiberRef(DefaultServices.currentServices), Tracer.Tracer) !== defaultTracer
 
 /**
- * Whether the current fiber's spans reach an installed tracer (see `unsafeIsEnabled`).
+ * Whether the current fiber's spans reach an installed tracer.
  *
  * @since 0.1.0
  * @category predicates
@@ -49,10 +43,8 @@ export const isEnabled: Effect.Effect<boolean> = Effect.withFiberRuntime((fiber)
 )
 
 /**
- * `Effect.withSpan` when a tracer is installed (see `unsafeIsEnabled`); the effect as it is
- * otherwise. With `captureStackTrace: false` the span is the same, started and ended in fewer
- * steps of the runtime (the span is set as the parent in the fiber's context directly, where
- * `Effect.withSpan` scopes the context with an acquire-use-release of its own).
+ * `Effect.withSpan` when a tracer is installed; the effect as it is otherwise. With
+ * `captureStackTrace: false`, the same span in fewer steps of the runtime.
  *
  * @since 0.1.0
  * @category combinators

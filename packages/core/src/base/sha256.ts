@@ -1,8 +1,4 @@
-/**
- * SHA-256 (FIPS 180-4) in plain TypeScript, synchronous and free of platform modules, so the core
- * runs wherever Effect runs (Node, Deno, Bun, browsers, Cloudflare Workers). Fingerprints, record
- * ids and step keys depend on it byte for byte: `test/StableFormats.test.ts` pins its output.
- */
+// SHA-256 (FIPS 180-4) without platform modules; fingerprints, record ids and step keys depend on it byte for byte (test/StableFormats.test.ts).
 
 const K = new Int32Array([
   0x428a2f98,
@@ -71,17 +67,13 @@ const K = new Int32Array([
   0xc67178f2
 ])
 
-// Every call is synchronous and runs to its end before another starts: the message buffer, the
-// schedule and the state are reused by all of them (no allocation but the 32-byte result).
+// every call runs to its end before another starts: the buffers below are shared, nothing is allocated but the result
 
-/** The message schedule. */
 const W = new Int32Array(64)
-/** The hash state. */
 const H = new Int32Array(8)
-/** The UTF-8 message with its padding; grown when a longer message comes. */
 let buffer = new Uint8Array(1024)
 
-/** Writes the UTF-8 bytes of `text` at `offset` (a lone surrogate as U+FFFD) and returns the new offset. */
+/** A lone surrogate is written as U+FFFD. */
 const writeUtf8 = (text: string, offset: number): number => {
   let out = offset
   for (let i = 0; i < text.length; i++) {
@@ -164,8 +156,7 @@ const compress = (blocks: number): void => {
 }
 
 /**
- * The SHA-256 digest (32 bytes) of the UTF-8 encoding of strings, one after the other, as if they
- * were one string (a lone surrogate is encoded as U+FFFD, as `TextEncoder` and Node's `Buffer` do).
+ * The SHA-256 digest of the UTF-8 encoding of strings, one after the other, as if they were one.
  *
  * @internal
  */
@@ -180,7 +171,6 @@ export const digestUtf8 = (...parts: ReadonlyArray<string>): Uint8Array => {
   const end = blocks << 6
   buffer[length] = 0x80
   buffer.fill(0, length + 1, end - 8)
-  // the bit length, a 64-bit big-endian number
   const high = Math.floor(length / 0x20000000)
   const low = (length << 3) >>> 0
   buffer[end - 8] = high >>> 24
@@ -211,24 +201,14 @@ export const digestUtf8 = (...parts: ReadonlyArray<string>): Uint8Array => {
   return out
 }
 
-/** Lowercase hexadecimal digits, as character codes. */
 const HEX_DIGITS = Array.from("0123456789abcdef", (c) => c.charCodeAt(0))
 
-/** The base64url alphabet, as character codes. */
 const BASE64URL = Array.from("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", (c) => c.charCodeAt(0))
 
-/**
- * The text of character codes. Made at once, it is one flat string: appended piece by piece it
- * would be a tree of concatenations, which a record keeps (about 1.3 KB instead of 88 bytes for a
- * fingerprint) and which a comparison must flatten first.
- */
+// made at once, one flat string (a tree of concatenations would take 1.3 KB instead of 88 bytes in a record)
 const text = (codes: Array<number>): string => String.fromCharCode.apply(null, codes)
 
-/**
- * Lowercase hexadecimal of bytes, after `prefix`.
- *
- * @internal
- */
+/** @internal */
 export const hex = (bytes: Uint8Array, prefix = ""): string => {
   const codes = new Array<number>(prefix.length + bytes.length * 2)
   for (let i = 0; i < prefix.length; i++) codes[i] = prefix.charCodeAt(i)
@@ -242,7 +222,7 @@ export const hex = (bytes: Uint8Array, prefix = ""): string => {
 }
 
 /**
- * Base64url of bytes, without padding (RFC 4648 section 5).
+ * Base64url without padding (RFC 4648 section 5).
  *
  * @internal
  */

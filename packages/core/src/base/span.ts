@@ -9,15 +9,8 @@ import * as Tracer from "effect/Tracer"
 const noTime = BigInt(0)
 
 /**
- * `self` inside a span named `name`, as `Effect.withSpan` runs it: the span is the parent of the
- * spans started inside, and it ends with `self`'s exit. In fewer steps: the span is made, set as
- * the parent in the fiber's context, and the context put back when `self` ends, in one
- * uninterruptible region around `self`, where `Effect.withParentSpan` would scope the context with
- * an acquire-use-release of its own on every call. `onEnd` sees the span and the exit before the
- * span ends (to set attributes).
- *
- * The span captures no stack trace: callers pass `captureStackTrace: false` or use
- * `Effect.withSpan`.
+ * `self` inside a span, as `Effect.withSpan` runs it, in fewer steps: the context is set and put
+ * back in one uninterruptible region, where `withParentSpan` scopes it per call. No stack trace.
  *
  * @internal
  */

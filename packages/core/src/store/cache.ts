@@ -10,19 +10,17 @@ import type { Service } from "./service.js"
 const DEFAULT_CAPACITY = 10_000
 
 /**
- * Options of the warm-instance cache.
- *
  * @since 0.1.0
  * @category models
  */
 export interface CacheOptions {
-  /** The most completed records (and in-flight reservations) kept. Default 10,000. */
+  /** Completed records (and in-flight reservations) kept. Default 10,000. */
   readonly capacity?: number | undefined
 }
 
 interface Entry {
   readonly record: IdempotencyRecord
-  /** When the copy stops being used, on this instance's clock. */
+  /** On this instance's clock. */
   readonly until: number
 }
 
@@ -32,7 +30,6 @@ interface Reservation {
   readonly leaseUntil: number
 }
 
-/** A Map that keeps at most `capacity` entries, evicting the least recently used. */
 const bounded = <V>(capacity: number) => {
   const map = new Map<string, V>()
   return {
@@ -62,9 +59,8 @@ export const make = (
 ): Effect.Effect<Service> =>
   Effect.sync(() => {
     const capacity = Math.max(1, options?.capacity ?? DEFAULT_CAPACITY)
-    // COMPLETED records only: no store method changes one before it expires, so a copy is exact
+    // COMPLETED records only: README.md#the-warm-instance-cache
     const completed = bounded<Entry>(capacity)
-    // what this instance's reservations need to cache their own completion
     const reservations = bounded<Reservation>(capacity)
     const ownKey = (id: string, token: string) => `${token}\u0000${id}`
 
@@ -75,7 +71,6 @@ export const make = (
       completed.delete(id)
       return undefined
     }
-    // the clock reading `now` in the record's own time base
     const recordNow = (entry: Entry, now: number) => entry.record.expiresAt - (entry.until - now)
 
     const settled = <A, E>(effect: Effect.Effect<A, E>, id: string, token: string) =>
@@ -96,7 +91,6 @@ export const make = (
                 leaseUntil: result.leaseUntil
               })
             } else if (result.record.status === "COMPLETED") {
-              // the time left, as the store measured it after `now`: the copy never outlives the record
               completed.set(request.id.value, {
                 record: result.record,
                 until: now + result.record.expiresAt - result.now

@@ -1,8 +1,4 @@
-/**
- * A binary min-heap of (expiresAt, id): the order in which records expire. An entry whose record
- * has since been rewritten with another expiry is stale; the owner skips it when it comes out.
- * (Internal: not exported by the package.)
- */
+// A min-heap of (expiresAt, id); an entry whose record was rewritten since is stale, and skipped.
 export class ExpiryQueue {
   private times: Array<number> = []
   private ids: Array<string> = []
@@ -28,12 +24,10 @@ export class ExpiryQueue {
     ids[i] = id
   }
 
-  /** The earliest expiry, or `Infinity` when empty. */
   peek(): number {
     return this.times.length === 0 ? Infinity : this.times[0]!
   }
 
-  /** Removes the earliest entry and returns its id (the queue must not be empty). */
   pop(): string {
     const times = this.times
     const ids = this.ids

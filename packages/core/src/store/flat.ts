@@ -1,13 +1,8 @@
 import type { StoredOutcome } from "../IdempotencyRecord.js"
 
 /**
- * A string as one flat sequence of characters.
- *
- * V8 keeps a string built by concatenation (`a + b`, a template, `JSON.stringify`'s output, Node's
- * `randomUUID`) as a tree of its pieces until something reads its characters. A record that keeps
- * such a string keeps the tree: a token from `randomUUID` takes about 490 bytes that way instead of
- * 64. Reading one character flattens the string in place (as a comparison would, later), and the
- * next collection drops the tree. On engines that keep no such trees the read is simply a read.
+ * Flattens a string built by concatenation, which V8 keeps as a tree of its pieces (a
+ * `randomUUID` token: about 490 bytes instead of 64) until something reads its characters.
  *
  * @internal
  */
@@ -19,7 +14,6 @@ export const flat = (text: string): string => {
 
 let _read = 0
 
-/** `outcome`, with the text it keeps flat (see `flat`). */
 export const flatOutcome = <O extends StoredOutcome | undefined>(outcome: O): O => {
   if (outcome !== undefined) {
     if (outcome._tag === "Success") flat(outcome.value)

@@ -14,17 +14,15 @@ import type { Service, TokenRequest } from "./service.js"
 const DEFAULT_PURGE_LIMIT = 10_000
 
 /**
- * Options of the memory store.
- *
  * @since 0.1.0
  * @category models
  */
 export interface MemoryOptions {
-  /** Run `purgeExpired` in the background at this interval, for the life of the layer (see `layerPurge`). */
+  /** A background purge at this interval (see `layerPurge`). */
   readonly purgeInterval?: Duration.DurationInput | undefined
-  /** How many expired records each background purge deletes at most. Default 10,000. */
+  /** Default 10,000. */
   readonly purgeLimit?: number | undefined
-  /** Log a warning that the store is per-process (default `true`). */
+  /** Log a warning that the store is per-process. Default `true`. */
   readonly warn?: boolean | undefined
 }
 
@@ -36,14 +34,9 @@ export const make = (options?: MemoryOptions): Effect.Effect<Service> =>
         "idempotency: the memory store keeps records in this process only; use a shared store across instances"
       )
     }
-    // Each method reads the clock, then checks and writes the map in one synchronous step: no other
-    // fiber can run in between, so every conditional write is atomic.
+    // each method reads the clock, checks and writes in one synchronous step: every conditional write is atomic
     const records = new Map<string, IdempotencyRecord>()
-    // every write that sets an expiry queues it, so a purge takes expired records in order instead
-    // of scanning the map
     const expiries = new ExpiryQueue()
-    // the strings a record keeps are kept flat (see `flat`): a string made by concatenation would
-    // keep every piece it was made of
     const write = (id: string, record: IdempotencyRecord): void => {
       flat(record.token)
       flat(record.fingerprint)
@@ -72,7 +65,6 @@ export const make = (options?: MemoryOptions): Effect.Effect<Service> =>
       return Effect.void
     }
 
-    /** `f` of the clock's time, in one step: the clock is read where the map is. */
     const atNow = <X, Y>(f: (now: number) => Effect.Effect<X, Y>): Effect.Effect<X, Y> =>
       Effect.clockWith((clock) => f(clock.unsafeCurrentTimeMillis()))
 
@@ -204,7 +196,6 @@ export const make = (options?: MemoryOptions): Effect.Effect<Service> =>
     return Object.assign(store, { [AdminTypeId]: admin })
   })
 
-/** Why a record in `state` is not unblocked. */
 const refusalOf = (state: State): "running" | "completed" | "omitted" =>
   state === "running" ? "running" : state === "omitted" ? "omitted" : "completed"
 
