@@ -10,6 +10,7 @@
 import * as Effect from "effect/Effect"
 import type { ChildProcessWithoutNullStreams, SpawnOptions } from "node:child_process"
 import { spawn } from "node:child_process"
+import * as fs from "node:fs"
 import { createRequire } from "node:module"
 
 const TSX = createRequire(import.meta.url).resolve("tsx")
@@ -59,3 +60,22 @@ export const runUntilMarker = (file: string, args: ReadonlyArray<string>): Effec
     })
     return Effect.sync(() => child.kill("SIGKILL"))
   })
+
+// in the child -------------------------------------------------------------------------------------
+
+/** In a child: prints `PAUSED <point>` and never resolves; the process waits there until it is killed. */
+export const pause = (point: string): Promise<never> => {
+  fs.writeSync(1, `PAUSED ${point}\n`)
+  return new Promise<never>(() => {})
+}
+
+/** In a child: runs its program, prints `DONE` if it succeeds (its failure on stderr if not), then exits 0. */
+export const runMain = <A, E>(program: Effect.Effect<A, E>): void => {
+  Effect.runFork(
+    program.pipe(
+      Effect.tap(() => Effect.sync(() => fs.writeSync(1, "DONE\n"))),
+      Effect.tapErrorCause((cause) => Effect.sync(() => process.stderr.write(`${cause}\n`))),
+      Effect.ensuring(Effect.sync(() => process.exit(0)))
+    )
+  )
+}

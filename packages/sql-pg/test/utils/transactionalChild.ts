@@ -14,6 +14,7 @@
  * found by wrapping `pg`'s `Client.query`: a test's own instrument, in the test's own process.
  */
 import { PgIdempotencyTable, PgTransactional } from "@effect-idempotency/sql-pg"
+import * as Children from "@effect-idempotency/test-support/Children"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
@@ -24,11 +25,7 @@ import * as Pg from "pg"
 
 const [url, tableName, orders, key, point] = process.argv.slice(2) as [string, string, string, string, string]
 
-const pause = () => {
-  process.stdout.write(`PAUSED ${point}\n`)
-  // nothing ever resolves: the process waits here until it is killed
-  return new Promise<never>(() => {})
-}
+const pause = () => Children.pause(point)
 
 type Callback = (error: unknown, result: unknown) => void
 const query = Pg.Client.prototype.query as (this: Pg.Client, ...args: Array<unknown>) => unknown
@@ -65,11 +62,8 @@ const order = PgTransactional.make({
     })
 })
 
-Effect.runFork(
+Children.runMain(
   order.run({ key, payload: { sku: "A-1" } }).pipe(
-    Effect.tap(() => Effect.sync(() => process.stdout.write("DONE\n"))),
-    Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })),
-    Effect.tapErrorCause((cause) => Effect.sync(() => process.stderr.write(`${cause}\n`))),
-    Effect.ensuring(Effect.sync(() => process.exit(0)))
+    Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 }))
   )
 )

@@ -16,6 +16,7 @@
  * libSQL's transaction): a test's own instrument, in the test's own process.
  */
 import { SqlTransactional } from "@effect-idempotency/sql"
+import * as Children from "@effect-idempotency/test-support/Children"
 import * as LibsqlClient from "@effect/sql-libsql/LibsqlClient"
 import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
@@ -39,10 +40,7 @@ const [engine, database, table, orders, key, point] = process.argv.slice(2) as [
 ]
 
 /** Prints the marker and never resolves. */
-const pause = () => {
-  fs.writeSync(1, `PAUSED ${point}\n`)
-  return new Promise<never>(() => {})
-}
+const pause = () => Children.pause(point)
 
 /** Prints the marker and blocks the thread: for the synchronous driver. */
 const pauseSync = (): never => {
@@ -145,11 +143,4 @@ const order = SqlTransactional.make({
     })
 })
 
-Effect.runFork(
-  order.run({ key, payload: { sku: "A-1" }, timeout: "30 seconds" }).pipe(
-    Effect.tap(() => Effect.sync(() => fs.writeSync(1, "DONE\n"))),
-    Effect.provide(client()),
-    Effect.tapErrorCause((cause) => Effect.sync(() => process.stderr.write(`${cause}\n`))),
-    Effect.ensuring(Effect.sync(() => process.exit(0)))
-  )
-)
+Children.runMain(order.run({ key, payload: { sku: "A-1" }, timeout: "30 seconds" }).pipe(Effect.provide(client())))
