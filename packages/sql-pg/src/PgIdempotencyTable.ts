@@ -1,12 +1,5 @@
 /**
- * The name of the records table, validated once and quoted for every statement.
- *
- * A table name (and an optional schema name) is a plain SQL identifier: a letter or `_`, then
- * letters, digits or `_`, checked as every SQL store checks it (`SqlIdempotencyTable` of
- * `@effect-idempotency/sql`). The store and the migration always quote it, so the name keeps its
- * case. The table name has at most 48 characters, so that the names derived from it, its expiry
- * index (`<table>_expires_at_idx`), its admin index (`<table>_admin_idx`) and its reservation
- * function (`<table>_reserve`), fit PostgreSQL's 63-byte identifier limit.
+ * The records table's name and schema, validated as `SqlIdempotencyTable` does, and quoted.
  *
  * @since 0.1.0
  */
@@ -30,7 +23,7 @@ export const DEFAULT_NAME: string = SqlIdempotencyTable.DEFAULT_NAME
 export const MAX_NAME_LENGTH: number = SqlIdempotencyTable.MAX_NAME_LENGTH
 
 /**
- * The longest schema name accepted (PostgreSQL's identifier limit).
+ * The longest schema name accepted: PostgreSQL's identifier limit.
  *
  * @since 0.1.0
  * @category constants
@@ -44,14 +37,12 @@ export const MAX_SCHEMA_LENGTH = 63
  * @category models
  */
 export interface TableOptions {
-  /** The table name. Default `idempotency_records`. */
   readonly table?: string | undefined
-  /** The schema of the table. Default: the connection's `search_path`. */
   readonly schema?: string | undefined
 }
 
 /**
- * A validated table: its names, and the quoted forms the SQL uses.
+ * A validated table: its names, and the quoted (schema-qualified) forms the SQL uses.
  *
  * @since 0.1.0
  * @category models
@@ -59,19 +50,14 @@ export interface TableOptions {
 export interface IdempotencyTable {
   readonly name: string
   readonly schema: string | undefined
-  /** The quoted, schema-qualified table name, ready to splice into SQL. */
   readonly qualified: string
-  /** The quoted name of the index on `expires_at` (an index lives in its table's schema). */
   readonly expiresAtIndex: string
-  /** The quoted name of the partial index that serves a listing by state (in the table's schema). */
   readonly adminIndex: string
-  /** The quoted name of the reservation function (`<table>_reserve`), in the table's schema. */
   readonly reserveFunction: string
 }
 
 /**
- * A table or schema name that is not a plain SQL identifier, or is too long (the SQL stores'
- * `SqlIdempotencyTable.InvalidTableName`).
+ * A table or schema name that is not a plain SQL identifier, or is too long.
  *
  * @since 0.1.0
  * @category errors

@@ -1,12 +1,6 @@
 /**
- * A `SqlClient` of `@effect/sql` over a Cloudflare D1 binding, of dialect sqlite, for
- * `SqlIdempotencyStore` in a Worker (`@effect/sql-d1` does not install beside `@effect/sql` 0.52).
- * The binding is typed by the little the client calls of it (`prepare`, `bind`, `all`, `raw`), so
- * the `D1Database` of `@cloudflare/workers-types` fits without this package depending on it.
- *
- * D1 runs each statement on its own: it has no interactive transaction, so `withTransaction` and
- * `reserve` fail with an `SqlError` rather than run statements that would not be atomic. The store
- * needs none: each of its writes is one atomic statement. `.raw` answers `{ rows, changes }`.
+ * A `SqlClient` of dialect sqlite over a Cloudflare D1 binding, for `SqlIdempotencyStore` in a Worker
+ * (see the package's README, "Cloudflare D1 and Durable Objects").
  *
  * @example
  * ```ts
@@ -88,7 +82,6 @@ export interface D1Result {
  * @category models
  */
 export interface Options {
-  /** Attributes of every statement's span, beside `db.system.name`. */
   readonly spanAttributes?: Readonly<Record<string, unknown>> | undefined
 }
 

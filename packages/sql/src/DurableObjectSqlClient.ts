@@ -1,16 +1,6 @@
 /**
- * A `SqlClient` of `@effect/sql` over the SQLite storage of a Cloudflare Durable Object
- * (`ctx.storage.sql`), of dialect sqlite, for `SqlIdempotencyStore` inside the object
- * (`@effect/sql-sqlite-do` does not install beside `@effect/sql` 0.52). The storage is typed by the
- * little the client calls of it (`exec`, and the cursor's `toArray` and `raw`), so the `SqlStorage` of
- * `@cloudflare/workers-types` fits without this package depending on it.
- *
- * `exec` runs a statement synchronously, inside the object: each statement is atomic, and no other
- * request of the object runs during it. The storage refuses `BEGIN` (its transactions are
- * `ctx.storage.transactionSync` around synchronous code, which an effect is not), so
- * `withTransaction` and `reserve` fail with an `SqlError`. The store needs none: each of its writes
- * is one atomic statement. Booleans are bound as 1 and 0 (the storage would bind `"true"`); `.raw` answers
- * `{ rows, changes }`.
+ * A `SqlClient` of dialect sqlite over a Durable Object's storage (`ctx.storage.sql`), for
+ * `SqlIdempotencyStore` inside the object (see the package's README, "Cloudflare D1 and Durable Objects").
  *
  * @example
  * ```ts
@@ -89,13 +79,12 @@ export interface SqlStorageCursor {
  * @category models
  */
 export interface Options {
-  /** Attributes of every statement's span, beside `db.system.name`. */
   readonly spanAttributes?: Readonly<Record<string, unknown>> | undefined
 }
 
 const failure = Cloudflare.failure("the Durable Object's SQL storage")
 
-/** The storage binds `true` as the text "true": SQLite's booleans are 1 and 0. */
+// the storage would bind `true` as the text "true"
 const bindings = (params: ReadonlyArray<unknown>): Array<unknown> =>
   params.map((value) => typeof value === "boolean" ? (value ? 1 : 0) : value)
 
@@ -110,7 +99,7 @@ export const make = (
   options?: Options
 ): Effect.Effect<SqlClient.SqlClient, never, Reactivity.Reactivity> => {
   const rows = (sql: string, params: ReadonlyArray<unknown>) => storage.exec(sql, ...bindings(params)).toArray()
-  // the rows changed since the connection opened; nothing else runs between two synchronous calls
+  // exact: nothing else runs between two synchronous calls
   const totalChanges = () => Number(storage.exec("SELECT total_changes() AS n").toArray()[0]?.n)
   return Cloudflare.make({
     rows: (sql, params) => Effect.try({ try: () => rows(sql, params), catch: failure }),

@@ -1,26 +1,6 @@
 /**
- * The table of `SqlIdempotencyStore`, in MariaDB or SQLite (libSQL, Cloudflare D1 and a
- * Durable Object's storage are SQLite): the records table and its index on `expires_at`. Each
- * statement is a no-op when its object exists, so the migration may run on every start, from many
- * instances at once.
- *
- * Run it with your own migrations (`statements` gives the SQL), or let the store's layer run it
- * (`migrate: true`), or call `migrate` on a `SqlClient`. A store on a table that does not exist
- * fails with `NotMigrated`, which says so.
- *
- * | column | MariaDB | SQLite | |
- * | --- | --- | --- | --- |
- * | `id` | `VARCHAR(3000)` ascii, binary collation | `TEXT` | the primary key: operation, scope and key |
- * | `operation`, `scope`, `key` | `TEXT` | `TEXT` | the parts of the id |
- * | `status` | `VARCHAR(16)` | `TEXT` | `IN_PROGRESS`, `COMPLETED` or `FAILED` |
- * | `token`, `fingerprint` | `VARCHAR(255)` | `TEXT` | the fencing token; the payload's fingerprint |
- * | `attempt` | `INT` | `INTEGER` | 1 for a new record, one more at each takeover |
- * | `lease_until`, `expires_at` | `BIGINT` | `INTEGER` | epoch milliseconds; `expires_at` is indexed |
- * | `outcome_kind`, `outcome` | `VARCHAR(16)`, `LONGTEXT` | `TEXT` | the recorded outcome |
- * | `created_at`, `updated_at` | `BIGINT` | `INTEGER` | epoch milliseconds |
- *
- * On MariaDB an id (the encoded operation, the scope and the key) has at most 3,000
- * characters: the longest primary key InnoDB indexes.
+ * The migration of `SqlIdempotencyStore`'s table and its index on `expires_at`, each statement a
+ * no-op when its object exists (see the package's README, "The migration").
  *
  * @since 0.1.0
  */
@@ -41,12 +21,10 @@ import * as SqlIdempotencyTable from "./SqlIdempotencyTable.js"
  */
 export type Dialect = Statements.Dialect
 
-/** The dialect's former name, `"mysql"`, as `"mariadb"`. */
 const canonical = (dialect: Dialect | "mysql"): Dialect => dialect === "mysql" ? "mariadb" : dialect
 
 /**
- * The `SqlClient` is of a database the store does not speak (PostgreSQL has its own store,
- * `@effect-idempotency/sql-pg`; Microsoft SQL Server and ClickHouse have none).
+ * The `SqlClient` is of a database the store does not speak.
  *
  * @since 0.1.0
  * @category errors
@@ -65,12 +43,7 @@ export class UnsupportedDialect extends Schema.TaggedError<UnsupportedDialect>(
 }
 
 /**
- * The `StoreError` of a store whose statement met no table (or, on PostgreSQL, no reservation
- * function): the migration never ran on this database, or ran for another table or schema. Its
- * message says to run it (`effect-idempotency migrate`, or `migrate`) or to build the store's layer
- * with `migrate: true`; its `cause` is the driver's failure. It is a `StoreError` (its `_tag` too), so
- * the store's failures keep their type; `isNotMigrated` tells it apart. The stores of
- * `@effect-idempotency/sql-pg` answer it too.
+ * The `StoreError` of a statement that met no table: its message says how to migrate.
  *
  * @since 0.1.0
  * @category errors
@@ -84,7 +57,7 @@ export const NotMigrated: typeof errors.NotMigrated = errors.NotMigrated
 export type NotMigrated = errors.NotMigrated
 
 /**
- * Whether a value is a `NotMigrated` store error (from any installed copy of this package).
+ * Whether a value is a `NotMigrated` store error, from any installed copy of this package.
  *
  * @since 0.1.0
  * @category errors
@@ -112,8 +85,7 @@ export const dialect: Effect.Effect<Dialect, UnsupportedDialect, SqlClient.SqlCl
 )
 
 /**
- * The statements that create a table (default `idempotency_records`) and its index in `dialect`,
- * to run with your own migrations.
+ * The statements that create a table (default `idempotency_records`) and its index.
  *
  * @example
  * ```ts
@@ -162,8 +134,7 @@ export const migrateTable: {
   )
 
 /**
- * Creates the table (default `idempotency_records`) and its index on the `SqlClient` of the
- * context, in its dialect, unless they exist.
+ * Creates the table (default `idempotency_records`) and its index on the context's client.
  *
  * @since 0.1.0
  * @category migration

@@ -1,11 +1,6 @@
 /**
- * The name of the records table, validated once and quoted for every statement, in every SQL
- * store (`SqlIdempotencyStore`, and `PgIdempotencyTable` of `@effect-idempotency/sql-pg`).
- *
- * A table name is a plain SQL identifier: a letter or `_`, then letters, digits or `_`, at most
- * 48 characters, so that the names derived from it (`<table>_expires_at_idx`, and PostgreSQL's
- * `<table>_admin_idx` and `<table>_reserve`) fit every database's identifier limit. The stores
- * always quote it, so the name keeps its case.
+ * The name of the records table, validated once for every SQL store: a plain SQL identifier of at
+ * most 48 characters, so that the names derived from it fit every database's identifier limit.
  *
  * @since 0.1.0
  */
@@ -31,8 +26,7 @@ export const MAX_NAME_LENGTH = 48
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/
 
 /**
- * A table or schema name that is not a plain SQL identifier, or is too long. The name is kept
- * for the message (JSON-quoted); it is the application's configuration, not a request's input.
+ * A table or schema name that is not a plain SQL identifier, or is too long.
  *
  * @since 0.1.0
  * @category errors

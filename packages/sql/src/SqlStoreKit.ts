@@ -1,13 +1,6 @@
 /**
- * The kit that turns a dialect's statements into an `IdempotencyStore`, for store packages on
- * `@effect/sql`: every method of the store (and its admin primitives) over one dialect's statements.
- * The stores of `SqlIdempotencyStore` (MariaDB, SQLite, libSQL) and `PgIdempotencyStore` of
- * `@effect-idempotency/sql-pg` are this kit with their own statements: the methods, the row
- * decoding, the call timeout, the typed failures and the spans are the same for every database.
- *
- * A statement reads its arguments by position. The arguments of each statement are fixed (see
- * `Statements`); the first is always the caller's clock in epoch milliseconds, or `null` when the
- * database's clock decides.
+ * The kit that turns a dialect's statements into an `IdempotencyStore` or a transactional operation,
+ * for store packages on `@effect/sql`; the statements' contract is in the package's README.
  *
  * @since 0.1.0
  */
@@ -27,14 +20,7 @@ import * as internal from "./internal/store.js"
 import * as transactional from "./internal/transactional.js"
 
 /**
- * One statement.
- *
- * - `text` is the SQL. Its placeholders are numbered (`$1` is the first argument) when `slots` is
- *   absent; otherwise they are `?`, and `slots` gives the index of the argument each `?` reads, in
- *   order (booleans are then sent as 1 and 0).
- * - The statement's answer is its rows, unless `affected` or `counted` names a column: the answer
- *   is then one row whose column holds the number of rows the statement changed (`affected`, as
- *   the driver reports it) or returned (`counted`), and no row when that number is 0.
+ * One statement: its text, and how its placeholders and its answer read (see the README).
  *
  * @since 0.1.0
  * @category models
@@ -47,19 +33,7 @@ export interface Statement {
 }
 
 /**
- * How a dialect reserves:
- *
- * - `Row`: one statement that answers with one row: `reserved` (a boolean, or 1 and 0), the
- *   record's columns after the statement, and `now`, the instant its decisions used.
- * - `Rounds`: `insert` reserves (it creates the record, or overwrites one that is expired or that
- *   the takeover rule gives to the request) and answers with the record's row, or with no row when
- *   it wrote nothing; then `read` (the arguments of `get`) answers with one row, `now` and the live
- *   record's columns (NULL when there is none). A record that the read shows absent, or that the
- *   request may take over, was changed between the two statements: the next round runs. While
- *   most recent reservations of the store met a record they could not take (replays, conflicts:
- *   a client resending, a retry storm), the store reads first and answers those in one statement,
- *   a first execution then in two; otherwise it inserts first. Both orders give the same answers,
- *   and neither writes on a replay.
+ * How a dialect reserves: one statement answering one row, or rounds of an insert and a read.
  *
  * @since 0.1.0
  * @category models
@@ -69,20 +43,7 @@ export type Reserve =
   | { readonly _tag: "Rounds"; readonly insert: Statement; readonly read: Statement }
 
 /**
- * The statements of a store. Arguments, by index:
- *
- * - `reserve`: 0 now, 1 id, 2 operation, 3 scope (or null), 4 key, 5 token, 6 fingerprint, 7
- *   lease ms, 8 ttl ms, 9 takeover.
- * - `complete`: 0 now, 1 id, 2 token, 3 outcome kind, 4 outcome body, 5 ttl ms.
- * - `release`: 0 now, 1 id, 2 token.
- * - `markFailed`: 0 now, 1 id, 2 token, 3 ttl ms.
- * - `extend`: 0 now, 1 id, 2 token, 3 lease ms.
- *
- * The four token-checked writes answer with one row, `owned` = 1, when they changed the live
- * IN_PROGRESS record of that token, and with no row otherwise.
- *
- * - `get`: 0 now, 1 id. The live record's columns, or no row.
- * - `purgeExpired`: 0 now, 1 limit. One row, `purged`.
+ * The statements of a store, each reading its arguments by position (see the README's table).
  *
  * @since 0.1.0
  * @category models
@@ -99,18 +60,7 @@ export interface Statements {
 }
 
 /**
- * The statements of the admin primitives (see `IdempotencyAdmin`). Arguments, by index:
- *
- * - `list`: 0 now, 1 cursor (the last id of the previous page) or null, 2 the prefix of an
- *   operation's ids or null, 3 a state or null, 4 the least time since the lease ended in ms or
- *   null, 5 the limit. One row per record (`id` and its columns, and `now`), or one row of NULLs
- *   but `now` when there is none.
- * - `read`: 0 now, 1 id. One row: `now` and the live record's columns, NULL when there is none.
- * - `unblock`: 0 now, 1 id, 2 attempt. `Row`: one row, `unblocked`, `now` and the record's columns
- *   as the statement found them. `Delete`: a conditional DELETE answering with one row, `owned` =
- *   1, when it deleted the record, and none otherwise; `read` then says why.
- * - `stats`: 0 now. One row per operation and state of the live records: `operation`, `state`,
- *   `count`.
+ * The statements of the admin primitives (see `IdempotencyAdmin`, and the README's table).
  *
  * @since 0.1.0
  * @category models
@@ -131,16 +81,14 @@ export interface AdminStatements {
  * @category models
  */
 export interface Options {
-  /** The store's name, the prefix of its spans (`<name>.reserve`, ...). */
+  /** The prefix of the store's spans. */
   readonly name: string
-  /** Which clock decides lease and TTL expiry: `"server"` sends `null` as the clock argument. */
   readonly clock: ClockSource
-  /** The most one statement may take before its caller gets `StoreUnavailable`. */
   readonly callTimeout: Duration.Duration
 }
 
 /**
- * The number of records one `purgeExpired` deletes at most, unless told otherwise.
+ * The most records one `purgeExpired` deletes, unless told otherwise.
  *
  * @since 0.1.0
  * @category constants
@@ -148,7 +96,7 @@ export interface Options {
 export const DEFAULT_PURGE_LIMIT: number = rows.DEFAULT_PURGE_LIMIT
 
 /**
- * The most a store call may take unless told otherwise: 5 seconds.
+ * The default call timeout: 5 seconds.
  *
  * @since 0.1.0
  * @category constants
@@ -156,14 +104,7 @@ export const DEFAULT_PURGE_LIMIT: number = rows.DEFAULT_PURGE_LIMIT
 export const DEFAULT_CALL_TIMEOUT: Duration.Duration = internal.DEFAULT_CALL_TIMEOUT
 
 /**
- * Builds a store over the `SqlClient` of the context, resolved once: the store's methods have no
- * requirements. It carries the admin primitives when `statements.admin` is given.
- *
- * Every statement runs in a fiber of its own and the caller waits for it at most `callTimeout`,
- * or until it is interrupted: then the caller returns at once and the statement finishes in the
- * background (no statement is cancelled under another caller's feet). Failures are typed:
- * `StoreUnavailable` for a server that cannot be reached, dropped the connection or did not
- * answer in time, `StoreError` otherwise (a row that does not have the promised shape among them).
+ * Builds a store over the `SqlClient` of the context, with admin primitives when `statements.admin` is given.
  *
  * @since 0.1.0
  * @category constructors
@@ -174,11 +115,7 @@ export const make: (
 ) => Effect.Effect<IdempotencyStore["Type"], never, SqlClient.SqlClient> = internal.make
 
 /**
- * Maps any failure of a statement to `StoreUnavailable` (the server could not be reached, dropped
- * the connection or did not answer in time: PostgreSQL's SQLSTATE class 08, MariaDB's connection
- * errors, SQLite's `SQLITE_BUSY`, Node's network errors) or `StoreError`: a
- * `SqlIdempotencyMigration.NotMigrated` when the table or reservation function does not exist
- * (PostgreSQL's `42P01` and `42883`, MariaDB's `ER_NO_SUCH_TABLE`, SQLite's "no such table").
+ * Maps any failure of a statement to `StoreUnavailable`, `NotMigrated` or `StoreError`.
  *
  * @since 0.1.0
  * @category errors
@@ -186,8 +123,7 @@ export const make: (
 export const toStoreFailure: (method: string) => (cause: unknown) => StoreFailure = errors.toStoreFailure
 
 /**
- * Durations as whole milliseconds, rounded up, for the statements' arguments; an infinite
- * duration is the far future (2^52 ms).
+ * A duration as whole milliseconds, rounded up, for the statements' arguments.
  *
  * @since 0.1.0
  * @category utils
@@ -217,8 +153,7 @@ export type RowInvalid = rows.RowInvalid
 export type Decoded<A> = rows.Decoded<A>
 
 /**
- * A reservation's row: reserved (with the record's attempt, lease and expiry), or the existing
- * record and the instant of the decision.
+ * A reservation's row: reserved, or the existing record and the instant of the decision.
  *
  * @since 0.1.0
  * @category decoding
@@ -226,8 +161,7 @@ export type Decoded<A> = rows.Decoded<A>
 export type ReserveRow = rows.ReserveRow
 
 /**
- * The row of a reservation that answers with one row (`Reserve`'s `Row`), decoded: reserved, with
- * the record's attempt, lease and expiry, or the existing record and the instant of the decision.
+ * Decodes the row of a `Row` reservation.
  *
  * @since 0.1.0
  * @category decoding
@@ -235,8 +169,7 @@ export type ReserveRow = rows.ReserveRow
 export const reserveRowOf: (row: unknown) => Decoded<ReserveRow> = rows.reserveRowOf
 
 /**
- * The row of a read that answers with `now` and the live record's columns (NULL when there is
- * none), decoded: `Rounds`' `read`, the admin's `read`.
+ * Decodes the row of a read: `now` and the live record's columns, NULL when there is none.
  *
  * @since 0.1.0
  * @category decoding
@@ -246,7 +179,7 @@ export const readRowOf: (
 ) => Decoded<{ readonly now: number; readonly record: Option.Option<IdempotencyRecord> }> = rows.nowAndRecordOf
 
 /**
- * The rows of a token-checked write, decoded: whether it changed the record (one row, `owned` = 1).
+ * Decodes the rows of a token-checked write: whether it changed the record.
  *
  * @since 0.1.0
  * @category decoding
@@ -254,19 +187,7 @@ export const readRowOf: (
 export const ownedRowsOf: (rows: ReadonlyArray<unknown>) => Decoded<boolean> = rows.ownedRowsOf
 
 /**
- * The statements of a transactional mode (`SqlTransactional`, `PgTransactional`): each attempt is one
- * transaction holding them. Arguments, by index, are those of `Statements` (the clock argument is
- * always `null`: the mode decides on the database's clock).
- *
- * - `lockTimeout`: sent first, when given: bounds every lock wait of the transaction. Argument 0 is
- *   the time left in milliseconds (at least 1). PostgreSQL's `lock_timeout`.
- * - `reserve`: the reservation, given the time left in milliseconds (a dialect may bound its own wait
- *   in its text: MariaDB's `SET STATEMENT max_statement_time`). A `Rounds` reservation runs its
- *   insert, then, when it wrote nothing, its read, in the same transaction.
- * - `complete`, `markFailed`: the token-checked writes of `Statements`.
- * - `read`: the read of `Rounds` (0 now, 1 id): a replay is answered by it outside a transaction.
- * - `isLockWaitEnded`: whether a failure of the reservation is the end of its wait for a concurrent
- *   attempt's row: the attempt then answers `IdempotencyConflict`.
+ * The statements of a transactional mode, each attempt one transaction holding them (see the README).
  *
  * @since 0.1.0
  * @category transactional
@@ -281,9 +202,7 @@ export interface TransactionalStatements {
 }
 
 /**
- * The definition of a transactional operation: `Idempotency.Options` without the lease settings
- * and the timeout and defect policies (a transaction that does not commit leaves nothing, so there
- * is no lease to keep and no unknown outcome to record), plus `onTimeout`.
+ * `Idempotency.Options` without the lease settings and the timeout and defect policies, plus `onTimeout`.
  *
  * @since 0.1.0
  * @category transactional
@@ -294,38 +213,26 @@ export interface TransactionalOptions<P, IP, A, IA, E, R, EF, IEF> extends
     "lease" | "leaseMargin" | "heartbeat" | "onDefect" | "completeRetry"
   >
 {
-  /**
-   * How a record that another attempt left in progress past its lease is treated: an attempt of an
-   * operation of the same name in the normal mode (`Idempotency.make` on the store) that crashed, or
-   * whose outcome is unknown. A transactional attempt leaves no such record (its transaction commits
-   * or leaves nothing). Give the normal-mode operation's `onTimeout`, so both modes keep the same
-   * rule: `keepLease` (the default) or `release` take it over once its lease has ended;
-   * `markUnknown` does not, and answers `DownstreamTimeout` (`replayed`), as the normal mode does.
-   */
+  /** The normal-mode operation's `onTimeout`, for its records left in progress (see the README). */
   readonly onTimeout?: IdempotencyPolicy.TimeoutPolicy | undefined
 }
 
 /**
- * A transactional operation: the surface of `Idempotency.Operation`, on the `SqlClient` of the
- * context instead of an `IdempotencyStore`.
+ * A transactional operation: `run` and `runDetailed`, on the `SqlClient` of the context.
  *
  * @since 0.1.0
  * @category transactional
  */
 export interface TransactionalOperation<P, A, E, R> {
   readonly name: string
-  /** Runs the operation in one transaction: a fresh execution or a replay of the recorded outcome. */
   readonly run: (request: Idempotency.Request<P>) => Effect.Effect<A, E | IdempotencyError, R | SqlClient.SqlClient>
-  /** Like `run`, with the `Result`. */
   readonly runDetailed: (
     request: Idempotency.Request<P>
   ) => Effect.Effect<Idempotency.Result<A>, E | IdempotencyError, R | SqlClient.SqlClient>
 }
 
 /**
- * Builds a transactional operation over a dialect's statements, for store packages: the runner of
- * `SqlTransactional` (MariaDB, SQLite, libSQL) and of `PgTransactional`. `statements` is resolved at
- * each run from the context's client.
+ * Builds a transactional operation over the statements resolved from the context's client at each run.
  *
  * @example
  * ```ts
@@ -359,9 +266,7 @@ export const makeTransactional: <P, IP, A, IA, E, R, EF = never, IEF = never>(
 ) => TransactionalOperation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>> = transactional.make
 
 /**
- * Whether a failure of a statement is the end of its wait for a lock, per dialect: PostgreSQL's
- * `lock_timeout` or a cancel; MariaDB's lock wait timeout, `max_statement_time` or a deadlock;
- * SQLite's busy timeout. For `TransactionalStatements.isLockWaitEnded`.
+ * Whether a failure of a statement is the end of its wait for a lock, per dialect.
  *
  * @since 0.1.0
  * @category transactional

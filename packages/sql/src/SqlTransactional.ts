@@ -1,26 +1,6 @@
 /**
- * The transactional mode on MariaDB and SQLite (better-sqlite3, libSQL): exactly once, with no
- * in-progress window, for a downstream whose writes go to the database that holds the idempotency
- * records.
- *
- * Each attempt is one transaction on the `SqlClient` of the context (`sql.withTransaction`): the
- * reservation, the downstream's statements (on the same `SqlClient`, which `@effect/sql` routes into
- * the transaction) and the recorded outcome commit together, or not at all. Other attempts never see
- * the record IN_PROGRESS. On MariaDB a concurrent attempt on the same key waits on the row lock
- * (bounded by the attempt's time left, through the reservation's own `max_statement_time`) and then
- * replays; on SQLite transactions run one at a time (the reservation takes the database's write
- * lock), so a concurrent attempt waits for the file (bounded by the connection's busy timeout), then
- * replays. A crash leaves nothing behind.
- *
- * The exits, the policies and the answers are those of `PgTransactional` of
- * `@effect-idempotency/sql-pg` (one runner: `SqlStoreKit.makeTransactional`), and the records are
- * the store's (`SqlIdempotencyStore`: same table, same format): a record of either mode replays in
- * the other. Cloudflare D1 and Durable Objects have no interactive transactions: a run there fails
- * with `TransactionsUnsupported` (a `StoreError`) before anything is sent.
- *
- * Only the statements on this database are covered: a call to another system inside the transaction
- * may happen and then be rolled back here. Forward `IdempotencyContext.stepKey` to it, or write an
- * outbox row in the transaction and send it after the commit.
+ * The transactional mode on MariaDB and SQLite: each attempt is one transaction holding the
+ * reservation, the downstream's statements and the recorded outcome (see the README's "Transactional mode").
  *
  * @example
  * ```ts
@@ -59,8 +39,7 @@ import * as SqlIdempotencyTable from "./SqlIdempotencyTable.js"
 import * as SqlStoreKit from "./SqlStoreKit.js"
 
 /**
- * The definition of a transactional operation: `Idempotency.Options` without the lease settings and
- * the timeout and defect policies, plus `onTimeout` and the table.
+ * The definition of a transactional operation: `SqlStoreKit.TransactionalOptions` and the table.
  *
  * @example
  * ```ts
@@ -89,10 +68,7 @@ import * as SqlStoreKit from "./SqlStoreKit.js"
 export interface Options<P, IP, A, IA, E, R, EF, IEF>
   extends SqlStoreKit.TransactionalOptions<P, IP, A, IA, E, R, EF, IEF>
 {
-  /**
-   * The records table (the store's). Default `idempotency_records`. An invalid name throws
-   * `InvalidTableName` at `make`.
-   */
+  /** The store's table. Default `idempotency_records`; an invalid name throws at `make`. */
   readonly table?: string | undefined
 }
 
@@ -122,9 +98,7 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF>
 export interface Operation<P, A, E, R> extends SqlStoreKit.TransactionalOperation<P, A, E, R> {}
 
 /**
- * The `StoreError` of a run on a `SqlClient` without interactive transactions (Cloudflare D1, a
- * Durable Object's storage): `withTransaction` failed before anything was sent. Use the normal mode
- * (`Idempotency.make` on `SqlIdempotencyStore`) there.
+ * The `StoreError` of a run on a `SqlClient` without interactive transactions (D1, Durable Objects).
  *
  * @example
  * ```ts
@@ -150,7 +124,7 @@ export const TransactionsUnsupported: typeof errors.TransactionsUnsupported = er
 export type TransactionsUnsupported = errors.TransactionsUnsupported
 
 /**
- * Whether a value is a `TransactionsUnsupported` store error (from any installed copy of this package).
+ * Whether a value is a `TransactionsUnsupported` store error, from any installed copy of this package.
  *
  * @example
  * ```ts
@@ -165,13 +139,7 @@ export type TransactionsUnsupported = errors.TransactionsUnsupported
 export const isTransactionsUnsupported: (u: unknown) => u is TransactionsUnsupported = errors.isTransactionsUnsupported
 
 /**
- * Defines a transactional operation. The `execute` effect runs inside the attempt's transaction: its
- * statements on the context's `SqlClient` commit with the record, or roll back with it. Run inside a
- * transaction of the caller's, the attempt is a savepoint of it, and its record commits (or rolls
- * back) with the caller's transaction.
- *
- * The dialect is the client's, read at each run: MariaDB 10.5 or later, or SQLite. On another
- * dialect a run fails with a `StoreError`; on D1 or a Durable Object with `TransactionsUnsupported`.
+ * Defines a transactional operation: `execute`'s statements commit with the record, or roll back with it.
  *
  * @example
  * ```ts

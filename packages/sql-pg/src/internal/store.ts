@@ -9,16 +9,10 @@ import * as Statements from "./statements.js"
 /** @internal */
 export interface StoreOptions {
   readonly clock: ClockSource
-  /** The most one statement may take before its caller gets `StoreUnavailable`. */
   readonly callTimeout: Duration.Duration
 }
 
-/**
- * The kit's statements for a table: each is one statement with numbered placeholders, whose
- * answer is its rows; the reservation and `unblock` answer with one row.
- *
- * @internal
- */
+/** @internal */
 export const storeStatements = (table: IdempotencyTable): SqlStoreKit.Statements => {
   const statements = Statements.make(table)
   return {
@@ -38,11 +32,7 @@ export const storeStatements = (table: IdempotencyTable): SqlStoreKit.Statements
   }
 }
 
-/**
- * Builds a store over a validated table: `SqlStoreKit` with PostgreSQL's statements.
- *
- * @internal
- */
+/** @internal */
 export const make = (
   table: IdempotencyTable,
   options: StoreOptions

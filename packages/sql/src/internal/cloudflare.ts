@@ -8,22 +8,13 @@ import * as Predicate from "effect/Predicate"
 import * as Stream from "effect/Stream"
 import { NoTransactions } from "./errors.js"
 
-/**
- * What `.raw` answers on a Cloudflare binding: the rows, and the number of rows the statement
- * inserted, updated or deleted.
- *
- * @internal
- */
+/** @internal */
 export interface Raw {
   readonly rows: ReadonlyArray<Row>
   readonly changes: number
 }
 
-/**
- * How a binding runs one statement (placeholders `?`), every failure an `SqlError`.
- *
- * @internal
- */
+/** @internal */
 export interface Driver {
   readonly rows: (sql: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<Row>, SqlError>
   readonly raw: (sql: string, params: ReadonlyArray<unknown>) => Effect.Effect<Raw, SqlError>
@@ -33,11 +24,7 @@ export interface Driver {
   ) => Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, SqlError>
 }
 
-/**
- * The `SqlError` of a failure of the binding, which keeps it as its cause.
- *
- * @internal
- */
+/** @internal */
 export const failure = (binding: string) => (cause: unknown): SqlError =>
   new SqlError({
     cause,
@@ -45,14 +32,8 @@ export const failure = (binding: string) => (cause: unknown): SqlError =>
       (Predicate.hasProperty(cause, "message") && typeof cause.message === "string" ? `: ${cause.message}` : "")
   })
 
-/**
- * A `SqlClient` of dialect sqlite over a binding that runs one statement at a time and has no
- * interactive transaction: `withTransaction` and `reserve` fail with an `SqlError` that says why.
- *
- * @internal
- */
+/** @internal */
 export const make = (driver: Driver, options: {
-  /** Why the binding has no transactions: the message of the `SqlError`. */
   readonly noTransactions: string
   readonly spanAttributes?: Readonly<Record<string, unknown>> | undefined
 }): Effect.Effect<SqlClient.SqlClient, never, Reactivity.Reactivity> => {
@@ -63,7 +44,6 @@ export const make = (driver: Driver, options: {
     executeRaw: driver.raw,
     executeValues: driver.values,
     executeUnprepared: execute,
-    // the binding answers with every row at once
     executeStream: (sql, params, transformRows) => Stream.fromIterableEffect(execute(sql, params, transformRows))
   }
   return SqlClient.make({

@@ -4,10 +4,7 @@ import * as Cause from "effect/Cause"
 import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 
-/**
- * SQLSTATE codes outside class 08 (connection exception) that mean the server is going away, not
- * accepting connections, or did not answer in time.
- */
+/** SQLSTATE codes outside class 08 (connection exception) that mean the server is unavailable. */
 const UNAVAILABLE_STATES: ReadonlySet<string> = new Set([
   "57P01", // admin_shutdown (pg_terminate_backend, fast shutdown)
   "57P02", // crash_shutdown
@@ -17,10 +14,7 @@ const UNAVAILABLE_STATES: ReadonlySet<string> = new Set([
   "57014" // query_canceled (statement_timeout)
 ])
 
-/**
- * Codes of the MySQL and SQLite drivers (not SQLSTATEs) that mean the same: the connection was
- * lost or refused, the server is shutting down, or the database stayed locked past the wait.
- */
+/** The same, as codes of the MariaDB and SQLite drivers. */
 const UNAVAILABLE_CODES: ReadonlySet<string> = new Set([
   "PROTOCOL_CONNECTION_LOST",
   "PROTOCOL_SEQUENCE_TIMEOUT",
@@ -33,7 +27,7 @@ const UNAVAILABLE_CODES: ReadonlySet<string> = new Set([
   "SQLITE_BUSY_TIMEOUT"
 ])
 
-/** Messages of the drivers and pools, and of `@effect/sql`'s clients, about a lost or missing connection. */
+/** The same, as messages of the drivers, the pools and `@effect/sql`'s clients. */
 const UNAVAILABLE_MESSAGES: ReadonlyArray<RegExp> = [
   /connection terminated/i,
   /terminating connection/i,
@@ -64,15 +58,9 @@ const codeOf = (u: object): string | undefined =>
 const messageOf = (u: object): string | undefined =>
   Predicate.hasProperty(u, "message") && typeof u.message === "string" ? u.message : undefined
 
-/**
- * Whether a failure (an `SqlError`, a `pg`, `mysql2`, SQLite or libSQL error, a Node socket error, possibly nested in `cause`
- * or in an `AggregateError`) means that the server could not be reached or dropped the connection.
- *
- * @internal
- */
+/** @internal */
 export const isUnavailable = (u: unknown, depth = 0): boolean => {
   if (depth > MAX_DEPTH || !Predicate.isObject(u)) return false
-  // a statement that did not answer within the store's `callTimeout`
   if (Cause.isTimeoutException(u)) return true
   const code = codeOf(u)
   if (code !== undefined) {
@@ -80,7 +68,6 @@ export const isUnavailable = (u: unknown, depth = 0): boolean => {
     // a server error: its SQLSTATE alone decides (its message may quote data)
     if (SQLSTATE.test(code)) return code.startsWith("08") || UNAVAILABLE_STATES.has(code)
   }
-  // Cloudflare: an error the platform marks as worth retrying
   if (Predicate.hasProperty(u, "retryable") && u.retryable === true) return true
   // mysql2: a connection exception's SQLSTATE is beside its code
   if (Predicate.hasProperty(u, "sqlState") && typeof u.sqlState === "string" && u.sqlState.startsWith("08")) {
@@ -94,16 +81,11 @@ export const isUnavailable = (u: unknown, depth = 0): boolean => {
   return Predicate.hasProperty(u, "cause") && isUnavailable(u.cause, depth + 1)
 }
 
-/**
- * What a statement on a database that was never migrated meets: PostgreSQL's undefined_table and
- * undefined_function (the reservation function), MySQL/MariaDB's unknown table. SQLite (better-sqlite3,
- * libSQL, D1, a Durable Object) says it only in its message.
- */
+/** A missing table or reservation function (SQLite says it only in its message). */
 const NOT_MIGRATED_CODES: ReadonlySet<string> = new Set(["42P01", "42883", "ER_NO_SUCH_TABLE"])
 
 const NO_SUCH_TABLE = /no such table/i
 
-/** Whether a failure says that the store's table (or reservation function) does not exist. */
 const isMissingTable = (u: unknown, depth = 0): boolean => {
   if (depth > MAX_DEPTH || !Predicate.isObject(u)) return false
   const code = codeOf(u)
@@ -113,15 +95,9 @@ const isMissingTable = (u: unknown, depth = 0): boolean => {
   return Predicate.hasProperty(u, "cause") && isMissingTable(u.cause, depth + 1)
 }
 
-/** The mark of `NotMigrated` (one of the public types: `SqlIdempotencyMigration`). */
 export const NotMigratedTypeId: unique symbol = Symbol.for("@effect-idempotency/sql/NotMigrated")
 
-/**
- * A `StoreError` of a statement that met no table (or, on PostgreSQL, no reservation function): the
- * store's migration never ran on this database, or on another table or schema than the store's.
- * Its message says how to run it; `cause` is the driver's failure. One of the public types
- * (`SqlIdempotencyMigration`).
- */
+/** Public as `SqlIdempotencyMigration.NotMigrated`. */
 export class NotMigrated extends StoreError {
   declare readonly [NotMigratedTypeId]: typeof NotMigratedTypeId
   override get message(): string {
@@ -132,16 +108,11 @@ export class NotMigrated extends StoreError {
 }
 Object.defineProperty(NotMigrated.prototype, NotMigratedTypeId, { value: NotMigratedTypeId })
 
-/** The mark of `TransactionsUnsupported` (one of the public types: `SqlTransactional`). */
 export const TransactionsUnsupportedTypeId: unique symbol = Symbol.for(
   "@effect-idempotency/sql/TransactionsUnsupported"
 )
 
-/**
- * A `StoreError` of a transactional operation run on a client without interactive transactions (D1,
- * a Durable Object): `withTransaction` failed before anything was sent. One of the public types
- * (`SqlTransactional`).
- */
+/** Public as `SqlTransactional.TransactionsUnsupported`. */
 export class TransactionsUnsupported extends StoreError {
   declare readonly [TransactionsUnsupportedTypeId]: typeof TransactionsUnsupportedTypeId
   override get message(): string {
@@ -154,54 +125,33 @@ Object.defineProperty(TransactionsUnsupported.prototype, TransactionsUnsupported
   value: TransactionsUnsupportedTypeId
 })
 
-/** Whether a value is a `TransactionsUnsupported` (one of the public functions: `SqlTransactional`). */
 export const isTransactionsUnsupported = (u: unknown): u is TransactionsUnsupported =>
   Predicate.hasProperty(u, TransactionsUnsupportedTypeId)
 
-/**
- * The cause of the `SqlError` a client without interactive transactions fails `withTransaction`
- * with (`cloudflare.ts`): how the transactional mode tells it from a BEGIN that failed.
- */
 export class NoTransactions {
   readonly _tag = "NoTransactions"
   constructor(readonly message: string) {}
 }
 
-/** Whether an `SqlError` is that of a client without interactive transactions. */
 export const isNoTransactions = (u: unknown): boolean =>
   Predicate.hasProperty(u, "cause") && u.cause instanceof NoTransactions
 
-/** Whether a value is a `NotMigrated` (one of the public functions: `SqlIdempotencyMigration`). */
 export const isNotMigrated = (u: unknown): u is NotMigrated => Predicate.hasProperty(u, NotMigratedTypeId)
 
-/**
- * Maps any failure of a store method to `StoreUnavailable` (connectivity), `NotMigrated` (a missing
- * table or reservation function) or `StoreError`.
- *
- * @internal
- */
+/** @internal */
 export const toStoreFailure = (method: string) => (cause: unknown): StoreFailure => {
   if (ParseResult.isParseError(cause)) return new StoreError({ method, cause })
   if (isUnavailable(cause)) return new StoreUnavailable({ method, cause })
   return isMissingTable(cause) ? new NotMigrated({ method, cause }) : new StoreError({ method, cause })
 }
 
-/** The codes of a libSQL error after which its connection no longer commits what it answers "ok". */
 const BREAKING_CODES: ReadonlySet<string> = new Set(["SQLITE_BUSY", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_TIMEOUT"])
 
-/**
- * Whether a failure is a libSQL error that leaves its connection unable to commit: after one
- * `SQLITE_BUSY` on a local file, `@libsql/client` 0.12 (its `libsql` binding) answers every later
- * autocommit statement of that connection as done, while nothing it writes reaches the file (and the
- * file stays locked for every other connection until the process exits). better-sqlite3 does not:
- * its connection recovers.
- *
- * @internal
- */
+// see the README's "libSQL files and other processes"
+/** @internal */
 export const breaksLibsqlConnection = (u: unknown, depth = 0): boolean => {
   if (depth > MAX_DEPTH || !Predicate.isObject(u)) return false
   const code = codeOf(u)
-  // `@libsql/client`'s own errors, and those of the `libsql` binding under them
   const libsql = Predicate.hasProperty(u, "name") && u.name === "LibsqlError" ||
     Predicate.hasProperty(u, "libsqlError") && u.libsqlError === true
   if (libsql && code !== undefined && BREAKING_CODES.has(code)) return true

@@ -1,20 +1,12 @@
 import type { Statement } from "../SqlStoreKit.js"
 
-/**
- * A piece of SQL with `?` placeholders, and the index of the argument each one reads, in order.
- *
- * @internal
- */
+/** @internal */
 export interface Fragment {
   readonly text: string
   readonly slots: ReadonlyArray<number>
 }
 
-/**
- * A placeholder for the argument at `index`.
- *
- * @internal
- */
+/** @internal */
 export const arg = (index: number): Fragment => ({ text: "?", slots: [index] })
 
 /**
@@ -37,11 +29,7 @@ export const fragment = (strings: TemplateStringsArray, ...parts: ReadonlyArray<
   return { text, slots }
 }
 
-/**
- * A `Statement` of `SqlStoreKit` from a fragment.
- *
- * @internal
- */
+/** @internal */
 export const statement = (
   piece: Fragment,
   options?: { readonly affected?: string; readonly counted?: string }

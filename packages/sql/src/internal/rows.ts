@@ -1,6 +1,3 @@
-/**
- * The rows of the store's statements, decoded by hand, and the numbers the statements take.
- */
 import type { Count, State, StoredRecord } from "@effect-idempotency/core/IdempotencyAdmin"
 import type { IdempotencyRecord, Status } from "@effect-idempotency/core/IdempotencyRecord"
 import { outcomeFromColumns } from "@effect-idempotency/core/IdempotencyRecord"
@@ -10,25 +7,15 @@ import * as Option from "effect/Option"
 /** @internal */
 export const DEFAULT_PURGE_LIMIT = 1000
 
-/**
- * Rows decoded by hand: each statement's columns are few and fixed, and a generic decoder (a
- * Schema over the row array) costs more per call than the statement's round trip on a fast
- * server. A row that does not have the promised shape yields a message, which becomes a
- * `StoreError`. A decoded row, or why it did not decode: one of the kit's public types
- * (`SqlStoreKit`).
- */
+/** Rows are decoded by hand: see the README's "SqlStoreKit", "Calls". */
 export type Decoded<A> = A | RowInvalid
 
-/**
- * Why a row did not decode (one of the kit's public types: `SqlStoreKit`).
- */
 export class RowInvalid {
   constructor(readonly message: string) {}
 }
 
 const INTEGER = /^-?\d+$/
 
-/** bigint columns arrive as strings from `pg` (as numbers or bigints with custom type parsers). */
 /** @internal */
 export const int = (row: Readonly<Record<string, unknown>>, column: string): number | RowInvalid => {
   const value = row[column]
@@ -55,16 +42,14 @@ const nullableString = (row: Readonly<Record<string, unknown>>, column: string):
 const STATUSES: ReadonlySet<unknown> = new Set<Status>(["IN_PROGRESS", "COMPLETED", "FAILED"])
 const OUTCOME_KINDS: ReadonlySet<unknown> = new Set(["Success", "Failure", "Timeout", "Omitted"])
 
-/** 1 as the drivers give it: a number, a bigint or a string (libSQL's `intMode`). */
+// libSQL's `intMode` may give numbers as strings
 const isOne = (u: unknown): boolean => u === 1 || u === 1n || u === "1"
 
-/** 0 as the drivers give it. */
 const isZero = (u: unknown): boolean => u === 0 || u === 0n || u === "0"
 
 /** @internal */
 export const isRow = (u: unknown): u is Readonly<Record<string, unknown>> => typeof u === "object" && u !== null
 
-/** The record of a row with the record's columns. */
 /** @internal */
 export const recordOf = (row: Readonly<Record<string, unknown>>): Decoded<IdempotencyRecord> => {
   const status = row.status
@@ -96,10 +81,6 @@ export const recordOf = (row: Readonly<Record<string, unknown>>): Decoded<Idempo
   }
 }
 
-/**
- * The answer of the reservation function: reserved, or the existing record and the instant of the
- * decision (one of the kit's public types: `SqlStoreKit`).
- */
 export type ReserveRow =
   | { readonly reserved: true; readonly attempt: number; readonly leaseUntil: number; readonly expiresAt: number }
   | { readonly reserved: false; readonly record: IdempotencyRecord; readonly now: number }
@@ -107,7 +88,6 @@ export type ReserveRow =
 /** @internal */
 export const reserveRowOf = (row: unknown): Decoded<ReserveRow> => {
   if (!isRow(row)) return new RowInvalid("the reservation returned no row")
-  // a boolean, or 1 and 0 where the database has no boolean type
   if (row.reserved === true || isOne(row.reserved)) {
     const attempt = int(row, "attempt")
     if (attempt instanceof RowInvalid) return attempt
@@ -125,7 +105,6 @@ export const reserveRowOf = (row: unknown): Decoded<ReserveRow> => {
   return { reserved: false, record, now }
 }
 
-/** At most one record, read by `get`. */
 /** @internal */
 export const recordRowsOf = (rows: ReadonlyArray<unknown>): Decoded<Option.Option<IdempotencyRecord>> => {
   const row = rows[0]
@@ -135,11 +114,7 @@ export const recordRowsOf = (rows: ReadonlyArray<unknown>): Decoded<Option.Optio
   return record instanceof RowInvalid ? record : Option.some(record)
 }
 
-/**
- * Whether a token-checked write matched its record: one row `owned = 1`, or none.
- *
- * @internal
- */
+/** @internal */
 export const ownedRowsOf = (rows: ReadonlyArray<unknown>): Decoded<boolean> => {
   const row = rows[0]
   if (row === undefined) return false
@@ -153,7 +128,6 @@ export const purgedRowsOf = (rows: ReadonlyArray<unknown>): Decoded<number> => {
   return isRow(row) ? int(row, "purged") : new RowInvalid("a row is not an object")
 }
 
-/** A row of the admin's statements: `now`, and the record's columns, NULL when there is no record. */
 /** @internal */
 export const nowAndRecordOf = (
   row: unknown
@@ -216,22 +190,15 @@ export const statsRowsOf = (rows: ReadonlyArray<unknown>): Decoded<ReadonlyArray
   return counts
 }
 
-/** The longest duration kept (about 142,000 years): `now + d` stays a safe integer. */
 const MAX_MILLIS = 2 ** 52
 
-/**
- * Durations as whole milliseconds, rounded up; an infinite duration is the far future.
- *
- * @internal
- */
+/** @internal */
 export const millis = (duration: Duration.Duration): number =>
   Math.min(Math.ceil(Duration.toMillis(duration)), MAX_MILLIS)
 
-/** Milliseconds as a whole number for `now - ms`, rounded up, at most `MAX_MILLIS`. */
 /** @internal */
 export const wholeMillis = (ms: number): number => Math.min(Math.ceil(ms), MAX_MILLIS)
 
-/** A batch size for `LIMIT`: a whole number from 0 to 2^31 - 1. */
 /** @internal */
 export const purgeLimit = (limit: number | undefined): number =>
   limit === undefined || Number.isNaN(limit)

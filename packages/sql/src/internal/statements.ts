@@ -3,21 +3,14 @@ import type { Fragment } from "./fragment.js"
 import { arg, fragment, statement } from "./fragment.js"
 import { isLockWaitEnded } from "./transactional.js"
 
-/**
- * The dialects of `SqlIdempotencyStore` (public as `SqlIdempotencyMigration.Dialect`).
- */
+/** Public as `SqlIdempotencyMigration.Dialect`. */
 export type Dialect = "mariadb" | "sqlite"
 
-/** What the statements of the two dialects differ in. */
 interface Syntax {
   readonly quote: (identifier: string) => string
-  /** The database's clock, in epoch milliseconds, the same instant wherever one statement reads it. */
   readonly clock: string
-  /** The first argument (the caller's clock, or NULL) as an integer. */
   readonly clockArgument: Fragment
-  /** The larger of two values. */
   readonly greatest: string
-  /** Whether `id` starts with the argument at `index`. */
   readonly startsWith: (index: number) => Fragment
 }
 
@@ -30,8 +23,7 @@ const syntax: Record<Dialect, Syntax> = {
     greatest: "GREATEST",
     startsWith: (index) => fragment`LEFT(id, CHAR_LENGTH(${arg(index)})) = ${arg(index)}`
   },
-  // 'now' is the same instant for every use within one statement, in whole milliseconds: rounded,
-  // the day fraction's floating-point error cannot take a millisecond off
+  // rounded: the day fraction's floating-point error cannot take a millisecond off
   sqlite: {
     quote: (identifier) => `"${identifier.replaceAll("\"", "\"\"")}"`,
     clock: "CAST(ROUND((julianday('now') - 2440587.5) * 86400000) AS INTEGER)",
@@ -44,14 +36,9 @@ const syntax: Record<Dialect, Syntax> = {
 /** @internal */
 export const recordColumns = "status, token, fingerprint, attempt, lease_until, expires_at, outcome_kind, outcome"
 
-/** The record's columns of the row `r`. */
 const columnsOf = (r: string) => recordColumns.split(", ").map((column) => `${r}.${column}`).join(", ")
 
-/**
- * The names a table's statements use: the quoted table and its expiry index.
- *
- * @internal
- */
+/** @internal */
 export interface Names {
   readonly table: string
   readonly expiresAtIndex: string
@@ -63,11 +50,7 @@ export const names = (dialect: Dialect, table: string): Names => ({
   expiresAtIndex: syntax[dialect].quote(`${table}_expires_at_idx`)
 })
 
-/**
- * The statements of a store over `table` in `dialect`.
- *
- * @internal
- */
+/** @internal */
 export const statements = (dialect: Dialect, table: string): Statements => {
   const s = syntax[dialect]
   const t = names(dialect, table).table
@@ -81,9 +64,8 @@ export const statements = (dialect: Dialect, table: string): Statements => {
   WHEN outcome_kind = 'Omitted' THEN 'omitted'
   ELSE 'completed'
 END`
-  // token-checked writes: argument 1 the id, 2 the token; the record must be live and IN_PROGRESS
   const owned = fragment`id = ${arg(1)} AND token = ${arg(2)} AND status = 'IN_PROGRESS' AND expires_at > ${now}`
-  // the answer of a token-checked write: RETURNING where the database has it for UPDATE and DELETE
+  // MariaDB has no RETURNING for UPDATE and DELETE: their answer is the rows they matched
   const ownedAnswer = dialect === "sqlite" ? " RETURNING 1 AS owned" : ""
   const ownedStatement = (piece: Fragment) =>
     dialect === "sqlite" ? statement(piece) : statement(piece, { affected: "owned" })
@@ -97,7 +79,6 @@ LEFT JOIN ${t} AS r ON r.id = ${arg(1)} AND r.expires_at > c.now`)
 
   const reserve: Statements["reserve"] = dialect === "sqlite"
     ? {
-      // one upsert that writes only when it reserves; the read explains a conflict
       _tag: "Rounds",
       insert: statement(fragment`INSERT INTO ${t} AS r (${insertColumns})
 SELECT ${arg(1)}, ${arg(2)}, ${arg(3)}, ${arg(4)}, 'IN_PROGRESS', ${arg(5)}, ${arg(6)}, 1, c.now + ${arg(7)},
@@ -121,14 +102,7 @@ RETURNING 1 AS reserved, attempt, lease_until, expires_at`),
       read
     }
     : {
-      // One INSERT … ON DUPLICATE KEY UPDATE. MariaDB assigns the columns in order, each seeing the
-      // ones before: `token` decides (the takeover rule), every other column follows it, and
-      // `expires_at`, which the rule reads, is assigned last. RETURNING gives the row after it.
-      // Tokens are random per attempt, so the record holds the request's token only when this
-      // statement gave it (a request that repeats the token of a live reservation, which the
-      // store never sends, would renew that reservation). The statement sets its own sql_mode:
-      // SIMULTANEOUS_ASSIGNMENT would have every column read the old token, and a mode that is not
-      // strict would truncate a long id into another key's.
+      // the columns' order and the sql_mode: see the README's "What each database guarantees"
       _tag: "Row",
       statement: statement(fragment`SET STATEMENT ${MARIADB_SQL_MODE} FOR
 ${mariadbUpsert(dialect, table)}`)
@@ -161,7 +135,6 @@ RETURNING 1`,
         affected: "purged"
       }),
     admin: {
-      // a page of live records in id order, or one row of NULLs but `now`
       list: statement(fragment`SELECT c.now, p.id, ${columnsOf("p")}
 FROM (SELECT ${now} AS now) AS c
 LEFT JOIN (
@@ -190,12 +163,7 @@ GROUP BY operation, state`)
   }
 }
 
-/**
- * The migration of a table in `dialect`: the table and its expiry index, each statement a no-op
- * when its object exists.
- *
- * @internal
- */
+/** @internal */
 export const migration = (dialect: Dialect, table: string): ReadonlyArray<string> => {
   const n = names(dialect, table)
   if (dialect === "sqlite") {
@@ -242,14 +210,9 @@ export const migration = (dialect: Dialect, table: string): ReadonlyArray<string
   ]
 }
 
-/** The `sql_mode` of MariaDB's reservation (see `statements`), as a `SET STATEMENT` assignment. */
 const MARIADB_SQL_MODE = "sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
 
-/**
- * MariaDB's reservation without its `SET STATEMENT` prefix: one `INSERT … ON DUPLICATE KEY UPDATE …
- * RETURNING` (see `statements`), which the store and the transactional mode prefix with their own
- * settings.
- */
+// tokens are random per attempt: the record holds the request's only when this statement gave it
 const mariadbUpsert = (dialect: Dialect, table: string): Fragment => {
   const s = syntax[dialect]
   const t = names(dialect, table).table
@@ -277,19 +240,7 @@ ON DUPLICATE KEY UPDATE
 RETURNING token = ${arg(5)} AS reserved, ${recordColumns}, ${now} AS now`
 }
 
-/**
- * The statements of the transactional mode over `table` in `dialect` (`SqlTransactional`), the
- * store's own where they can be:
- *
- * - MariaDB: the store's reservation, its lock wait bounded by the time left through its own
- *   `SET STATEMENT` (`max_statement_time` in tenths of a second, `innodb_lock_wait_timeout` in whole
- *   seconds, both rounded up: a handful of statement texts, not one per call);
- * - SQLite: the store's insert-first reservation (its insert takes the write lock, so the read that
- *   follows in the transaction sees what stopped it); the wait for another connection's write is
- *   bounded by the connection's busy timeout.
- *
- * @internal
- */
+/** @internal */
 export const transactionalStatements = (dialect: Dialect, table: string): TransactionalStatements => {
   const store = statements(dialect, table)
   const read = store.admin!.read
@@ -305,6 +256,7 @@ export const transactionalStatements = (dialect: Dialect, table: string): Transa
   const upsert = mariadbUpsert(dialect, table)
   return {
     reserve: (leftMillis) => {
+      // in tenths of a second: a handful of statement texts, not one per call
       const tenths = Math.max(1, Math.ceil(leftMillis / 100))
       const bound = `max_statement_time = ${(tenths / 10).toFixed(1)}, ` +
         `innodb_lock_wait_timeout = ${Math.ceil(tenths / 10)}`

@@ -32,39 +32,26 @@ import {
   wholeMillis
 } from "./rows.js"
 
-/** Why a store whose libSQL connection met `SQLITE_BUSY` fails every call. */
 const BROKEN_CONNECTION = "the libSQL connection met SQLITE_BUSY, after which @libsql/client 0.12 answers writes " +
   "that never reach the file: every call of this store fails until the process opens a new client"
 
 /** @internal */
 export const DEFAULT_CALL_TIMEOUT: Duration.Duration = Duration.seconds(5)
 
-/** Why `unblock` did not delete a record in `state`. */
 const refusalOf = (state: State): "running" | "completed" | "omitted" =>
   state === "running" ? "running" : state === "omitted" ? "omitted" : "completed"
 
-/**
- * How many times `unblock` runs its statement when the record it read does not explain why the
- * DELETE left it: a concurrent write changed the record while the DELETE waited for it, so the
- * statement's snapshot is behind; the next run reads that write.
- */
+/** A concurrent write the DELETE waited for leaves its snapshot behind: the next run reads it. */
 const UNBLOCK_ROUNDS = 3
 
-/**
- * How many rounds a reservation of `Rounds` runs before it gives up. A round ends without an
- * answer only when a concurrent write changed or deleted the record between its two statements;
- * the next round sees that write.
- */
 const RESERVE_ROUNDS = 5
 
-/** The arguments of a statement with `?` placeholders, in the order of its slots. */
 const slotted = (slots: ReadonlyArray<number>, args: ReadonlyArray<unknown>): Array<unknown> =>
   slots.map((index) => {
     const value = args[index]
     return typeof value === "boolean" ? (value ? 1 : 0) : value
   })
 
-/** The number of rows a statement changed, as its driver reports it (mysql2, better-sqlite3, libSQL). */
 const affectedOf = (raw: unknown): number | RowInvalid => {
   if (isRow(raw)) {
     for (const field of ["affectedRows", "changes", "rowsAffected"]) {
@@ -76,15 +63,9 @@ const affectedOf = (raw: unknown): number | RowInvalid => {
   return new RowInvalid("the driver did not report how many rows the statement changed")
 }
 
-/** One row holding `n` in `column`, none when `n` is 0. */
 const countRows = (column: string, n: number): ReadonlyArray<unknown> => n === 0 ? [] : [{ [column]: n }]
 
-/**
- * A statement's answer on `sql`, as `Statement` describes it (the store's and the transactional
- * mode's statements alike).
- *
- * @internal
- */
+/** @internal */
 export const sendOn = (sql: SqlClient.SqlClient, statement: Statement, args: ReadonlyArray<unknown>) => {
   const query = sql.unsafe(statement.text, statement.slots === undefined ? args : slotted(statement.slots, args))
   const affected = statement.affected
@@ -100,7 +81,6 @@ export const sendOn = (sql: SqlClient.SqlClient, statement: Statement, args: Rea
     : Effect.map(query.withoutTransform, (rows) => countRows(counted, rows.length))
 }
 
-/** What an `unblock` statement did, and the record as it found it (or as `read` then finds it). */
 interface Unblocking {
   readonly unblocked: boolean
   readonly now: number
@@ -115,11 +95,7 @@ export const make = (
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const detach = Detach.make(options.callTimeout)
-    /**
-     * Set once a libSQL connection met `SQLITE_BUSY` (see `breaksLibsqlConnection`): from then on it
-     * would answer writes as done that never reach the file, so every call fails, and no outcome is
-     * ever answered as recorded on it. Only a new client (a new process) recovers.
-     */
+    // a libSQL connection that met SQLITE_BUSY: see the README's "libSQL files and other processes"
     let broken: StoreError | undefined
     const breaks = (method: string, error: unknown): Effect.Effect<void> => {
       if (broken !== undefined || !breaksLibsqlConnection(error)) return Effect.void
@@ -129,11 +105,6 @@ export const make = (
 
     const send = (statement: Statement, args: ReadonlyArray<unknown>) => sendOn(sql, statement, args)
 
-    /**
-     * A statement and its rows decoded, every failure typed: one step of the runtime for the
-     * statement's answer, whichever way it ends. The first argument of every statement is the
-     * fiber's clock, or null for the database's clock.
-     */
     const query = <A>(
       method: string,
       decode: (rows: ReadonlyArray<unknown>) => Decoded<A>,
@@ -156,10 +127,6 @@ export const make = (
       return options.clock === "effect" ? Effect.flatMap(Clock.currentTimeMillis, sent) : sent(null)
     }
 
-    /**
-     * Every method: failures typed, defects of the driver turned into `StoreError`, one span
-     * (without a stack trace: capturing one costs more than the rest of the span).
-     */
     const method = <A, E>(name: string, effect: Effect.Effect<A, E>, id?: RecordId): Effect.Effect<A, E | StoreError> =>
       effect.pipe(
         Effect.catchAllDefect((cause) => Effect.fail(new StoreError({ method: name, cause }))),
@@ -205,7 +172,6 @@ export const make = (
     }
 
     const reserveRow = (statement: Statement, request: ReserveRequest): Effect.Effect<ReserveResult, StoreFailure> =>
-      // the statement answers with exactly one row
       query("reserve", (rows) => reserveRowOf(rows[0]), statement, reserveArgs(request)).pipe(
         Effect.map((row) =>
           row.reserved
@@ -219,7 +185,6 @@ export const make = (
         )
       )
 
-    /** The row of an `insert` that reserved, or none when it wrote nothing. */
     const insertedRowsOf = (rows: ReadonlyArray<unknown>): Decoded<Option.Option<ReserveRow & { reserved: true }>> => {
       if (rows.length === 0) return Option.none()
       const row = reserveRowOf(rows[0])
@@ -249,7 +214,6 @@ export const make = (
                 if (Option.isSome(record) && !canTakeOver(record.value, request, now)) {
                   return Effect.succeed(ReserveResult.Existing({ record: record.value, now }))
                 }
-                // the record changed since the insert: absent, expired or given to this request now
                 return round < RESERVE_ROUNDS
                   ? reserveRounds(insert, read, request, round + 1)
                   : Effect.fail(
@@ -263,10 +227,7 @@ export const make = (
             )
       )
 
-    // How often a reservation met a record it could not take (a replay, a conflict, a reused key),
-    // averaged over about the last 8 reservations: above one half, a `Rounds` reservation reads
-    // first, which answers those in one statement (and a first execution in two); below, it inserts
-    // first, which answers a first execution in one (and those in two). The answers are the same.
+    // the read-first choice: see the README's "SqlStoreKit"
     let metExisting = 0
     const reserveAdaptive = (insert: Statement, read: Statement, request: ReserveRequest) => {
       const result = metExisting > 0.5
@@ -323,7 +284,6 @@ export const make = (
     const read = (recordId: string) =>
       query("read", (rows) => nowAndRecordOf(rows[0]), adminStatements.read, (now) => [now, recordId])
 
-    /** Why the record the statement saw (or `read` sees) was not deleted; undefined to run again. */
     const refusal = (
       request: { readonly recordId: string; readonly attempt: number },
       now: number,
@@ -374,7 +334,6 @@ export const make = (
             request.operation === undefined ? null : encodeURIComponent(request.operation) + SEPARATOR,
             request.state ?? null,
             request.olderThanMillis === undefined ? null : wholeMillis(request.olderThanMillis),
-            // one more than the page: whether the listing goes on
             limit + 1
           ]).pipe(
             Effect.map(({ now, records }) =>

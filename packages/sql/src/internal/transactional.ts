@@ -1,22 +1,6 @@
 /**
- * The transactional mode's runner, for every SQL database: one attempt is one transaction on the
- * `SqlClient` of the context, holding the reservation, the downstream's statements and the recorded
- * outcome. The dialect gives its statements (`TransactionalStatements`): how a wait for a
- * concurrent attempt's row is bounded, the reservation, the recording, and the read of a replay.
- *
- * ```
- * BEGIN
- *   [bound the lock waits]              -- PostgreSQL's lock_timeout; MariaDB bounds the reservation itself
- *   reserve                             -- waits while another transaction holds the row
- *   [SAVEPOINT]                         -- when a failure may be recorded without the writes
- *   the downstream's statements         -- on the same SqlClient: routed into this transaction
- *   complete / markFailed (the record)
- * COMMIT                                -- or ROLLBACK: nothing of the attempt is left
- * ```
- *
- * The record is never visible IN_PROGRESS: other attempts see it absent, or see it as committed.
- * A failure the policy does not record, a defect, an interruption, a timeout or a crash rolls the
- * whole transaction back, so the outcome of every exit is known.
+ * The transactional mode's runner on a dialect's `TransactionalStatements`: its guarantees are in
+ * the READMEs' "Transactional mode" sections.
  */
 import * as Attempt from "@effect-idempotency/core/Attempt"
 import type { Request, Result } from "@effect-idempotency/core/Idempotency"
@@ -60,113 +44,69 @@ import type { ReserveRow } from "./rows.js"
 import { millis, nowAndRecordOf as readRowOf, ownedRowsOf, reserveRowOf, RowInvalid } from "./rows.js"
 import { sendOn } from "./store.js"
 
-/**
- * An operation of the transactional mode, resolved: every option decoded once.
- *
- * @internal
- */
+/** @internal */
 export interface Definition<P, A, E, R> {
   readonly name: string
-  /**
-   * The statements of the context's database, resolved at each run (the client's dialect; a
-   * database without interactive transactions fails here, or at BEGIN, with `TransactionsUnsupported`).
-   */
   readonly statements: (sql: SqlClient.SqlClient) => Effect.Effect<TransactionalStatements, StoreFailure>
-  /** The payload's fingerprint (`Idempotency.fingerprintOf`). */
   readonly fingerprint: (payload: P) => Effect.Effect<string, InvalidPayload>
-  /** How outcomes are recorded and replayed: as `Idempotency.make` does. */
   readonly codec: OutcomeCodec.OutcomeCodec<A, unknown>
   readonly failurePolicy: (error: E) => FailurePolicy
-  /**
-   * Whether a failure may be recorded (a failure schema or a failure policy was given): the
-   * downstream then runs inside a savepoint, so that its writes can be rolled back and the record
-   * committed without them.
-   */
+  /** A failure may be recorded: the downstream runs in a savepoint, so the record commits without its writes. */
   readonly savepoint: boolean
   readonly ttl: Duration.Duration
   readonly timeout: Duration.Duration
-  /** The time kept before the attempt's deadline (or after its timeout) to record and commit. */
   readonly margin: Duration.Duration
   readonly inProgress: InProgressPolicy | undefined
-  /** How a record another mode left in progress past its lease is treated (`markUnknown`: not taken over). */
   readonly onTimeout: TimeoutPolicy
   readonly key: IdempotencyKey.Options | undefined
   readonly execute: (payload: P) => Effect.Effect<A, E, R>
 }
 
-/**
- * The savepoint around the downstream, when a failure may be recorded without its writes. Its name
- * is the library's: a transaction of the downstream's own (`sql.withTransaction`) nests as
- * `effect_sql_<n>` savepoints beside it.
- */
+// a name of the library's own: the downstream's `sql.withTransaction` nests `effect_sql_<n>` beside it
 const SAVEPOINT: Statement = { text: "SAVEPOINT effect_idempotency_downstream" }
 
 const ROLLBACK_TO_SAVEPOINT: Statement = { text: "ROLLBACK TO SAVEPOINT effect_idempotency_downstream" }
 
-/** The cause of a store call cut off at the attempt's end. */
 const DEADLINE_PASSED = "no answer before the attempt's deadline"
 
 const deadlinePassed = (method: string) => new StoreUnavailable({ method, cause: DEADLINE_PASSED })
 
 const isSqlError = (u: unknown): u is SqlError => Predicate.hasProperty(u, SqlErrorTypeId)
 
-/** Whether the driver's failure under an `SqlError` has one of `codes` (PostgreSQL, mysql2 and SQLite's codes). */
 const hasCode = (codes: ReadonlySet<string>) => (error: unknown): boolean => {
   const cause = Predicate.hasProperty(error, "cause") ? error.cause : undefined
   return Predicate.hasProperty(cause, "code") && typeof cause.code === "string" && codes.has(cause.code)
 }
 
-/** Whether the driver's failure under an `SqlError` has one of `errnos` (MariaDB's error numbers, as mysql2 gives them). */
 const hasErrno = (errnos: ReadonlySet<number>) => (error: unknown): boolean => {
   const cause = Predicate.hasProperty(error, "cause") ? error.cause : undefined
   return Predicate.hasProperty(cause, "errno") && typeof cause.errno === "number" && errnos.has(cause.errno)
 }
 
-/**
- * The codes of a statement whose wait for a lock ended, per database: PostgreSQL's `lock_timeout`
- * (55P03) or a cancel (57014); MariaDB's `innodb_lock_wait_timeout` (1205), `max_statement_time`
- * (1969) and a deadlock (1213: the transaction is rolled back); SQLite's busy timeout.
- *
- * @internal
- */
+/** @internal */
 export const isLockWaitEnded = {
   pg: hasCode(new Set(["55P03", "57014"])),
-  // by number: mysql2 names 1969 (ER_STATEMENT_TIMEOUT) only in its newer code tables
+  // lock wait timeout, deadlock, max_statement_time: by number, as older mysql2 does not name 1969
   mariadb: hasErrno(new Set([1205, 1213, 1969])),
   sqlite: hasCode(new Set(["SQLITE_BUSY", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_TIMEOUT"]))
 } as const
 
-/**
- * How the transaction ended, when it committed: the record it found (nothing written), or the
- * answer of an execution whose record is committed.
- */
 type Committed<A> =
   | { readonly _tag: "Existing"; readonly record: IdempotencyRecord; readonly now: number }
   | { readonly _tag: "Done"; readonly result: Result<A> }
   | { readonly _tag: "Failed"; readonly cause: Cause.Cause<unknown> }
 
-/**
- * The failure that rolls the transaction back and then ends the run with `cause`: the downstream's
- * own failure, defect or interruption, carried as data through the rollback (so that a defect of
- * the downstream is never taken for one of the connection).
- */
+/** The downstream's exit, carried as data through the rollback: never taken for the connection's. */
 class RolledBack {
   readonly _tag = "RolledBack"
   constructor(readonly cause: Cause.Cause<unknown>) {}
 }
 
-/**
- * Builds the runner of a transactional operation.
- *
- * @internal
- */
+/** @internal */
 export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   const name = def.name
   const ttlMs = millis(def.ttl)
-  // How often an attempt found a record (a replay, a reused key, a conflict), averaged over about
-  // the last 8 attempts: above one half, an attempt reads the record first, outside a transaction,
-  // and answers a replay in that one round trip (a first execution then costs one more). A
-  // completed record never changes until it expires, so the read answers as the transaction would.
+  // read first: a completed record never changes until it expires, as the transaction would see it
   let metExisting = 0
   const noted = (existing: boolean) => {
     metExisting = metExisting * (7 / 8) + (existing ? 1 / 8 : 0)
@@ -182,7 +122,6 @@ export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       const fingerprint = yield* def.fingerprint(request.payload)
       const id = makeRecordId({ operation: name, key, scope: request.scope })
       const start = yield* Clock.currentTimeMillis
-      // the downstream ends a margin before the attempt's deadline, to record and commit
       const { end, timeoutMillis: timeoutMs, until } = yield* Attempt.window({
         operation: name,
         request,
@@ -191,7 +130,6 @@ export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         now: start
       })
       if (timeoutMs <= 0) {
-        // nothing can run in the time left: no statement is sent
         return yield* Effect.fail(
           new DownstreamTimeout({ operation: name, key, timeoutMillis: 0, policy: "release", replayed: false })
         )
@@ -209,10 +147,6 @@ export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       const conflict = (retryAfterMillis: number) =>
         new IdempotencyConflict({ operation: name, key, retryAfterMillis: Math.max(0, retryAfterMillis) })
 
-      /**
-       * A statement of the store's own, its failures typed (by `onError`, `toStoreFailure` unless
-       * told otherwise); an answer that does not decode is a `StoreError`.
-       */
       const statement = <F = StoreFailure>(
         method: string,
         text: Statement,
@@ -227,7 +161,6 @@ export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
               : Effect.succeed(rows)
         )
 
-      /** The reservation's row, from the dialect's statements: one statement, or an insert and a read. */
       const reserve = (
         how: Reserve,
         args: ReadonlyArray<unknown>
@@ -237,7 +170,6 @@ export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
             "reserve",
             text,
             params,
-            // waited for a concurrent attempt's transaction until the time was up
             (error) => statements.isLockWaitEnded(error) ? conflict(0) : toStoreFailure("reserve")(error)
           )
         const decoded = <A>(row: A | RowInvalid) =>
@@ -247,8 +179,7 @@ export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         if (how._tag === "Row") {
           return Effect.flatMap(sent(how.statement, args), (rows) => decoded(reserveRowOf(rows[0])))
         }
-        // the insert writes only when it reserves, and takes the database's write lock either way: the
-        // read that follows in the same transaction sees the record that stopped it
+        // the insert takes the write lock even when it writes nothing: the read sees what stopped it
         return Effect.flatMap(sent(how.insert, args), (rows) =>
           rows.length > 0
             ? decoded(reserveRowOf(rows[0]))
@@ -263,7 +194,6 @@ export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
               )))
       }
 
-      /** A token-checked write of the record, in the transaction. */
       const owned = (
         method: LeaseLost["method"],
         text: Statement,
@@ -287,15 +217,12 @@ export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         return owned("complete", statements.complete, token, [kind, body, ttlMs])
       }
 
-      /** The outcome of the downstream, recorded in the transaction (or the transaction rolled back). */
       const record = (
         token: string,
         attempt: number,
         exit: Exit.Exit<A, E>
       ): Effect.Effect<Committed<A>, RolledBack | OutcomeNotReplayable | LeaseLost | StoreFailure> => {
         if (Exit.isSuccess(exit)) {
-          // the caller gets the value a replay would get; a success that does not encode is kept as
-          // omitted with the downstream's writes, and never run again
           return Effect.flatMap(def.codec.encodeSuccess(exit.value), (encoded) =>
             encoded._tag === "Encoded"
               ? Effect.as(complete(token, encoded.outcome), {
@@ -310,14 +237,12 @@ export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
               ))
         }
         const failure = Cause.failureOption(exit.cause)
-        // a defect or an interruption: the transaction holds everything the downstream wrote
         if (Option.isNone(failure) || !def.savepoint) return Effect.fail(new RolledBack(exit.cause))
         const policy = Effect.try({ try: () => def.failurePolicy(failure.value), catch: Cause.die })
         return Effect.flatMap(
           Effect.catchAll(policy, (cause) => Effect.fail(new RolledBack(Cause.sequential(exit.cause, cause)))),
           (policy): Effect.Effect<Committed<A>, RolledBack | LeaseLost | StoreFailure> => {
             const failed = { _tag: "Failed" as const, cause: exit.cause }
-            // the record is kept, the downstream's writes are not
             const rollBackWrites = statement("rollback", ROLLBACK_TO_SAVEPOINT, [])
             switch (policy) {
               case "release":
@@ -339,23 +264,14 @@ export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         )
       }
 
-      /**
-       * One transaction: reserve, then execute and record, or give back the record found. It answers
-       * by `end`. Past it, the transaction is interrupted without waiting for its end (its ROLLBACK, or
-       * a COMMIT already sent, finishes on its connection), and the answer says what is known: a
-       * transaction interrupted before its body returned never commits; once the body has returned,
-       * COMMIT follows whatever happens, and its outcome is unknown to this attempt. Inside a
-       * transaction of the caller's, the attempt is a savepoint that the caller commits: it is not cut.
-       */
+      // answers by `end`, unless a savepoint: see sql-pg's README, "An answer by the deadline"
       const transaction: Effect.Effect<
         Committed<A>,
         E | IdempotencyError | RolledBack,
         R
       > = Effect.suspend(() => {
         const token = globalThis.crypto.randomUUID()
-        // how far the body got: read when `end` passes
         let phase: "reserve" | "downstream" | "committing" = "reserve"
-        // the body's failure, kept for when its ROLLBACK fails too
         let bodyFailure: Cause.Cause<unknown> | undefined
         const body = Effect.gen(function*() {
           const left = until - (yield* Clock.currentTimeMillis)
@@ -393,10 +309,7 @@ export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
           Effect.tap(() => Effect.sync(() => (phase = "committing")))
         )
         const run = sql.withTransaction(body).pipe(
-          // the downstream's exits are carried as data: an `SqlError` here is BEGIN's, and a defect
-          // the connection's (COMMIT or ROLLBACK failed). A failed COMMIT leaves the outcome unknown
-          // to this attempt: the next one replays it or executes once. A failed ROLLBACK leaves the
-          // transaction uncommitted all the same: the run ends as its body did.
+          // the downstream's exits are data: an `SqlError` is BEGIN's, a defect COMMIT's or ROLLBACK's
           Effect.catchIf(isSqlError, (error) =>
             Effect.fail(
               isNoTransactions(error)
@@ -432,10 +345,6 @@ export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
         )
       })
 
-      /**
-       * The answer of a completed record read outside a transaction (a replay, a reused key, an
-       * outcome recorded unknown), or none: no record, or one the transaction must decide on.
-       */
       const settled: Effect.Effect<Option.Option<Result<A>>, E | IdempotencyError> = Effect.flatMap(
         Clock.currentTimeMillis,
         (now) =>
@@ -483,7 +392,6 @@ export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
           )
       )
 
-      /** One attempt: a transaction, and what its answer means. */
       const attempt: Effect.Effect<Result<A>, E | IdempotencyError | RolledBack, R> = Effect.flatMap(
         transaction,
         (committed): Effect.Effect<Result<A>, E | IdempotencyError> => {
@@ -494,8 +402,7 @@ export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
             case "Failed":
               return Effect.failCause(committed.cause) as Effect.Effect<never, E>
             case "Existing": {
-              // what the record means, by the rules every mode shares; the reservation takes over a
-              // record whose lease ended, so one found free changed meanwhile: a conflict over now
+              // the reservation takes over a record whose lease ended: one found free changed meanwhile
               const found = Attempt.found({
                 operation: name,
                 key,
@@ -542,17 +449,11 @@ export const makeRunner = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   return { runDetailed }
 }
 
-/**
- * A transactional operation from its options, on the statements `statements` gives for the context's
- * client: the options decoded once, as `Idempotency.make` decodes them.
- *
- * @internal
- */
+/** @internal */
 export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
   options: TransactionalOptions<P, IP, A, IA, E, R, EF, IEF>,
   statements: Definition<P, A, E, R>["statements"]
 ): TransactionalOperation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>> => {
-  // the defaults and checks every mode shares (a timeout or TTL that is not a positive duration throws)
   const settings = Attempt.resolve(options.name, { ttl: options.ttl, timeout: options.timeout })
   const failureSchema = options.failure
   const isStorableFailure = failureSchema === undefined ? () => false : Schema.is(failureSchema)
@@ -575,7 +476,6 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
     inProgress: options.inProgress,
     onTimeout: options.onTimeout ?? "keepLease",
     key: options.key,
-    // the context is provided by the attempt
     execute: options.execute as (payload: P) => Effect.Effect<A, E, Exclude<R, IdempotencyContext.IdempotencyContext>>
   })
   const run = runDetailed as TransactionalOperation<
