@@ -1,10 +1,6 @@
 /**
- * An operation's outcomes as its records hold them: a success or a stored failure encoded to JSON
- * text, and a COMPLETED record's outcome decoded back into the end of a run. The engine and the
- * transactional modes share it, so that a record written by one replays in the other.
- *
- * Every schema step is guarded (what it throws is its failure, never a crash) and, when the schema
- * is synchronous, read at once as a plain `Either`, without a step of the runtime.
+ * An operation's outcomes as records hold them, shared by the engine and the transactional modes
+ * (README.md#engines-of-your-own); a synchronous schema's step is read at once, as a plain `Either`.
  */
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -20,19 +16,12 @@ import {
 import type { IdempotencyRecord } from "../IdempotencyRecord.js"
 import { StoredOutcome } from "../IdempotencyRecord.js"
 
-/**
- * How a run ends when it does not fail in the error channel: done, or refused with an error that is
- * data on the hot path (a conflict, a reused key, a replayed failure). `outcome` is the span's
- * outcome attribute.
- */
+/** How a run ends when it does not fail: done, or refused with an error as data (`outcome`: the span's). */
 export type Ended<A> =
   | { readonly _tag: "Done"; readonly result: Result<A> }
   | { readonly _tag: "Refused"; readonly error: unknown; readonly outcome: string }
 
-/**
- * The JSON text of a recorded value; the empty text is a top-level `undefined` (which JSON cannot
- * hold, and which no JSON text is), so that `Schema.UndefinedOr(...)` replays it.
- */
+/** The empty text is a top-level `undefined`, which no JSON text is, so `Schema.UndefinedOr` replays it. */
 export const parseJson = (text: string): Either.Either<unknown, Cause.UnknownException> => {
   if (text === "") return Either.right(undefined)
   try {
@@ -51,11 +40,7 @@ const toJson = (value: unknown): Either.Either<string, Cause.UnknownException> =
   }
 }
 
-/**
- * `Effect.flatMap`, eager: `step` applied to the value of `self` at once when `self` is a plain
- * `Either` (what a synchronous schema gives), and then the result is one too when `step` gives one;
- * through the runtime otherwise.
- */
+/** `Effect.flatMap`, at once when `self` is a plain `Either` (what a synchronous schema gives). */
 export const flatMapEager = <A, E, B, E2>(
   self: Effect.Effect<A, E>,
   step: (a: A) => Effect.Effect<B, E2>
@@ -65,7 +50,6 @@ export const flatMapEager = <A, E, B, E2>(
   return Either.isLeft(known) ? known as Either.Either<never, E> : step(known.right)
 }
 
-/** The end of a run made from how `self` ends: at once when `self` is a plain `Either`. */
 export const endWith = <A, E, B>(
   self: Effect.Effect<A, E>,
   onFailure: (error: E) => B,
@@ -76,13 +60,9 @@ export const endWith = <A, E, B>(
   return Effect.succeed(Either.isLeft(known) ? onFailure(known.left) : onSuccess(known.right))
 }
 
-/** The message of an `UnknownException` made of what a schema step threw. */
 const SCHEMA_THREW = "the schema threw"
 
-/**
- * A schema step that never throws and never dies: what it throws, synchronously or as a defect of its
- * effect, is a failure of the step (an encoder that throws has a known outcome to keep, not a crash).
- */
+/** What a schema step throws or dies with is its failure: an encoder that throws leaves an outcome to keep. */
 export const guarded = <X, Y>(
   step: (input: X) => Effect.Effect<Y, ParseResult.ParseError>
 ): (input: X) => Effect.Effect<Y, ParseResult.ParseError | Cause.UnknownException> =>
@@ -105,7 +85,6 @@ const encodeFailureReason = (error: ParseResult.ParseError | Cause.UnknownExcept
   return error.message === SCHEMA_THREW ? `its schema threw (${name})` : `its encoding is not JSON (${name})`
 }
 
-/** The schema steps of an operation's outcomes. */
 export interface Steps<A, E> {
   readonly encodeSuccess: (value: A) => Effect.Effect<unknown, ParseResult.ParseError>
   readonly decodeSuccess: (input: unknown) => Effect.Effect<A, ParseResult.ParseError>
@@ -113,25 +92,13 @@ export interface Steps<A, E> {
   readonly decodeFailure: ((input: unknown) => Effect.Effect<unknown, ParseResult.ParseError>) | undefined
 }
 
-/**
- * A success as it is recorded: its JSON text and the value a replay gets (decoded from that text),
- * or the reason it cannot be replayed.
- */
+/** A success as recorded: its JSON text and the value a replay gets, or why it cannot be replayed. */
 export type EncodedSuccess<A> = Either.Either<{ readonly json: string; readonly value: A }, string>
 
-/** The outcomes of one operation, encoded and replayed. */
 export interface Codec<A, E> {
-  /** A success as recorded; a plain `Either` inside when the schema is synchronous. */
   readonly success: (value: A) => Effect.Effect<EncodedSuccess<A>>
-  /**
-   * A failure chosen for `store`, as recorded: `Failure`, or `Omitted` when it does not encode
-   * (kept, never released: `store` did not choose to let a retry run again).
-   */
+  /** `Omitted` when it does not encode: kept, never released (`store` did not choose a retry). */
   readonly failure: (error: E) => Effect.Effect<StoredOutcome>
-  /**
-   * The recorded outcome of a COMPLETED record, as a run's end: a success, or a replayed failure as
-   * data. An outcome that no longer decodes is `StoredOutcomeInvalid`.
-   */
   readonly replay: (record: IdempotencyRecord, key: string, timeoutMs: number) => Effect.Effect<Ended<A>>
 }
 

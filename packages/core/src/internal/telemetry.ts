@@ -1,7 +1,5 @@
 /**
- * What a run reports: one outcome, the same on its span and on its metrics, named after
- * OpenTelemetry's guidance (lowercase, dot-separated names; the unit outside the name; attributes in
- * the `idempotency.` namespace).
+ * What a run reports, the same on its span and its metrics (root README.md#operations-metrics-and-traces).
  *
  * @internal
  */
@@ -15,7 +13,6 @@ import * as Option from "effect/Option"
 import type { Result } from "../Attempt.js"
 import { isIdempotencyError } from "../IdempotencyError.js"
 
-/** How a run ended, as its span's `idempotency.outcome` and its metrics' `idempotency.outcome`. */
 export type Outcome =
   | "executed"
   | "takeover"
@@ -49,11 +46,10 @@ const byTag: Readonly<Record<string, Outcome>> = {
   StoredOutcomeInvalid: "stored_outcome_invalid"
 }
 
-/** A run that ended with a result: replayed, or executed (anew, or taking over an earlier attempt). */
 export const ofResult = (result: Result<unknown>): Outcome =>
   result.replayed ? "replayed" : !result.recorded ? "unrecorded" : result.attempt > 1 ? "takeover" : "executed"
 
-/** A run that failed with `error`: a replayed outcome (a timeout or an omitted one) counts as replayed. */
+/** A replayed outcome (a timeout or an omitted one) counts as replayed. */
 export const ofError = (error: unknown): Outcome => {
   if (!isIdempotencyError(error)) return "failed"
   if ((error as { readonly replayed?: unknown }).replayed === true) return "replayed"
@@ -96,10 +92,8 @@ interface Metrics {
 /** The metrics of each operation and outcome, built once: an update finds its hook without a key. */
 const reporters = new Map<string, Reporter>()
 
-/** Counts a run of an operation with its outcome and duration, with the fiber's metric labels. */
 export type Reporter = (outcome: Outcome, millis: number, labels: ReadonlyArray<MetricLabel.MetricLabel>) => void
 
-/** The reporter of `operation` (one per name: an operation built per call finds it). */
 export const reporter = (operation: string): Reporter => {
   let found = reporters.get(operation)
   if (found === undefined) {

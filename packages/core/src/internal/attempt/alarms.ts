@@ -1,11 +1,6 @@
 /**
- * The wake-ups of an operation's attempts, one sleeping fiber per clock for all of them: an attempt
- * that waits on something that takes time (its downstream, a write) sets when its machine must look
- * again, and is told then, unless it cancelled first. Setting one costs a set insertion; the fiber
- * sleeps until the earliest wake-up set, and is started anew only when an earlier one is set. Most
- * wake-ups are cancelled before they are due (the downstream ends, the write answers): the fiber
- * wakes for those at most once, and looks for the next. It is stopped when the last one is cancelled,
- * so that an idle operation holds no timer (and keeps no process alive).
+ * The wake-ups of an operation's attempts: one sleeping fiber per clock for all of them, stopped
+ * with the last wake-up, so an idle operation holds no timer (CONTRIBUTING.md#the-attempts-machine).
  *
  * @internal
  */
@@ -14,13 +9,11 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 
-/** A wake-up: due at `at`, it calls `ring`. */
 export interface Alarm {
   at: number
   readonly ring: () => void
 }
 
-/** The wake-ups set on one clock, and the fiber that sleeps until the earliest. */
 interface Sleeper {
   readonly alarms: Set<Alarm>
   /** When the fiber wakes; `Infinity` when none sleeps. */
@@ -29,19 +22,13 @@ interface Sleeper {
 }
 
 export interface Alarms {
-  /**
-   * Sets `alarm` on `clock` (or moves it, when it is set); the effect starts a sleeping fiber when
-   * none sleeps until then.
-   */
   readonly set: (clock: Clock.Clock, alarm: Alarm) => Effect.Effect<void>
-  /** Cancels `alarm`; the effect stops the sleeping fiber when no wake-up is left. */
   readonly cancel: (clock: Clock.Clock, alarm: Alarm) => Effect.Effect<void>
 }
 
 export const make = (): Alarms => {
   const sleepers = new WeakMap<Clock.Clock, Sleeper>()
 
-  /** Rings what is due, then sleeps until the earliest wake-up left (or stops when none is). */
   const watch = (clock: Clock.Clock, sleeper: Sleeper): Effect.Effect<void> =>
     Effect.suspend(() => {
       const now = clock.unsafeCurrentTimeMillis()

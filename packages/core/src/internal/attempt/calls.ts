@@ -25,9 +25,7 @@ import type * as Machine from "./machine.js"
 import type * as Recording from "./recording.js"
 import { NOT_IN_TIME } from "./recording.js"
 
-/** What an operation gives each of its attempts: its codec, its policies, its downstream. */
 export interface Operation<P, A, E, R> {
-  /** The wake-ups of the operation's attempts. */
   readonly alarms: Alarms.Alarms
   readonly codec: Outcome.Codec<A, E>
   readonly failurePolicy: (error: E) => FailurePolicy
@@ -37,7 +35,6 @@ export interface Operation<P, A, E, R> {
   readonly execute: (payload: P) => Effect.Effect<A, E, R>
 }
 
-/** One attempt's fixed data: the machine's, and what the commands need. */
 export interface Run<P, A, E, R> {
   readonly fixed: Fixed
   readonly operation: Operation<P, A, E, R>
@@ -47,11 +44,9 @@ export interface Run<P, A, E, R> {
   readonly id: RecordId
   readonly token: string
   readonly lease: Duration.Duration
-  /** Told every step of the machine, when a test listens (`currentTrace`). */
   readonly trace: Trace | undefined
 }
 
-/** A listener of every step of an attempt's machine: the event, with the clock, and where it led. */
 export type Trace = (
   event: Machine.Event,
   now: number,
@@ -82,7 +77,6 @@ export const bounded = <X, Y>(
     : Effect.timeoutFail(Effect.interruptible(call), { duration: Duration.millis(left), onTimeout: late })
 }
 
-/** How a downstream's exit reads to the machine. */
 const endedOf = <A, E>(exit: Exit.Exit<A, E>): Recording.Ended => {
   if (Exit.isSuccess(exit)) return { _tag: "Succeeded", value: exit.value }
   const cause = exit.cause
@@ -108,7 +102,6 @@ export const GIVEN_BACK: Machine.Event = { _tag: "GivenBack" }
 export const WRITTEN: Machine.Event = { _tag: "Written" }
 export const NOT_ENCODED = StoredOutcome.Omitted({ reason: "its encoding failed" })
 
-/** The attempt's write of the record, `complete` retried while the store is unavailable. */
 export const write = <P, A, E, R>(
   run: Run<P, A, E, R>,
   w: Recording.Write
@@ -138,7 +131,6 @@ const complete = <P, A, E, R>(
           : Effect.fail(error)
     )
   const once = typed("complete", store.complete(request))
-  // an unavailable store is tried again after each wait of the schedule (built only when needed)
   const retried = (first: StoreUnavailable) =>
     Effect.flatMap(Schedule.driver(operation.completeRetry), (driver) => {
       const again = (error: StoreUnavailable): Effect.Effect<void, LeaseLost | StoreFailure> =>

@@ -1,19 +1,6 @@
 /**
- * The driver of one attempt's machine (`machine.ts`), in plain Effect: it runs each command and
- * feeds what happened back, with the clock read after it. It is the only part of the attempt that
- * waits, forks or is interrupted, and it runs on one fiber, the caller's, the only one that moves the
- * state.
- *
- * The reservation runs on the caller's fiber, interruptible by the caller (a replay starts no
- * fiber). From the downstream's start, what takes time runs in a fiber of its own (the downstream,
- * a lease extension, an effectful encoder, a write) and posts its end to the driver's inbox; the
- * machine's wake-up is a sleeping fiber that posts too, started only when the driver finds nothing
- * to do after a yield (a downstream and a write that finish at once cost no timer). A step the
- * machine gave up on (an encoder or a write past its bound) is interrupted and not waited for.
- * Whether the downstream stops is learned from its end: the driver interrupts it and waits for it.
- *
- * The caller's interruption is an event: the attempt goes on, uninterruptibly and bounded by the
- * machine, until what it started is settled; then the interruption takes effect.
+ * The driver of one attempt's machine, in plain Effect: it runs each command and feeds what happened
+ * back. See CONTRIBUTING.md#the-attempts-machine.
  *
  * @internal
  */
@@ -53,38 +40,26 @@ import {
 import * as Machine from "./machine.js"
 import { methodOf } from "./recording.js"
 
-/**
- * The listener of the steps of the attempts run on a fiber, for the tests that hold the driver to
- * the machine.
- */
+/** The listener of the steps of a fiber's attempts, for the tests that hold the driver to the machine. */
 export const currentTrace = FiberRef.unsafeMake<Trace | undefined>(undefined)
 
-/** Something to run in a fiber of the driver's, and the event its end posts (none: nobody waits for it). */
 interface Job {
   readonly effect: Effect.Effect<unknown, unknown>
   readonly toEvent: (exit: Exit.Exit<unknown, unknown>) => Machine.Event | undefined
 }
 
-/**
- * Runs the attempt to its answer. It never fails: a failure of the attempt is in the answer; only the
- * caller's interruption ends it as an interruption, once everything the attempt started is settled.
- */
+/** Runs the attempt to its answer; it never fails (a failure is in the answer). */
 export const drive = <P, A, E, R>(run: Run<P, A, E, R>): Effect.Effect<Machine.Answer, never, R> =>
   Effect.uninterruptibleMask((restore) => new Driver(run, restore).run())
 
-/** The state of one attempt's driver: written by the driver's fiber, and by the posts of its fibers. */
 class Driver<P, A, E, R> {
-  /** The caller's interruption, once it came. */
   interruption: Cause.Cause<never> | undefined = undefined
-  /** What happened and is not yet stepped, in order: what a command gave at once, what fibers posted. */
   readonly inbox: Array<Machine.Event> = []
-  /** Rung by a post while the driver waits. */
   bell: Deferred.Deferred<void> | undefined = undefined
-  /** The fiber that runs the downstream, or the step of the recording under way (one at a time). */
   worker: Fiber.RuntimeFiber<void> | undefined = undefined
   extension: Fiber.RuntimeFiber<void> | undefined = undefined
   extensionSentAt = -Infinity
-  /** The machine's next wake-up, once one was set: `at` is `Infinity` while it is not set. */
+  /** `at` is `Infinity` while the wake-up is not set. */
   alarm: Alarms.Alarm | undefined = undefined
   waiter: Schedule.ScheduleDriver<unknown, IdempotencyConflict> | undefined = undefined
 
@@ -136,7 +111,6 @@ class Driver<P, A, E, R> {
     })
   }
 
-  /** Runs `effect` in a fiber of its own, interruptible; its end posts the event `toEvent` gives. */
   spawn<X, Y, Z>(
     effect: Effect.Effect<X, Y, Z>,
     toEvent: (exit: Exit.Exit<X, Y>) => Machine.Event | undefined
@@ -148,14 +122,12 @@ class Driver<P, A, E, R> {
       })))
   }
 
-  /** Runs `job` in a fiber of its own: the worker, the only one that runs the downstream or a step of the recording. */
   work(job: Job): Effect.Effect<void, never, R> {
     return Effect.map(this.spawn(job.effect, job.toEvent), (fiber) => {
       this.worker = fiber
     })
   }
 
-  /** Stops the worker (without waiting): a step given up on. */
   stopWorker(): Effect.Effect<void> | undefined {
     const worker = this.worker
     if (worker === undefined) return undefined
@@ -222,7 +194,6 @@ class Driver<P, A, E, R> {
     })
   }
 
-  /** Builds the downstream and starts it on the worker; a construction that throws ran nothing. */
   start(attempt: number): Effect.Effect<void, never, R> | undefined {
     const { id, operation, token } = this.attempt
     let effect: Effect.Effect<A, E, R>
@@ -237,9 +208,8 @@ class Driver<P, A, E, R> {
       return undefined
     }
     const added = Context.add(IdempotencyContext.IdempotencyContext, IdempotencyContext.make({ id, token, attempt }))
-    // the worker's context holds the IdempotencyContext while the downstream runs, and is put back
-    // before the worker ends, so that none of it reaches the caller through `Fiber.inheritAll`
-    // (what `Effect.provideService` does, without its acquire and release around the downstream)
+    // set on the worker's context and put back before it ends, so `Fiber.inheritAll` never gives it
+    // to the caller (what `Effect.provideService` does, without its acquire and release)
     const run = Effect.flatMap(
       FiberRef.getAndUpdate(FiberRef.currentContext, added),
       (context) =>
@@ -356,7 +326,6 @@ class Driver<P, A, E, R> {
     }
   }
 
-  /** Waits for the next event: one yield first, then with the machine's wake-up set. */
   next(state: Machine.State): Effect.Effect<void> {
     return Effect.flatMap(Effect.yieldNow(), () => {
       if (this.inbox.length > 0) return Effect.void
@@ -370,7 +339,6 @@ class Driver<P, A, E, R> {
     })
   }
 
-  /** Sets the machine's wake-up for `wake`, unless it is set for that time or earlier. */
   arm(wake: number, at: number): Effect.Effect<void> {
     const alarms = this.attempt.operation.alarms
     let alarm = this.alarm
@@ -390,7 +358,7 @@ class Driver<P, A, E, R> {
     )
   }
 
-  /** Waits for a post: interruptible by the caller until the caller was interrupted. */
+  /** Waits for a post: interruptible by the caller until it was interrupted. */
   ring(): Effect.Effect<void> {
     if (this.inbox.length > 0) return Effect.void
     const rung = Deferred.unsafeMake<void>(FiberId.none)
@@ -406,7 +374,6 @@ class Driver<P, A, E, R> {
         }))
   }
 
-  /** Runs `commands` from `i`, then steps the machine on the next event, until it answers. */
   loop(
     state: Machine.State,
     commands: ReadonlyArray<Machine.Command>,
@@ -426,7 +393,6 @@ class Driver<P, A, E, R> {
     // a fiber whose end this is has nothing left to stop
     switch (event._tag) {
       case "Tick":
-        // a wake-up that rang is no longer set
         if (this.alarm !== undefined && this.alarm.at <= at) this.alarm.at = Infinity
         break
       case "Extended":

@@ -1,67 +1,46 @@
 /**
- * The execution of a reserved attempt while its downstream runs: its lease is extended on the
- * heartbeat; at its deadline, when the lease could not be kept, once the lease is lost or the caller
- * interrupted, it must stop, and it is interrupted at once. Whether it stops is learned from its end:
- * until then its lease is kept (extended, even without a heartbeat), so that nothing runs beside a
- * downstream that is still finishing an uninterruptible region.
+ * The execution while the downstream runs: the heartbeat, the interruption when it must stop, and
+ * its lease kept until it has ended (root README.md#every-exit-and-what-a-retry-gets).
  *
  * @internal
  */
 
-/** Why the downstream must stop. */
 export type Reason = "timeout" | "leaseLost" | "leaseExpiring" | "callerInterrupted"
 
-/** The fixed times of one execution, in milliseconds on the attempt's clock. */
 export interface Times {
   readonly leaseMs: number
   readonly heartbeatMs: number | undefined
   readonly marginMs: number
-  /** When the downstream must have ended. */
   readonly downstreamDeadline: number
-  /** The attempt's deadline; `Infinity` without one. */
   readonly attemptDeadline: number
 }
 
 export interface State {
-  /** Why the downstream must stop; `undefined` while it need not. */
   readonly reason: Reason | undefined
-  /** Whether the interruption was sent. */
   readonly interrupted: boolean
-  /** When the interruption was sent. */
   readonly interruptedAt: number
-  /** Whether it did not stop before its lease had to be extended: later extensions come earlier. */
+  /** It did not stop within its grace: its extensions come on half the lease. */
   readonly windingDown: boolean
-  /** When the lease ends at the latest (counted from before the write that set it). */
+  /** The lease's end at the latest: counted from before the write that set it. */
   readonly leaseEnd: number
-  /** When the next heartbeat is due. */
   readonly nextBeat: number
-  /** Before when a failed extension is not tried again. */
   readonly retryAt: number
-  /** The extension in flight: when it was sent, and until when it is waited for. */
   readonly extension: { readonly sentAt: number; readonly until: number } | undefined
 }
 
 export type Event =
-  /** The extension sent at `sentAt` was applied. */
   | { readonly _tag: "Extended"; readonly sentAt: number }
-  /** The extension sent at `sentAt` failed or died (the store is unavailable, or broken). */
   | { readonly _tag: "ExtensionFailed"; readonly sentAt: number }
-  /** The extension sent at `sentAt` found the record owned by another attempt. */
   | { readonly _tag: "ExtensionRefused"; readonly sentAt: number }
-  /** The caller of the attempt was interrupted. */
   | { readonly _tag: "CallerInterrupted" }
-  /** Nothing but the clock: a wake-up. */
   | { readonly _tag: "Tick" }
 
 export type Command =
-  /** Extends the lease, waited for until `until`; feeds `Extended`, `ExtensionFailed` or `ExtensionRefused`. */
   | { readonly _tag: "Extend"; readonly sentAt: number; readonly until: number }
-  /** Stops waiting for the extension in flight: it was not answered in time. */
   | { readonly _tag: "AbandonExtension" }
-  /** Interrupts the downstream, without waiting for it to end. */
   | { readonly _tag: "Interrupt" }
 
-/** The state once the reservation sent at `leaseStart` was made: the heartbeat counts from there, as the lease does. */
+/** The heartbeat counts from the reservation's request (`leaseStart`), as the lease does. */
 export const initial = (times: Times, leaseStart: number, leaseEnd: number): State => ({
   reason: undefined,
   interrupted: false,
@@ -74,9 +53,8 @@ export const initial = (times: Times, leaseStart: number, leaseEnd: number): Sta
 })
 
 /**
- * How long before the lease ends a downstream that still runs is stopped when the lease could not
- * be kept: half the margin, leaving the other half for the interruption; at most half the lease, so
- * that a lease shorter than the margin (kept by a heartbeat) is not given up as soon as it starts.
+ * Half the margin before the lease ends, the other half left for the interruption; at most half the
+ * lease, so a lease shorter than the margin (kept by a heartbeat) is not given up as it starts.
  */
 export const guardAt = (times: Times, state: State): number =>
   state.leaseEnd - Math.min(times.marginMs, times.leaseMs) / 2
@@ -85,17 +63,12 @@ export const guardAt = (times: Times, state: State): number =>
 export const retryMs = (times: Times): number =>
   Math.min(1000, Math.max(50, Math.floor((times.heartbeatMs ?? times.leaseMs) / 4)))
 
-/**
- * How long an interrupted downstream is given to stop before it counts as winding down (finishing an
- * uninterruptible region) and its lease is extended.
- */
+/** How long an interrupted downstream may take to stop before it counts as winding down. */
 export const STOP_GRACE_MILLIS = 10
 
 /**
- * When the lease must be extended next: on the heartbeat while the downstream runs. Once it was told
- * to stop and has not, it is winding down for a time nobody knows: its lease is extended at once,
- * then whenever half of it is left, so that a slow store has half a lease to answer. Never once the
- * lease is lost.
+ * On the heartbeat; once told to stop and still running, for a time nobody knows: at once, then
+ * whenever half the lease is left, so a slow store has half a lease to answer.
  */
 export const extendAt = (times: Times, state: State): number => {
   if (state.reason === "leaseLost") return Infinity
@@ -108,7 +81,6 @@ export const extendAt = (times: Times, state: State): number => {
   return Math.max(state.retryAt, due)
 }
 
-/** When the execution next has something to do, if nothing happens before. */
 export const wakeAt = (times: Times, state: State): number => {
   let at = state.extension === undefined ? extendAt(times, state) : state.extension.until
   if (state.reason === undefined) at = Math.min(at, times.downstreamDeadline, guardAt(times, state))
@@ -117,7 +89,6 @@ export const wakeAt = (times: Times, state: State): number => {
 
 const INTERRUPT: Command = { _tag: "Interrupt" }
 
-/** The next state and the commands to run, from `state`, what happened, and the clock. */
 export const step = (
   times: Times,
   state: State,
@@ -156,11 +127,6 @@ export const step = (
   return look(times, next, now)
 }
 
-/**
- * What is due at `now`: an extension not answered in time is given up; a downstream past its
- * deadline or its guard point must stop; one that must stop is interrupted once; an extension that
- * is due is sent.
- */
 const look = (times: Times, state: State, now: number): readonly [State, ReadonlyArray<Command>] => {
   const commands: Array<Command> = []
   let next = state
@@ -186,10 +152,8 @@ const look = (times: Times, state: State, now: number): readonly [State, Readonl
 }
 
 /**
- * The latest point at which recording a known outcome still helps: the lease, and the attempt's
- * deadline. A downstream that ends within its time leaves at least the margin before the deadline.
- * One that could not be stopped and ended later has already held the attempt past that point, on a
- * lease this attempt kept: its outcome gets the margin after its end, within the lease.
+ * The latest point a known outcome is worth recording: the deadline, or the margin after a late end,
+ * within the lease (root README.md#policies, "Deadline").
  */
 export const recordEnd = (times: Times, state: State, endedAt: number): number =>
   Math.min(state.leaseEnd, Math.max(times.attemptDeadline, endedAt + times.marginMs))

@@ -1,19 +1,6 @@
 /**
- * One attempt as a state machine, from the reservation to the answer: the reservation
- * (`reservation.ts`), the execution while the downstream runs (`execution.ts`) and the recording of
- * how it ended (`recording.ts`), composed. Its states and events are data, and `step` gives the next
- * state and the commands to run; it reads no clock (the driver passes `now` with every event),
- * sleeps nowhere and forks nothing. The driver (`driver.ts`) runs the commands and feeds what
- * happened back; `wakeAt` says when it must wake the machine if nothing else happens first.
- *
- * ```
- * Reserving ──Reserved──▶ Executing ──DownstreamEnded──▶ Recording ──▶ Answered
- *    │ Found, failed, interrupted (what may be reserved is given back)      ▲
- *    └──────────────────────────────────────────────────────────────────────┘
- * ```
- *
- * `test/AttemptMachine.test.ts` explores it exhaustively; `test/AttemptDriver.test.ts` runs the same
- * orderings through the driver with real Effect downstreams.
+ * One attempt as a pure state machine: the reservation, the execution and the recording, composed.
+ * See CONTRIBUTING.md#the-attempts-machine.
  *
  * @internal
  */
@@ -25,14 +12,10 @@ import type { Fixed } from "./fixed.js"
 import * as Recording from "./recording.js"
 import * as Reservation from "./reservation.js"
 
-/** How an attempt ends. */
 export type Answer =
-  /** A fresh value of attempt `attempt`, recorded or not. */
   | { readonly _tag: "Value"; readonly value: unknown; readonly recorded: boolean; readonly attempt: number }
-  /** A record found by the reservation: replayed, or a refusal that is data. */
   | { readonly _tag: "Found"; readonly found: Found }
   | { readonly _tag: "Fail"; readonly cause: Cause.Cause<unknown> }
-  /** The caller was interrupted: once everything it started is settled, its interruption takes effect. */
   | { readonly _tag: "Interrupted" }
 
 export type State =
@@ -61,12 +44,10 @@ export type Event =
   | Exclude<Execution.Event, { readonly _tag: "CallerInterrupted" | "Tick" }>
   | Exclude<Recording.Event, { readonly _tag: "Tick" }>
   | { readonly _tag: "CallerInterrupted" }
-  /** Nothing but the clock: the wake-up `wakeAt` asked for. */
   | { readonly _tag: "Tick" }
 
 export type Command =
   | Exclude<Reservation.Command, { readonly _tag: "Done" }>
-  /** Builds the downstream and starts it, with the context of attempt `attempt`; feeds `DownstreamEnded`. */
   | { readonly _tag: "Start"; readonly attempt: number }
   | Execution.Command
   | Recording.Command
@@ -81,7 +62,7 @@ const answered = (answer: Answer, commands: ReadonlyArray<Command> = []): Step =
 
 const INTERRUPTED: Answer = { _tag: "Interrupted" }
 
-/** The first step: the first reservation, unless the downstream would get no time at all (then no store is touched). */
+/** The first step; a downstream that would get no time at all touches no store. */
 export const start = (fixed: Fixed): Step => {
   if (fixed.timeoutMs <= 0) {
     const error = new DownstreamTimeout({
@@ -97,7 +78,6 @@ export const start = (fixed: Fixed): Step => {
   return [{ _tag: "Reserving", reservation, interrupted: false }, [command]]
 }
 
-/** The next state and the commands to run, from `state`, what happened, and the clock. */
 export const step = (fixed: Fixed, state: State, event: Event, now: number): Step => {
   switch (state._tag) {
     case "Reserving":
@@ -111,7 +91,6 @@ export const step = (fixed: Fixed, state: State, event: Event, now: number): Ste
   }
 }
 
-/** When the machine must be woken (`Tick`) if nothing happens before; `Infinity` when it needs no wake-up. */
 export const wakeAt = (state: State): number => {
   switch (state._tag) {
     case "Reserving":
@@ -143,7 +122,6 @@ const reserving = (
   return finished(fixed, command, interrupted, now, [])
 }
 
-/** The reservation's end. */
 const finished = (
   fixed: Fixed,
   command: Extract<Reservation.Command, { readonly _tag: "Done" }>,
@@ -164,20 +142,18 @@ const finished = (
   }
 }
 
-/** Gives back a reservation that nothing used, then answers `then`. */
 const giveBack = (fixed: Fixed, now: number, then: Reservation.Outcome, interrupted: boolean): Step => {
   const [reservation, command] = Reservation.giveBack(fixed, now, then)
   return [{ _tag: "Reserving", reservation, interrupted }, [command]]
 }
 
-/** A reservation was made at `sentAt`: the downstream starts, if it has time and its caller still waits. */
 const execute = (fixed: Fixed, attempt: number, sentAt: number, interrupted: boolean, now: number): Step => {
   if (interrupted) return giveBack(fixed, now, { _tag: "Interrupted" }, true)
   const times: Execution.Times = {
     leaseMs: fixed.leaseMs,
     heartbeatMs: fixed.heartbeatMs,
     marginMs: fixed.marginMs,
-    // the downstream's time counts from the reservation's request; it ends a margin before the deadline
+    // from the reservation's request, a margin before the deadline: README.md#leases-timeouts-and-deadlines
     downstreamDeadline: Math.min(sentAt + fixed.timeoutMs, fixed.deadline - fixed.marginMs),
     attemptDeadline: fixed.deadline
   }

@@ -1,8 +1,6 @@
 /**
- * The end of an execution: how the downstream ended decides what is recorded (its outcome, or the
- * write of the policy its exit calls for) and what the attempt answers, for each answer of the
- * store. Encoding the outcome, choosing the failure policy and the write are steps the driver runs;
- * each of them is bounded (`until`), and one that is not done in time counts as failed.
+ * The recording: what the downstream's exit calls for and what the attempt answers, for each answer
+ * of the store (root README.md#every-exit-and-what-a-retry-gets); a step not done by `until` failed.
  *
  * @internal
  */
@@ -20,34 +18,26 @@ import { StoredOutcome } from "../../IdempotencyRecord.js"
 import type * as Execution from "./execution.js"
 import type { Fixed } from "./fixed.js"
 
-/** How the downstream ended. */
 export type Ended =
   | { readonly _tag: "Succeeded"; readonly value: unknown }
   | { readonly _tag: "Failed"; readonly error: unknown; readonly cause: Cause.Cause<unknown> }
   | { readonly _tag: "Died"; readonly cause: Cause.Cause<unknown> }
   | { readonly _tag: "Interrupted"; readonly cause: Cause.Cause<unknown> }
 
-/** A write of the record, token-checked. */
 export type Write =
   | { readonly _tag: "Complete"; readonly outcome: StoredOutcome }
   | { readonly _tag: "MarkFailed" }
   | { readonly _tag: "Release" }
 
-/** What the attempt answers once the recording is over. */
 export type Answer =
-  /** A fresh value, recorded or not. */
   | { readonly _tag: "Value"; readonly value: unknown; readonly recorded: boolean }
   | { readonly _tag: "Fail"; readonly cause: Cause.Cause<unknown> }
-  /** The caller was interrupted: its interruption takes effect now. */
   | { readonly _tag: "Interrupted" }
 
 /** What a write's result means for the answer. */
 type Then =
-  /** A success: recorded, or answered unrecorded when the store failed. */
   | { readonly _tag: "Fresh"; readonly value: unknown }
-  /** A success kept as omitted. */
   | { readonly _tag: "NotReplayable"; readonly error: OutcomeNotReplayable }
-  /** A policy's write: `answer`, or `CleanupFailed` when the store failed. */
   | {
     readonly _tag: "Policy"
     readonly policy: CleanupFailed["policy"]
@@ -70,19 +60,14 @@ export type State =
   | { readonly _tag: "Done"; readonly answer: Answer }
 
 export type Event =
-  /** The success encodes as `json`; `value` is what a replay decodes from it. */
+  /** `value` is what a replay decodes from `json`. */
   | { readonly _tag: "Encoded"; readonly json: string; readonly value: unknown }
-  /** The success does not encode (or its schema threw): `reason`, bounded. */
   | { readonly _tag: "NotEncoded"; readonly reason: string }
-  /** The failure chosen for `store`, as recorded (`Failure`, or `Omitted` when it does not encode). */
   | { readonly _tag: "FailureEncoded"; readonly outcome: StoredOutcome }
   | { readonly _tag: "Chosen"; readonly policy: FailurePolicy }
-  /** The failure policy callback threw. */
   | { readonly _tag: "ChoiceThrew"; readonly defect: unknown }
   | { readonly _tag: "Written" }
-  /** The write failed (a store failure, a defect of the store's typed as `StoreError`, or `LeaseLost`). */
   | { readonly _tag: "WriteFailed"; readonly error: IdempotencyError }
-  /** Nothing but the clock. */
   | { readonly _tag: "Tick" }
 
 export type Command =
@@ -90,13 +75,11 @@ export type Command =
   | { readonly _tag: "EncodeFailure"; readonly error: unknown }
   | { readonly _tag: "Choose"; readonly error: unknown }
   | { readonly _tag: "Write"; readonly write: Write }
-  /** Stops waiting for the step in flight (an encoder or a write not done in time). */
   | { readonly _tag: "Abandon" }
   | { readonly _tag: "Log"; readonly level: "Warning" | "Error"; readonly message: string; readonly cause: unknown }
 
 export type Step = readonly [State, ReadonlyArray<Command>]
 
-/** The cause of a write not answered in time. */
 export const NOT_IN_TIME = "no answer before the attempt's deadline"
 
 const done = (answer: Answer, ...commands: ReadonlyArray<Command>): Step => [{ _tag: "Done", answer }, commands]
@@ -106,7 +89,6 @@ const write = (w: Write, then: Then, until: number): Step => [
   [{ _tag: "Write", write: w }]
 ]
 
-/** The write an unknown outcome calls for under `policy`, then `then` (none under `keepLease`). */
 const unknownOutcome = (
   policy: TimeoutPolicy,
   then: Extract<Then, { readonly _tag: "Policy" | "BestEffort" }>,
@@ -122,11 +104,6 @@ const unknownOutcome = (
   }
 }
 
-/**
- * The first step once the downstream ended, at `now`, with the execution's state: its outcome is
- * encoded, its failure policy chosen, or its policy's write made; an interruption the attempt did
- * not send is the downstream's own, recorded as nothing (like a crash: the lease bounds the block).
- */
 export const start = (
   fixed: Fixed,
   execution: Execution.State,
@@ -136,8 +113,7 @@ export const start = (
 ): Step => {
   switch (ended._tag) {
     case "Succeeded":
-      // half of the recording's time for the encoder, so that an outcome it cannot encode in time is
-      // still kept (as omitted)
+      // half the recording's time for the encoder: an outcome not encoded in time is still kept (omitted)
       return [{ _tag: "Encoding", value: ended.value, until: now + (until - now) / 2 }, [{
         _tag: "Encode",
         value: ended.value
@@ -152,6 +128,7 @@ export const start = (
         answer: { _tag: "Fail", cause: ended.cause }
       }, until)
     case "Interrupted": {
+      // the downstream's own interruption is recorded as nothing, as a crash: the lease bounds the block
       if (!execution.interrupted) return done({ _tag: "Fail", cause: ended.cause })
       switch (execution.reason) {
         case "leaseLost":
@@ -189,7 +166,6 @@ export const start = (
   }
 }
 
-/** The next state and commands, from `state`, what happened, and the clock. */
 export const step = (fixed: Fixed, state: State, event: Event, now: number, until: number): Step => {
   switch (state._tag) {
     case "Encoding":
@@ -266,11 +242,9 @@ export const step = (fixed: Fixed, state: State, event: Event, now: number, unti
   throw new Error(`recording: ${event._tag} is not expected while ${state._tag}`)
 }
 
-/** When the recording next has something to do, if nothing happens before. */
 export const wakeAt = (state: State): number =>
   state._tag === "Encoding" || state._tag === "EncodingFailure" || state._tag === "Writing" ? state.until : Infinity
 
-/** The store method of a write. */
 export const methodOf = (w: Write): "complete" | "markFailed" | "release" =>
   w._tag === "Complete" ? "complete" : w._tag === "MarkFailed" ? "markFailed" : "release"
 
@@ -303,7 +277,6 @@ const chosen = (
   }
 }
 
-/** The answer once the write was applied. */
 const written = (then: Then): Answer => {
   switch (then._tag) {
     case "Fresh":
@@ -316,7 +289,6 @@ const written = (then: Then): Answer => {
   }
 }
 
-/** The answer once the write failed with `error`. */
 const failed = (fixed: Fixed, then: Then, error: IdempotencyError): Step => {
   const leaseLost = error._tag === "LeaseLost"
   const cleanupFailed = (policy: CleanupFailed["policy"], original: unknown) =>

@@ -1,9 +1,6 @@
 /**
- * The run of an operation, the engine behind every entry point of `Idempotency`: the request is
- * checked (its key, its deadline and timeout, its payload's fingerprint) before any store is
- * touched, the attempt is driven (`driver.ts`) to its answer, and the answer is counted, traced and
- * reported to the `Idempotency.result` around it. A recorded outcome is replayed here, decoded with
- * the operation's schemas.
+ * The run behind every entry point: the request checked before any store is touched, the attempt
+ * driven to its answer, a found record replayed, the run counted, traced and reported.
  *
  * @internal
  */
@@ -43,11 +40,7 @@ import type { Fixed } from "./fixed.js"
 export interface Definition<P, A, E, R> extends Outcome.Steps<A, E> {
   readonly name: string
   readonly settings: Attempt.Resolved
-  /**
-   * The payload's fingerprint. It is called on the run's stack and may throw (a payload too deep
-   * for the canonical form); it may give a plain `Either` (what a synchronous schema gives), read
-   * at once.
-   */
+  /** Called on the run's stack: it may throw (a payload too deep), or give a plain `Either`. */
   readonly fingerprint: (payload: P) => Effect.Effect<string, ParseResult.ParseError>
   readonly failurePolicy: (error: E) => FailurePolicy
   readonly key: IdempotencyKey.Options | undefined
@@ -55,8 +48,7 @@ export interface Definition<P, A, E, R> extends Outcome.Steps<A, E> {
 }
 
 /**
- * Where a run reports its `Result`, when someone listens: `Idempotency.result` sets it for the
- * effect it wraps.
+ * Where a run reports its `Result`: set by `Idempotency.result`.
  *
  * @internal
  */
@@ -64,7 +56,6 @@ export const currentResultSink = FiberRef.unsafeMake<
   ((result: Attempt.Result<unknown>) => Effect.Effect<void>) | undefined
 >(undefined)
 
-/** The outcome of a run that ended as `ended`. */
 const outcomeOf = <A>(ended: Ended<A>): Telemetry.Outcome =>
   ended._tag === "Done"
     ? Telemetry.ofResult(ended.result)
@@ -89,8 +80,6 @@ const byDeadline = <X, Y>(
 }
 
 /**
- * Builds the runner of an operation.
- *
  * @internal
  */
 export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
@@ -115,7 +104,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   // a payload too deep for the canonical form overflows the stack: still the payload's fault
   const notFingerprinted = () => invalidPayload("the payload cannot be fingerprinted")
 
-  /** The payload's fingerprint: a plain `Either` when the payload's schema is synchronous. */
   const fingerprintOf = (payload: P): Effect.Effect<string, InvalidPayload> => {
     let fingerprint: Effect.Effect<string, ParseResult.ParseError>
     try {
@@ -135,7 +123,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     )
   }
 
-  /** One run, to its end: a success, a refusal that is data, or a failure in the error channel. */
   const attemptOf = (
     request: Attempt.Request<P>,
     fiber: Fiber.RuntimeFiber<unknown, unknown>
@@ -260,7 +247,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     })
   }
 
-  /** Ends a run outside its span: a refusal fails here, so that it is never wrapped by the span. */
+  /** A refusal fails here, outside the span, so that the span never wraps it. */
   const end = (
     ended: Ended<A>,
     fiber: Fiber.RuntimeFiber<unknown, unknown>
@@ -274,8 +261,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
     request: Attempt.Request<P>
   ): Effect.Effect<Attempt.Result<A>, E | IdempotencyError, R | IdempotencyStore> =>
     Effect.withFiberRuntime<Attempt.Result<A>, E | IdempotencyError, R>((fiber) => {
-      // every run is counted once, with its duration: where it ended with a result or a refusal,
-      // else (a failure before, an interruption, a defect) from its cause
+      // every run is counted once: where it ended, else (a failure before, a defect) from its cause
       const clock = Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock)
       const startedAt = clock.unsafeCurrentTimeMillis()
       let counted = false
@@ -289,7 +275,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       }
       const run = !Tracing.unsafeIsEnabled(fiber)
         ? Effect.flatMap(attemptOf(request, fiber), ended)
-        // one span per run, with its outcome and the key's hash: only when a tracer is installed
         : Effect.flatMap(
           inSpan(
             Effect.suspend(() => attemptOf(request, fiber)),
