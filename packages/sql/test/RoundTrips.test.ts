@@ -6,20 +6,16 @@
  * reservations, a replay 1 (the read first) and a first execution 3, until first executions are
  * most of them again.
  */
-import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import { Idempotency, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { SqlIdempotencyStore } from "@effect-idempotency/sql"
+import * as RoundTrips from "@effect-idempotency/test-support/RoundTrips"
 import { StoreFixtures } from "@effect-idempotency/testing"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, layer } from "@effect/vitest"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
-import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
-import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
-import * as TestClock from "effect/TestClock"
 import { randomUUID } from "node:crypto"
 import type { Engine } from "./utils/databases.js"
 import { engines, layerClient, uniqueTable } from "./utils/databases.js"
@@ -30,7 +26,7 @@ const Payload = Schema.Struct({ amount: Schema.Number })
 const payload = { amount: 10 }
 
 /** The statements each engine sends on a path. */
-const expected: Record<Engine, { readonly replay: number; readonly conflict: number }> = {
+const expected: Record<Engine, RoundTrips.Expected> = {
   mariadb: { replay: 1, conflict: 1 },
   sqlite: { replay: 2, conflict: 2 },
   libsql: { replay: 2, conflict: 2 }
@@ -53,7 +49,7 @@ const counting = (sent: { statements: number }) =>
       }))
   )
 
-const startClock = Effect.flatMap(Effect.sync(() => Date.now()), TestClock.setTime)
+const { startClock } = RoundTrips
 
 for (const engine of engines) {
   const sent = { statements: 0 }
@@ -71,80 +67,7 @@ for (const engine of engines) {
     })
 
   layer(StoreLive, { timeout: "2 minutes" })(`SqlIdempotencyStore round trips (${engine})`, (it) => {
-    it.effect(
-      `a first execution sends 2 statements, a replay ${expected[engine].replay}, a conflict ${
-        expected[engine].conflict
-      }`,
-      () =>
-        Effect.gen(function*() {
-          yield* startClock
-          const executions = yield* Ref.make(0)
-          const started = yield* Deferred.make<void>()
-          const proceed = yield* Deferred.make<void>()
-          const operation = Idempotency.make({
-            name: `round-trips-${randomUUID()}`,
-            payload: Payload,
-            success: Schema.Number,
-            execute: () => Ref.updateAndGet(executions, (n) => n + 1)
-          })
-          const slow = Idempotency.make({
-            name: `round-trips-slow-${randomUUID()}`,
-            payload: Payload,
-            success: Schema.Number,
-            execute: () =>
-              Deferred.succeed(started, void 0).pipe(Effect.zipRight(Deferred.await(proceed)), Effect.as(7))
-          })
-          const key = randomUUID()
-
-          const [first, firstTrips] = yield* counted(operation.runDetailed({ key, payload }))
-          assert.isFalse(first.replayed)
-          assert.strictEqual(firstTrips, 2)
-
-          const [replay, replayTrips] = yield* counted(operation.runDetailed({ key, payload }))
-          assert.isTrue(replay.replayed)
-          assert.strictEqual(replayTrips, expected[engine].replay)
-
-          const reused = yield* counted(Effect.either(operation.run({ key, payload: { amount: 11 } })))
-          assert.isTrue(Either.isLeft(reused[0]) && reused[0].left._tag === "KeyReused")
-          assert.strictEqual(reused[1], expected[engine].replay)
-
-          const slowKey = randomUUID()
-          const holder = yield* Effect.fork(slow.run({ key: slowKey, payload }))
-          yield* Deferred.await(started)
-          const [conflict, conflictTrips] = yield* counted(Effect.either(slow.run({ key: slowKey, payload })))
-          assert.isTrue(Either.isLeft(conflict) && conflict.left._tag === "IdempotencyConflict")
-          assert.strictEqual(conflictTrips, expected[engine].conflict)
-          yield* Deferred.succeed(proceed, void 0)
-          assert.strictEqual(yield* Fiber.join(holder), 7)
-          assert.strictEqual(yield* Ref.get(executions), 1)
-        })
-    )
-
-    it.effect("a takeover of an expired lease and of a FAILED record sends 2 statements (reserve, complete)", () =>
-      Effect.gen(function*() {
-        yield* startClock
-        const store = yield* IdempotencyStore.IdempotencyStore
-        const operation = Idempotency.make({
-          name: `round-trips-takeover-${randomUUID()}`,
-          payload: Payload,
-          success: Schema.Number,
-          execute: () => Effect.succeed(1)
-        })
-        const fingerprint = yield* Idempotency.fingerprint(Payload, payload)
-        for (const crash of ["lease", "failed"] as const) {
-          const key = randomUUID()
-          const id = IdempotencyRecord.makeRecordId({ operation: operation.name, key: IdempotencyKey.unsafeMake(key) })
-          const crashed = expectReserved(yield* store.reserve(reserveRequest(id, { fingerprint })))
-          if (crash === "failed") {
-            yield* store.markFailed({ id, token: crashed.token, ttl: Duration.hours(1) })
-          } else {
-            yield* TestClock.adjust(Duration.minutes(1))
-          }
-          const [result, trips] = yield* counted(operation.runDetailed({ key, payload }))
-          assert.strictEqual(result.attempt, 2)
-          assert.strictEqual(trips, 2)
-        }
-      }))
+    RoundTrips.cases(it, counted, expected[engine])
 
     it.effect("a run of replays is answered by one statement each, until first executions come back", () =>
       Effect.gen(function*() {

@@ -1,4 +1,5 @@
 import { StoreFixtures } from "@effect-idempotency/testing"
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
@@ -30,3 +31,17 @@ export const rawQuery = (client: Pg.Client, text: string, params?: ReadonlyArray
 
 /** The database's clock, in epoch milliseconds (as the store computes it). */
 export const DB_NOW = "floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint"
+
+/** The transactional tests' count of a key: its rows in `orders` and its records in `records` (qualified). */
+export const transactionalCounts = (orders: string, records: string) => (key: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql.unsafe<{ readonly n: number }>(`SELECT count(*)::int AS n FROM ${orders} WHERE key = $1`, [
+      key
+    ])
+    const found = yield* sql.unsafe<{ readonly n: number; readonly status: string | null }>(
+      `SELECT count(*)::int AS n, max(status) AS status FROM ${records} WHERE key = $1`,
+      [key]
+    )
+    return { orders: rows[0]!.n, records: found[0]!.n, status: found[0]!.status }
+  })

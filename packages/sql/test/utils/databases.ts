@@ -80,3 +80,19 @@ export const shiftBack = (table: string, engine: Engine, millis: number) =>
     return sql.unsafe(`UPDATE ${t} SET lease_until = lease_until - ?, expires_at = expires_at - ?`, [millis, millis])
       .withoutTransform
   }).pipe(Effect.orDie, Effect.asVoid)
+
+/** The transactional tests' count of a key: its rows in `orders` and its records in `records`. */
+export const transactionalCounts = (engine: Engine, orders: string, records: string) => (key: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const keyColumn = engine === "mariadb" ? "`key`" : "\"key\""
+    const rows = yield* sql.unsafe<{ readonly n: number }>(
+      `SELECT COUNT(*) AS n FROM ${orders} WHERE ${keyColumn} = ?`,
+      [key]
+    )
+    const found = yield* sql.unsafe<{ readonly n: number; readonly status: string | null }>(
+      `SELECT COUNT(*) AS n, MAX(status) AS status FROM ${records} WHERE ${keyColumn} = ?`,
+      [key]
+    )
+    return { orders: Number(rows[0]!.n), records: Number(found[0]!.n), status: found[0]!.status }
+  }).pipe(Effect.orDie)
