@@ -6,6 +6,7 @@
  */
 import { Idempotency, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { PgIdempotencyStore, PgIdempotencyTable, PgTransactional } from "@effect-idempotency/sql-pg"
+import { Counting } from "@effect-idempotency/test-support"
 import * as RoundTrips from "@effect-idempotency/test-support/RoundTrips"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, layer } from "@effect/vitest"
@@ -24,18 +25,11 @@ const TABLE = runTable("idem_round_trips")
 /** Statements sent by the pool's clients. */
 const sent = { statements: 0 }
 
-class CountingClient extends Pg.Client {
-  override query(...args: Array<any>): any {
-    sent.statements++
-    return (Pg.Client.prototype.query as (...args: Array<any>) => any).apply(this, args)
-  }
-}
-
 const CountingPgClient = Layer.unwrapEffect(
   Effect.map(TestDatabase, (database) =>
     PgClient.layerFromPool({
       acquire: Effect.acquireRelease(
-        Effect.sync(() => new Pg.Pool({ connectionString: database.url, max: 10, Client: CountingClient })),
+        Effect.sync(() => new Pg.Pool({ connectionString: database.url, max: 10, Client: Counting.pgClient(sent) })),
         (pool) => Effect.promise(() => pool.end())
       )
     }))
@@ -50,12 +44,7 @@ const StoreLive = Layer.effect(
 )
 
 /** Runs an effect and returns its result with the number of statements it sent. */
-const counted = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function*() {
-    const before = sent.statements
-    const result = yield* effect
-    return [result, sent.statements - before] as const
-  })
+const counted = <A, E, R>(effect: Effect.Effect<A, E, R>) => Counting.counted(sent, effect)
 
 const { startClock } = RoundTrips
 

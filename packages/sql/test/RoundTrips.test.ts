@@ -8,9 +8,9 @@
  */
 import { Idempotency, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { SqlIdempotencyStore } from "@effect-idempotency/sql"
+import { Counting } from "@effect-idempotency/test-support"
 import * as RoundTrips from "@effect-idempotency/test-support/RoundTrips"
 import { StoreFixtures } from "@effect-idempotency/testing"
-import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, layer } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -32,23 +32,6 @@ const expected: Record<Engine, RoundTrips.Expected> = {
   libsql: { replay: 2, conflict: 2 }
 }
 
-/** A client that counts the statements the store sends through it. */
-const counting = (sent: { statements: number }) =>
-  Layer.effect(
-    SqlClient.SqlClient,
-    Effect.map(SqlClient.SqlClient, (sql) =>
-      new Proxy(sql, {
-        get(target, property, receiver) {
-          const value = Reflect.get(target, property, receiver)
-          if (property !== "unsafe" || typeof value !== "function") return value
-          return (...args: Array<unknown>) => {
-            sent.statements++
-            return Reflect.apply(value, target, args)
-          }
-        }
-      }))
-  )
-
 const { startClock } = RoundTrips
 
 for (const engine of engines) {
@@ -56,15 +39,10 @@ for (const engine of engines) {
   const StoreLive = Layer.effect(
     IdempotencyStore.IdempotencyStore,
     SqlIdempotencyStore.make({ table: uniqueTable("idem_round_trips"), clock: "effect", migrate: true })
-  ).pipe(Layer.provide(counting(sent)), Layer.provide(layerClient(engine)), Layer.orDie)
+  ).pipe(Layer.provide(Counting.layerSql(sent)), Layer.provide(layerClient(engine)), Layer.orDie)
 
   /** Runs an effect and returns its result with the number of statements it sent. */
-  const counted = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-    Effect.gen(function*() {
-      const before = sent.statements
-      const result = yield* effect
-      return [result, sent.statements - before] as const
-    })
+  const counted = <A, E, R>(effect: Effect.Effect<A, E, R>) => Counting.counted(sent, effect)
 
   layer(StoreLive, { timeout: "2 minutes" })(`SqlIdempotencyStore round trips (${engine})`, (it) => {
     RoundTrips.cases(it, counted, expected[engine])
