@@ -1,6 +1,5 @@
 /**
- * Deadlines of in-flight store calls without a timer per call, for store authors
- * (README.md#deadlines-of-store-calls).
+ * Deadlines of in-flight store calls, for store authors (README.md#deadlines-of-store-calls).
  *
  * @since 0.1.0
  */
@@ -10,8 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Runtime from "effect/Runtime"
 
 /**
- * A registry of store calls' deadlines, checked every tick by one fiber per `Clock`; a call expires
- * between its deadline and one tick later.
+ * A registry of store calls' deadlines: a call expires between its deadline and one tick later.
  *
  * @since 0.1.0
  * @category models

@@ -121,7 +121,6 @@ export const make = <A, E>(name: string, steps: Steps<A, E>): Codec<A, E> => {
     const onFailure = (error: ParseResult.ParseError | Cause.UnknownException): EncodedSuccess<A> =>
       Either.left(encodeFailureReason(error))
     if (!Either.isEither(encoded)) return Effect.match(encoded, { onFailure, onSuccess: Either.right })
-    // a plain `Either` of the `Either`: the engine reads it at once
     const known = encoded as Either.Either<
       { readonly json: string; readonly value: A },
       ParseResult.ParseError | Cause.UnknownException

@@ -187,7 +187,6 @@ class Driver<P, A, E, R> {
         })
         : this.waiter.next(conflict)
     )
-    // the schedule's wait is cut off at `until`: the answer never waits past it
     return Effect.matchCauseEffect(this.restore(Effect.timeoutOption(next, Duration.millis(left))), {
       onFailure: () => this.probe({ _tag: "Waited", again: false }),
       onSuccess: (slept) => Effect.sync(() => this.inbox.push({ _tag: "Waited", again: Option.isSome(slept) }))
@@ -358,7 +357,6 @@ class Driver<P, A, E, R> {
     )
   }
 
-  /** Waits for a post: interruptible by the caller until it was interrupted. */
   ring(): Effect.Effect<void> {
     if (this.inbox.length > 0) return Effect.void
     const rung = Deferred.unsafeMake<void>(FiberId.none)
@@ -411,7 +409,6 @@ class Driver<P, A, E, R> {
     }
     const [nextState, nextCommands] = Machine.step(this.attempt.fixed, state, event, at)
     if (this.attempt.trace !== undefined) this.attempt.trace(event, at, nextState, nextCommands)
-    // what the downstream did to its fiber's references reaches the caller, as with plain composition
     if (event._tag !== "DownstreamEnded") return this.loop(nextState, nextCommands, 0)
     const worker = this.worker!
     this.worker = undefined

@@ -1,6 +1,5 @@
 /**
- * The execution while the downstream runs: the heartbeat, the interruption when it must stop, and
- * its lease kept until it has ended (root README.md#every-exit-and-what-a-retry-gets).
+ * The execution while the downstream runs (root README.md#every-exit-and-what-a-retry-gets).
  *
  * @internal
  */

@@ -233,7 +233,6 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
                     outcome: "StoredOutcomeInvalid"
                   })
               )
-              // a replay's debug line is built only when it would be logged
               return LogLevel.lessThanEqual(fiber.getFiberRef(FiberRef.currentMinimumLogLevel), LogLevel.Debug)
                 ? Effect.zipRight(
                   Effect.logDebug(`idempotency: ${name} replayed the outcome recorded by attempt ${record.attempt}`),
