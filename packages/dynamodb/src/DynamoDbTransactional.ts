@@ -150,7 +150,7 @@ export interface Operation<P, A, E, R> {
 export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
   options: Options<P, IP, A, IA, E, R, EF, IEF>
 ): Operation<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>> => {
-  // the defaults and checks every engine shares (a timeout or TTL that is not a positive duration throws)
+  // the defaults and checks every mode shares (a timeout or TTL that is not a positive duration throws)
   const settings = Attempt.resolve(options.name, { ttl: options.ttl, timeout: options.timeout })
   const failureSchema = options.failure
   const isStorableFailure = failureSchema === undefined ? () => false : Schema.is(failureSchema)

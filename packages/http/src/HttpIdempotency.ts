@@ -1,12 +1,12 @@
 /**
- * The IETF Idempotency-Key draft as one engine that every HTTP integration shares (see README.md).
+ * The IETF Idempotency-Key draft, implemented once for every HTTP integration (see README.md).
  *
  * @example
  * ```ts
  * import { HttpIdempotency } from "@effect-idempotency/http"
  *
- * const engine = HttpIdempotency.make({ name: "orders", storedHeaders: ["content-type", "location"] })
- * // engine.handle(exchange, downstream): see IdempotentFetch for a whole integration
+ * const protocol = HttpIdempotency.make({ name: "orders", storedHeaders: ["content-type", "location"] })
+ * // protocol.handle(exchange, downstream): see IdempotentFetch for a whole integration
  * ```
  *
  * @since 0.1.0
@@ -125,7 +125,7 @@ export interface Options extends Idempotency.Settings {
 }
 
 /**
- * One request as the engine sees it (method upper case, header names lower case).
+ * One request as the protocol sees it (method upper case, header names lower case).
  *
  * @since 0.1.0
  * @category models
@@ -179,7 +179,7 @@ export type Answer<X> =
   | { readonly _tag: "Rejected"; readonly response: StoredResponse.StoredResponse; readonly error: RequestFailure }
 
 /**
- * An engine: the options resolved once, and the protocol's operation built once.
+ * The protocol of one route: the options resolved once, and the protocol's operation built once.
  *
  * @since 0.1.0
  * @category models
@@ -237,7 +237,7 @@ export const RequestFingerprint: Schema.Schema<RequestFingerprint> = Schema.decl
 export const bodyDigest = (body: Uint8Array): string => createHash("sha256").update(body).digest("base64")
 
 /**
- * The fingerprint of a request as the engine records it, for inspection and tests.
+ * The fingerprint of a request as the protocol records it, for inspection and tests.
  *
  * @since 0.1.0
  * @category utils
@@ -315,7 +315,7 @@ const storedSchema = (maxBytes: number): Schema.Schema<StoredResponse.StoredResp
 const bypass: Answer<never> = { _tag: "Bypass" }
 
 /**
- * Builds an engine: the options are resolved and the operation is built here, once.
+ * Builds the protocol of one route: the options are resolved and the operation is built here, once.
  *
  * @since 0.1.0
  * @category constructors

@@ -339,7 +339,7 @@ export const toHandler = <C, ROut, LE>(
 export const make = <C = unknown, P = void, E = never, ROut = never, LE = never, EH = E>(
   options: Options<C, P, E, ROut, LE, EH>
 ): IdempotentHandler<C, E | EH, ROut> => {
-  const engine = HttpIdempotency.make(options)
+  const protocol = HttpIdempotency.make(options)
   const logLevelLiteral = options.logLevel ?? "Debug"
   const logLevel = LogLevel.fromLiteral(logLevelLiteral)
   const prepare = options.prepare ?? (() => Effect.void as Effect.Effect<P>)
@@ -357,7 +357,7 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never,
   ) => {
     const request = incoming.request
     const url = new URL(request.url)
-    return engine.handle(
+    return protocol.handle(
       {
         method: request.method,
         path: url.pathname,
@@ -386,7 +386,9 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never,
           : Effect.flatMap(prepared, (p) => Effect.asSome(payload(p, incoming)))
       },
       Effect.flatMap(prepared, (p) => options.handler(p, incoming)).pipe(
-        Effect.flatMap((response) => Effect.promise(() => webBody.captureResponse(response, engine.maxResponseBytes))),
+        Effect.flatMap((response) =>
+          Effect.promise(() => webBody.captureResponse(response, protocol.maxResponseBytes))
+        ),
         Effect.map((captured): HttpIdempotency.Captured<Response> => ({
           status: captured.response.status,
           headers: captured.headers,
@@ -398,8 +400,8 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never,
   }
   const handle = (request: Request, context: C | undefined, startedAt: number) =>
     Effect.gen(function*() {
-      const incoming = yield* makeIncoming(request, context, startedAt, engine.maxBodyBytes)
-      if (!engine.covers(request.method)) {
+      const incoming = yield* makeIncoming(request, context, startedAt, protocol.maxBodyBytes)
+      if (!protocol.covers(request.method)) {
         return yield* options.handler(yield* prepare(incoming), incoming)
       }
       const prepared = yield* Effect.cached(prepareCovered(incoming))
@@ -422,15 +424,15 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never,
       Effect.map((response) => closingIfUnread(request, response))
     )
   const cutOff = options.cutOff
-  const timeLimitMillis = engine.timeLimitMillis
-  const operation = HttpIdempotency.operation(engine.name, (request, requestCutOff) =>
+  const timeLimitMillis = protocol.timeLimitMillis
+  const operation = HttpIdempotency.operation(protocol.name, (request, requestCutOff) =>
     Effect.gen(function*() {
       const startedAt = yield* Clock.currentTimeMillis
       const incoming = yield* makeIncoming<C>(
         HttpIdempotency.webRequest(request, { header: options.header }),
         undefined,
         startedAt,
-        engine.maxBodyBytes
+        protocol.maxBodyBytes
       )
       const prepared = yield* Effect.cached(prepareCovered(incoming))
       return yield* answerOf(incoming, prepared, { cutOff: requestCutOff, scope: request.scope })
@@ -441,8 +443,8 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never,
       until: (request, context, startedAt) =>
         cutOff === undefined
           ? startedAt + timeLimitMillis!
-          : cutOff(new IncomingImpl(request, context, startedAt, readBody(request, engine.maxBodyBytes))),
-      marginMillis: engine.marginMillis
+          : cutOff(new IncomingImpl(request, context, startedAt, readBody(request, protocol.maxBodyBytes))),
+      marginMillis: protocol.marginMillis
     }
   })
   return Object.assign(handler, { operation: operation as HttpIdempotency.Operation<E | EH, ROut> })

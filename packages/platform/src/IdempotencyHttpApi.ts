@@ -303,7 +303,7 @@ const encodeFailure =
   }
 
 interface Route {
-  readonly engine: HttpIdempotency.HttpIdempotency
+  readonly protocol: HttpIdempotency.HttpIdempotency
   readonly errors: ReadonlyArray<ErrorEncoding>
   readonly payload:
     | ((request: HttpServerRequest.HttpServerRequest, bytes: Uint8Array) => Effect.Effect<
@@ -363,7 +363,7 @@ const nameOf = (
 ): string => settings?.name ?? `${group.identifier}.${endpoint.name}`
 
 /**
- * Runs the idempotent endpoints of an api; each endpoint's engine is built here, once.
+ * Runs the idempotent endpoints of an api; each endpoint's protocol is built here, once.
  *
  * @since 0.1.0
  * @category layers
@@ -386,13 +386,13 @@ export const layer = <Id extends string, Groups extends HttpApiGroup.HttpApiGrou
           return
         }
         const settings = Option.getOrUndefined(Context.getOption(mergedAnnotations, Settings))
-        const engine = HttpIdempotency.make({ ...options, ...settings, name: nameOf(group, endpoint, settings) })
+        const protocol = HttpIdempotency.make({ ...options, ...settings, name: nameOf(group, endpoint, settings) })
         for (const method of settings?.methods ?? options?.methods ?? HttpIdempotency.DEFAULT_METHODS) {
           methods.add(method.toUpperCase())
         }
         const payloadSchema = endpoint.payloadSchema as unknown as Option.Option<Schema.Schema.Any>
         const route: Route = {
-          engine,
+          protocol,
           errors: errorEncodings(
             [self.errorSchema, group.errorSchema, endpoint.errorSchema] as unknown as ReadonlyArray<Schema.Schema.Any>
           ),
@@ -409,7 +409,7 @@ export const layer = <Id extends string, Groups extends HttpApiGroup.HttpApiGrou
       const protectedApps = new Map(
         idempotentRoutes.map((route) => [
           route,
-          internal.protect<never, never, Error, R>(route.engine, untouched, {
+          internal.protect<never, never, Error, R>(route.protocol, untouched, {
             scope,
             payload: route.payload,
             encodeFailure: encodeFailure(route.errors)

@@ -34,7 +34,7 @@ import * as operation from "./internal/operation.js"
 import * as internal from "./internal/protect.js"
 
 /**
- * The options of the engine (`HttpIdempotency.Options`), and the scope.
+ * The options of the protocol (`HttpIdempotency.Options`), and the scope.
  *
  * @since 0.1.0
  * @category models
@@ -69,18 +69,18 @@ export interface IdempotencyMiddleware<E2, R2> {
 }
 
 /**
- * Builds the middleware; its engine is built here, once.
+ * Builds the middleware; its protocol is built here, once.
  *
  * @since 0.1.0
  * @category constructors
  */
 export const make = <E2 = never, R2 = never>(options?: Options<E2, R2>): IdempotencyMiddleware<E2, R2> => {
-  const engine = HttpIdempotency.make(options)
+  const protocol = HttpIdempotency.make(options)
   const scope = options?.scope
   return (app) => {
-    const idempotentApp = internal.protect(engine, app, { scope })
+    const idempotentApp = internal.protect(protocol, app, { scope })
     return Object.assign(idempotentApp, {
-      operation: operation.make(engine.name, idempotentApp, { header: options?.header })
+      operation: operation.make(protocol.name, idempotentApp, { header: options?.header })
     })
   }
 }

@@ -7,7 +7,7 @@ import type * as Scope from "effect/Scope"
 import { currentOperation } from "./protect.js"
 
 /**
- * The idempotent route a request reaches reports the engine's answer: the operation's result.
+ * The idempotent route a request reaches reports the protocol's answer: the operation's result.
  *
  * @internal
  */

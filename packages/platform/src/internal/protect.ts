@@ -134,7 +134,7 @@ export const currentOperation = globalValue(
 
 /** @internal */
 export const protect = <E, R, E2, R2>(
-  engine: HttpIdempotency.HttpIdempotency,
+  protocol: HttpIdempotency.HttpIdempotency,
   app: HttpApp.Default<E, R>,
   options: {
     readonly scope?:
@@ -156,7 +156,7 @@ export const protect = <E, R, E2, R2>(
   const scope = options.scope
   const payloadOf = options.payload
   const encodeFailure = options.encodeFailure
-  const maxResponseBytes = engine.maxResponseBytes
+  const maxResponseBytes = protocol.maxResponseBytes
   const encoded: <X>(self: Effect.Effect<X, E, R>) => Effect.Effect<X | HttpServerResponse.HttpServerResponse, E, R> =
     encodeFailure === undefined ? (self) => self : (self) =>
       Effect.catchAll(self, (error) =>
@@ -165,7 +165,7 @@ export const protect = <E, R, E2, R2>(
           Option.match({ onNone: () => Effect.fail(error), onSome: Effect.succeed })
         ))
   return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-    if (!engine.covers(request.method)) return app
+    if (!protocol.covers(request.method)) return app
     let buffered: HttpServerRequest.HttpServerRequest = request
     let bytesRead: Uint8Array = new Uint8Array(0)
     const url = request.url
@@ -178,26 +178,28 @@ export const protect = <E, R, E2, R2>(
     return Effect.flatMap(FiberRef.get(currentOperation), (run) =>
       Effect.flatMap(
         // an operation's request is the attempt: a platform that stops it stops the handler too
-        (run === undefined ? detached : identity)(engine.handle<HttpServerResponse.HttpServerResponse, E | E2, R | R2>(
-          {
-            method: request.method,
-            path: query === -1 ? url : url.slice(0, query),
-            query: query === -1 ? "" : url.slice(query),
-            header: (name) => request.headers[name],
-            body: Effect.tap(readBody(request, engine.maxBodyBytes), (bytes) => {
-              bytesRead = bytes
-              buffered = new BufferedRequest(request, bytes)
-            }),
-            cutOff: run?.cutOff,
-            scope: run?.scope !== undefined
-              ? Effect.succeed(run.scope)
-              : scope === undefined
-              ? undefined
-              : scope(request),
-            payload: payloadOf === undefined ? undefined : Effect.suspend(() => payloadOf(request, bytesRead))
-          },
-          downstream
-        )),
+        (run === undefined ? detached : identity)(
+          protocol.handle<HttpServerResponse.HttpServerResponse, E | E2, R | R2>(
+            {
+              method: request.method,
+              path: query === -1 ? url : url.slice(0, query),
+              query: query === -1 ? "" : url.slice(query),
+              header: (name) => request.headers[name],
+              body: Effect.tap(readBody(request, protocol.maxBodyBytes), (bytes) => {
+                bytesRead = bytes
+                buffered = new BufferedRequest(request, bytes)
+              }),
+              cutOff: run?.cutOff,
+              scope: run?.scope !== undefined
+                ? Effect.succeed(run.scope)
+                : scope === undefined
+                ? undefined
+                : scope(request),
+              payload: payloadOf === undefined ? undefined : Effect.suspend(() => payloadOf(request, bytesRead))
+            },
+            downstream
+          )
+        ),
         (answer) => {
           run?.report(answer)
           switch (answer._tag) {
