@@ -2,10 +2,10 @@
  * PostgreSQL: the transactional mode (`PgTransactional`) against the normal mode whose downstream
  * writes the same row in a transaction of its own. Both run one user INSERT per first execution:
  *
- * - `pg-transactional`: BEGIN, `lock_timeout`, the reservation, the INSERT, the completion, COMMIT;
+ * - `pg-transactional`: BEGIN, the reservation (which sets `lock_timeout`), the INSERT, the completion, COMMIT;
  * - `pg-store+own-transaction`: the reservation, then BEGIN, the INSERT, COMMIT, then the completion.
  *
- * A replay is BEGIN, `lock_timeout`, the reservation and COMMIT for the first, the reservation alone
+ * A replay is BEGIN, the reservation and COMMIT for the first, the reservation alone
  * for the second. Rounds interleave the two (rotated), on one pool; round trips are the statements
  * the pool's clients send.
  *

@@ -2,7 +2,8 @@
  * The transactional mode on the test database (the server when `TEST_PG_URL` is set, embedded
  * PGlite otherwise): the shared suite of `@effect-idempotency/test-support` (what each exit commits,
  * counted from the database, replays across the two modes, a normal-mode record in progress or
- * left past its lease), and PostgreSQL's own cases: a race on one key and the attempts' metric.
+ * left past its lease), and PostgreSQL's own cases: a race on one key, a row lock held past the time
+ * left (on the server), and the attempts' metric.
  *
  * PGlite runs one transaction at a time (pglite-socket queues every other connection behind it),
  * so there the race is a queue of 20; on the server it is 200 transactions through a pool of 20.
@@ -12,8 +13,10 @@ import { PgIdempotencyStore, PgIdempotencyTable, PgTransactional } from "@effect
 import * as TransactionalSuite from "@effect-idempotency/test-support/TransactionalSuite"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import type * as MetricState from "effect/MetricState"
@@ -81,6 +84,41 @@ TransactionalSuite.suite("PgTransactional", Live, mode, (it) => {
       for (const result of results) assert.deepStrictEqual(result.value, results[0]!.value)
       assert.deepStrictEqual(yield* counts(key), { orders: 1, records: 1, status: "COMPLETED" })
     }))
+
+  // PGlite runs one transaction at a time: a second never waits on a row lock there, it waits in line
+  if (serverUrl !== undefined) {
+    it.effect("a concurrent attempt's transaction holding the row past the time left: IdempotencyConflict within it, nothing written", () =>
+      Effect.gen(function*() {
+        const key = randomUUID()
+        const started = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const holding = yield* Effect.fork(
+          operation("tx-lock-wait", (order) =>
+            Effect.zipLeft(
+              insertOrder(order),
+              Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release))
+            )).run({ key, payload })
+        )
+        yield* Deferred.await(started)
+        const sentAt = Date.now()
+        // the reservation waits for the holder's row lock: its lock_timeout (set by the reservation's
+        // own statement) ends the wait within the time left
+        const waited = yield* Effect.exit(
+          operation("tx-lock-wait", insertOrder, { timeout: "500 millis" }).run({ key, payload })
+        )
+        const tookMs = Date.now() - sentAt
+        assert.strictEqual(TransactionalSuite.tagOf(waited), "IdempotencyConflict")
+        assert.isBelow(tookMs, 5_000, "the wait ended by the attempt's time left, not by the holder")
+        const waits = yield* Effect.flatMap(
+          SqlClient.SqlClient,
+          (sql) => sql<{ readonly waiting: number }>`SELECT count(*)::int AS waiting FROM pg_locks WHERE NOT granted`
+        )
+        assert.strictEqual(waits[0]!.waiting, 0, "no statement still waits for the lock")
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(holding)
+        assert.deepStrictEqual(yield* counts(key), { orders: 1, records: 1, status: "COMPLETED" })
+      }))
+  }
 
   it.effect("its runs count in idempotency.attempts by operation and outcome, as the normal mode's do", () =>
     Effect.gen(function*() {

@@ -22,7 +22,7 @@ const owned = `id = $2::text AND token = $3::text AND status = 'IN_PROGRESS' AND
 
 const RESERVE_ROUNDS = 5
 
-// `$n` is argument n - 1 of `SqlStoreKit.Statements`; `lockTimeout`'s `$1`: ms left, at least 1
+// `$n` is argument n - 1 of `SqlStoreKit.Statements`
 /** @internal */
 export interface Statements {
   readonly reserve: string
@@ -36,7 +36,6 @@ export interface Statements {
   readonly read: string
   readonly unblock: string
   readonly stats: string
-  readonly lockTimeout: string
 }
 
 /** @internal */
@@ -104,8 +103,7 @@ LEFT JOIN ${t} ON id = $2::text AND expires_at > clock.now`,
     stats: `SELECT operation, ${state} AS state, count(*) AS count
 FROM ${t}
 WHERE expires_at > ${now}
-GROUP BY 1, 2`,
-    lockTimeout: `SELECT set_config('lock_timeout', $1::text, true)`
+GROUP BY 1, 2`
   }
 }
 
@@ -231,9 +229,18 @@ export const adminIndex = (table: IdempotencyTable): AdminIndexStatements => {
 /** @internal */
 export const transactional = (table: IdempotencyTable): TransactionalStatements => {
   const statements = make(table)
-  const reserve = { _tag: "Row", statement: { text: statements.reserve } } as const
+  // the transaction's lock_timeout ($8, the time left, as the lease) is set by the reservation's own
+  // statement, before the function takes its locks: the function's arguments depend on the setting's
+  // row, so it is evaluated first (one round trip instead of two)
+  const reserve = {
+    _tag: "Row",
+    statement: {
+      text: `SELECT r.* FROM (SELECT set_config('lock_timeout', $8::bigint::text, true) AS lock_timeout) AS bound
+CROSS JOIN LATERAL ${table.reserveFunction}($1::bigint, $2::text, $3::text, $4::text, $5::text, $6::text,
+  $7::text, $8::bigint + 0 * length(bound.lock_timeout), $9::bigint, $10::boolean) AS r`
+    }
+  } as const
   return {
-    lockTimeout: { text: statements.lockTimeout },
     reserve: () => reserve,
     complete: { text: statements.complete },
     markFailed: { text: statements.markFailed },

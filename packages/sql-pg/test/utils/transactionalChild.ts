@@ -4,7 +4,7 @@
  *
  * Arguments: the database URL, the records table, the orders table, the key, and the point:
  *
- * - `before-reserve`: BEGIN and `lock_timeout` were sent; the reservation is not;
+ * - `before-reserve`: BEGIN was sent; the reservation (which sets `lock_timeout`) is not;
  * - `after-first-statement`: the reservation and the user's first row are written, not the second;
  * - `before-commit`: the outcome is recorded; COMMIT is not sent;
  * - `after-commit`: COMMIT was applied; the answer has not reached the operation;
