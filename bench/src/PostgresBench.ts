@@ -7,7 +7,8 @@
  * a schema of its own, dropped at the end.
  */
 import { PgIdempotencyMigration, PgIdempotencyStore, PgIdempotencyTable } from "@effect-idempotency/sql-pg"
-import { Counting, Postgres } from "@effect-idempotency/test-support"
+import * as Counting from "@effect-idempotency/test-support/Counting"
+import * as Postgres from "@effect-idempotency/test-support/Postgres"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"

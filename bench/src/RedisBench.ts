@@ -14,7 +14,7 @@ import {
 import { CachePersistenceLayer } from "@aws-lambda-powertools/idempotency/cache"
 import type { CacheClient } from "@aws-lambda-powertools/idempotency/cache/types"
 import { RedisClient, RedisScripts, RedisStore } from "@effect-idempotency/redis"
-import { Counting } from "@effect-idempotency/test-support"
+import * as Counting from "@effect-idempotency/test-support/Counting"
 import { redisServer, requireRedisServer, unlinkKeys } from "@effect-idempotency/test-support/Redis"
 import { createClient } from "@redis/client"
 import * as Effect from "effect/Effect"

@@ -11,7 +11,8 @@
  * (stopped and removed at the end): the tests' helper, `MariaDb.testDatabase` of `test-support`.
  */
 import { SqlIdempotencyMigration, SqlIdempotencyStore } from "@effect-idempotency/sql"
-import { Counting, MariaDb } from "@effect-idempotency/test-support"
+import * as Counting from "@effect-idempotency/test-support/Counting"
+import * as MariaDb from "@effect-idempotency/test-support/MariaDb"
 import * as LibsqlClient from "@effect/sql-libsql/LibsqlClient"
 import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"

@@ -26,7 +26,7 @@ import {
   PgIdempotencyTable,
   PgTransactional
 } from "@effect-idempotency/sql-pg"
-import { Postgres } from "@effect-idempotency/test-support"
+import * as Postgres from "@effect-idempotency/test-support/Postgres"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
