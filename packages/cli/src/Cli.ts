@@ -35,6 +35,8 @@ import * as render from "./internal/render.js"
 import * as StoreTarget from "./StoreTarget.js"
 
 /**
+ * The CLI's version, shown by `--version`.
+ *
  * @since 0.1.0
  * @category constants
  */
@@ -397,6 +399,8 @@ const migrate = Command.make(
 )
 
 /**
+ * The root command and its subcommands.
+ *
  * @since 0.1.0
  * @category commands
  */

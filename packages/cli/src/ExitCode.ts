@@ -19,42 +19,58 @@ import * as ConfigError from "effect/ConfigError"
 import { InvalidStore, RecordNotFound } from "./CliError.js"
 
 /**
+ * The command did what it was asked.
+ *
  * @since 0.1.0
  * @category constants
  */
 export const Ok = 0
 
 /**
+ * The command line is not valid, or names an invalid key, duration, store URL or table: nothing was
+ * sent to the store.
+ *
  * @since 0.1.0
  * @category constants
  */
 export const Usage = 1
 
 /**
+ * `unblock` was refused: the record is absent, was taken over since the operator saw it, is still
+ * running, or holds an outcome.
+ *
  * @since 0.1.0
  * @category constants
  */
 export const Refused = 2
 
 /**
+ * The store could not be reached in time.
+ *
  * @since 0.1.0
  * @category constants
  */
 export const StoreUnavailable = 3
 
 /**
+ * `inspect` found no record for the key.
+ *
  * @since 0.1.0
  * @category constants
  */
 export const NotFound = 4
 
 /**
+ * The store answered with a failure, or keeps no admin primitives.
+ *
  * @since 0.1.0
  * @category constants
  */
 export const StoreError = 5
 
 /**
+ * A defect of the CLI itself.
+ *
  * @since 0.1.0
  * @category constants
  */

@@ -34,6 +34,8 @@ import * as Redacted from "effect/Redacted"
 import { InvalidStore } from "./CliError.js"
 
 /**
+ * A store, resolved: which kind, where, and the names its layer uses.
+ *
  * A store, resolved; a name left `undefined` is the store's default.
  *
  * @since 0.1.0

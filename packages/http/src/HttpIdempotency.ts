@@ -30,6 +30,8 @@ import * as StoredResponse from "./StoredResponse.js"
 import * as TimeLimit from "./TimeLimit.js"
 
 /**
+ * The request header of the key.
+ *
  * @since 0.1.0
  * @category constants
  */
@@ -44,18 +46,26 @@ export const HEADER = "Idempotency-Key"
 export const DEFAULT_METHODS: ReadonlyArray<string> = ["POST", "PATCH"]
 
 /**
+ * The largest request body read by default: 1 MiB.
+ *
  * @since 0.1.0
  * @category constants
  */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 /**
+ * The largest response body kept by default: 1 MiB. A larger response is answered, and recorded as
+ * not replayable: retries get 500, never a second execution.
+ *
  * @since 0.1.0
  * @category constants
  */
 export const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
 
 /**
+ * The response headers kept and replayed by default; the others (cookies, for example) go with the
+ * fresh response only.
+ *
  * @since 0.1.0
  * @category constants
  */
@@ -68,12 +78,16 @@ export const DEFAULT_STORED_HEADERS: ReadonlyArray<string> = [
 ]
 
 /**
+ * The longest `Retry-After` of a 409 by default: 1 second.
+ *
  * @since 0.1.0
  * @category constants
  */
 export const DEFAULT_RETRY_AFTER: Duration.Duration = Duration.seconds(1)
 
 /**
+ * The operation name (the namespace of the records) when none is given.
+ *
  * @since 0.1.0
  * @category constants
  */
@@ -231,6 +245,8 @@ export const RequestFingerprint: Schema.Schema<RequestFingerprint> = Schema.decl
 })
 
 /**
+ * The SHA-256 of a body, as the fingerprint holds it.
+ *
  * @since 0.1.0
  * @category utils
  */

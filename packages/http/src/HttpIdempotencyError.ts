@@ -139,6 +139,8 @@ export class LayerUnavailable extends Schema.TaggedError<LayerUnavailable>(
 }
 
 /**
+ * Every failure the HTTP layer itself produces.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -156,6 +158,8 @@ for (
 }
 
 /**
+ * Whether a value is one of the HTTP layer's failures, by type id.
+ *
  * @since 0.1.0
  * @category refinements
  */
@@ -171,6 +175,8 @@ export const isHttpIdempotencyError = (u: unknown): u is HttpIdempotencyError =>
 export type RequestFailure = HttpIdempotencyError | IdempotencyError.IdempotencyError
 
 /**
+ * Whether a value is a `RequestFailure`.
+ *
  * @since 0.1.0
  * @category refinements
  */

@@ -451,6 +451,9 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never,
 }
 
 /**
+ * The options of `wrap`: those of `make` without the handler (the wrapped one) and the steps of an
+ * Effect handler.
+ *
  * @since 0.1.0
  * @category models
  */

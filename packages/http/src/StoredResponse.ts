@@ -8,6 +8,8 @@ import type { RequestFailure } from "./HttpIdempotencyError.js"
 import { httpStatus } from "./HttpIdempotencyError.js"
 
 /**
+ * The header set on a replayed response.
+ *
  * @since 0.1.0
  * @category constants
  */
@@ -29,6 +31,8 @@ const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 
 /**
+ * A response from its parts.
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -43,12 +47,16 @@ export const make = (options: {
 })
 
 /**
+ * The body as UTF-8 text.
+ *
  * @since 0.1.0
  * @category getters
  */
 export const text = (self: StoredResponse): string => decoder.decode(self.body)
 
 /**
+ * Adds headers (names are lower-cased).
+ *
  * @since 0.1.0
  * @category utils
  */
@@ -59,6 +67,8 @@ export const setHeaders = (self: StoredResponse, headers: Readonly<Record<string
 }
 
 /**
+ * Marks a response as replayed (`Idempotent-Replayed: true`).
+ *
  * @since 0.1.0
  * @category utils
  */
@@ -69,6 +79,8 @@ export const markReplayed = (self: StoredResponse): StoredResponse => ({
 })
 
 /**
+ * Whether a response carries `Idempotent-Replayed: true`.
+ *
  * @since 0.1.0
  * @category utils
  */
@@ -85,6 +97,8 @@ const reasons: Record<number, string> = {
 }
 
 /**
+ * Options of a problem response.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -178,6 +192,8 @@ export const fromError = (
 const nullBodyStatuses = new Set([101, 103, 204, 205, 304])
 
 /**
+ * A web `Response` of a stored response.
+ *
  * @since 0.1.0
  * @category conversions
  */

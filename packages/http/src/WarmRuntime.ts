@@ -24,6 +24,8 @@ export interface WarmRuntime<R> {
 }
 
 /**
+ * A warm runtime of a layer (see `WarmRuntime`).
+ *
  * @since 0.1.0
  * @category constructors
  */

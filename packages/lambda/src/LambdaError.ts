@@ -25,6 +25,8 @@ export class InvalidEvent extends Schema.TaggedError<InvalidEvent>("@effect-idem
 }
 
 /**
+ * The key function found no key in the event. No store was touched.
+ *
  * @since 0.1.0
  * @category errors
  */
@@ -75,6 +77,8 @@ export const LayerUnavailable = HttpIdempotencyError.LayerUnavailable
 export type LayerUnavailable = HttpIdempotencyError.LayerUnavailable
 
 /**
+ * Every failure the adapter itself produces.
+ *
  * @since 0.1.0
  * @category models
  */

@@ -93,6 +93,8 @@ export interface Operation<P, A, E, R> {
 }
 
 /**
+ * A handler of events that exposes its operation.
+ *
  * @since 0.1.0
  * @category models
  */

@@ -46,6 +46,8 @@ import { MAX_DEFAULT_MARGIN } from "./LambdaInvocation.js"
 export type HttpEvent = APIGatewayProxyEvent | APIGatewayProxyEventV2
 
 /**
+ * The result for the event's source (the same payload version as the event).
+ *
  * @since 0.1.0
  * @category models
  */
@@ -64,6 +66,8 @@ export interface Handler {
 }
 
 /**
+ * The options of an idempotent HTTP function.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -83,6 +87,8 @@ const isV2 = (event: HttpEvent): event is APIGatewayProxyEventV2 =>
   (event as { readonly version?: unknown }).version === "2.0"
 
 /**
+ * The Web request of an event.
+ *
  * @since 0.1.0
  * @category conversions
  */

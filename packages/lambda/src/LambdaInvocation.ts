@@ -21,6 +21,8 @@ export interface LambdaContext {
 }
 
 /**
+ * The current invocation.
+ *
  * @since 0.1.0
  * @category tags
  */
@@ -61,6 +63,8 @@ export const answerAllowance = (margin: Duration.DurationInput): Duration.Durati
   Duration.min(Duration.millis(100), Duration.unsafeDivide(Duration.decode(margin), 4))
 
 /**
+ * The time left before Lambda stops the current invocation.
+ *
  * @since 0.1.0
  * @category accessors
  */

@@ -40,6 +40,8 @@ import { runIdempotent } from "./LambdaEvent.js"
 import type * as LambdaInvocation from "./LambdaInvocation.js"
 
 /**
+ * The default number of records of a batch processed at once.
+ *
  * @since 0.1.0
  * @category constants
  */

@@ -58,6 +58,8 @@ const wallClock = Clock.make()
 export const DEFAULT_TIMEOUT: Duration.Duration = Duration.seconds(3)
 
 /**
+ * An SQS message as Lambda delivers it.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -109,6 +111,9 @@ export const sqsRecord = (options: SqsRecordOptions): SQSRecord => {
 }
 
 /**
+ * An SQS event: a batch of records, as the event source mapping hands it to the function. A record
+ * may come twice in a batch (SQS delivers at least once).
+ *
  * @since 0.1.0
  * @category constructors
  */
@@ -312,6 +317,8 @@ export const httpApiEvent = (options: HttpEventOptions): APIGatewayProxyEventV2 
 }
 
 /**
+ * An invocation's context.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -393,6 +400,8 @@ export class InvocationTimedOut extends Schema.TaggedError<InvocationTimedOut>(
 }
 
 /**
+ * An invocation.
+ *
  * @since 0.1.0
  * @category models
  */

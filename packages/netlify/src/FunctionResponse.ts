@@ -9,12 +9,16 @@ import * as Schema from "effect/Schema"
 import type { NetlifyError } from "./NetlifyError.js"
 
 /**
+ * The header set on a replayed response.
+ *
  * @since 0.1.0
  * @category constants
  */
 export const REPLAYED_HEADER = StoredResponse.REPLAYED_HEADER
 
 /**
+ * The headers a stored response keeps by default (`HttpIdempotency.DEFAULT_STORED_HEADERS`).
+ *
  * @since 0.1.0
  * @category constants
  */
@@ -33,6 +37,8 @@ export class FunctionResponse extends Schema.Class<FunctionResponse>("@effect-id
 }) {}
 
 /**
+ * Options of the response constructors.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -85,6 +91,8 @@ export const empty = (init?: Init): FunctionResponse =>
   new FunctionResponse({ status: init?.status ?? 204, headers: lowerCase(init?.headers), body: "" })
 
 /**
+ * Keeps the headers a stored response keeps.
+ *
  * @since 0.1.0
  * @category utils
  */
@@ -98,6 +106,8 @@ export const selectHeaders = (response: FunctionResponse, names: ReadonlyArray<s
 }
 
 /**
+ * Adds headers to a response.
+ *
  * @since 0.1.0
  * @category utils
  */
@@ -112,6 +122,8 @@ export const setHeaders = (
   })
 
 /**
+ * Marks a response as replayed (`Idempotent-Replayed: true`).
+ *
  * @since 0.1.0
  * @category utils
  */
@@ -119,6 +131,8 @@ export const markReplayed = (response: FunctionResponse): FunctionResponse =>
   setHeaders(response, { [REPLAYED_HEADER]: "true" })
 
 /**
+ * Whether a response carries `Idempotent-Replayed: true`.
+ *
  * @since 0.1.0
  * @category utils
  */
@@ -147,6 +161,8 @@ export const fromError = (error: NetlifyError | IdempotencyError.IdempotencyErro
   fromStored(StoredResponse.fromError(error))
 
 /**
+ * Converts a response to a web `Response`.
+ *
  * @since 0.1.0
  * @category conversions
  */

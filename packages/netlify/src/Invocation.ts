@@ -11,6 +11,8 @@ import * as Effect from "effect/Effect"
 import type { InvalidRequestBody, RequestBodyTooLarge } from "./NetlifyError.js"
 
 /**
+ * The largest request body a function accepts unless told otherwise: 1 MiB.
+ *
  * @since 0.1.0
  * @category constants
  */
@@ -33,6 +35,8 @@ export interface NetlifyContext {
 }
 
 /**
+ * The current invocation.
+ *
  * @since 0.1.0
  * @category tags
  */
@@ -88,6 +92,8 @@ export const fromIncoming = (
 })
 
 /**
+ * The web request of the current invocation.
+ *
  * @since 0.1.0
  * @category accessors
  */

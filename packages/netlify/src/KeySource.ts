@@ -10,12 +10,16 @@ import { pipeArguments } from "effect/Pipeable"
 import type { Invocation } from "./Invocation.js"
 
 /**
+ * The header a client key is read from.
+ *
  * @since 0.1.0
  * @category constants
  */
 export const HEADER = "Idempotency-Key"
 
 /**
+ * A source of keys.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -32,6 +36,8 @@ const Proto: Pipeable = {
 }
 
 /**
+ * Builds a key source.
+ *
  * @since 0.1.0
  * @category constructors
  */

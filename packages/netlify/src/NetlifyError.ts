@@ -35,12 +35,16 @@ export {
 } from "@effect-idempotency/http/HttpIdempotencyError"
 
 /**
+ * Every failure the adapter itself produces.
+ *
  * @since 0.1.0
  * @category models
  */
 export type NetlifyError = HttpIdempotencyError.HttpIdempotencyError
 
 /**
+ * Whether a value is one of the adapter's failures.
+ *
  * @since 0.1.0
  * @category refinements
  */

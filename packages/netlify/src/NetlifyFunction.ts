@@ -54,6 +54,8 @@ export interface IdempotentHandler<E, R> extends Handler {
 }
 
 /**
+ * Options shared by every function.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -66,6 +68,8 @@ export interface CommonOptions<E> {
 }
 
 /**
+ * The options of a function without idempotency (`make`).
+ *
  * @since 0.1.0
  * @category models
  */

@@ -75,6 +75,8 @@ export const RecordInfo = Schema.Struct({
 })
 
 /**
+ * The request carried no token, or not the endpoint's.
+ *
  * @since 0.1.0
  * @category errors
  */
@@ -116,12 +118,16 @@ export class WeakToken
 }
 
 /**
+ * The shortest token the endpoint accepts.
+ *
  * @since 0.1.0
  * @category constants
  */
 export const MIN_TOKEN_LENGTH = 16
 
 /**
+ * The bearer token check every endpoint of the API passes through.
+ *
  * @since 0.1.0
  * @category middleware
  */
@@ -410,6 +416,9 @@ const storeFailureOf = (method: string, error: { readonly _tag: string }): Idemp
 }
 
 /**
+ * How long a request to the endpoint may take, by default: past it the call fails with
+ * `StoreUnavailable`.
+ *
  * @since 0.1.0
  * @category constants
  */

@@ -105,6 +105,9 @@ export class Idempotent extends HttpApiMiddleware.Tag<Idempotent>()(
 ) {}
 
 /**
+ * The options of one endpoint (or of a group, as an annotation): those of the protocol (`HttpIdempotency.Options`). The records'
+ * namespace defaults to `<group>.<endpoint>`.
+ *
  * @since 0.1.0
  * @category models
  */

@@ -28,18 +28,25 @@ import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 
 /**
+ * The header the key is sent in (IETF draft "The Idempotency-Key HTTP Header Field").
+ *
  * @since 0.1.0
  * @category constants
  */
 export const HEADER = "Idempotency-Key"
 
 /**
+ * The methods that get a key by default: the ones that are not idempotent, or not safe to repeat
+ * blindly, by HTTP semantics.
+ *
  * @since 0.1.0
  * @category constants
  */
 export const DEFAULT_METHODS: ReadonlyArray<HttpMethod.HttpMethod> = ["POST", "PATCH", "PUT", "DELETE"]
 
 /**
+ * Options of key forwarding.
+ *
  * @since 0.1.0
  * @category models
  */
@@ -51,6 +58,8 @@ export interface Options {
 }
 
 /**
+ * The step name set by `withStep` for the requests of the current fiber.
+ *
  * @since 0.1.0
  * @category fiber refs
  */
@@ -132,6 +141,8 @@ export const forwardKey: {
 )
 
 /**
+ * Replaces the `HttpClient` in the context with one that forwards keys, with options.
+ *
  * @since 0.1.0
  * @category layers
  */

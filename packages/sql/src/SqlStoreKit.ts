@@ -139,6 +139,8 @@ export const millis: (duration: Duration.Duration) => number = rows.millis
 export const RowInvalid: typeof rows.RowInvalid = rows.RowInvalid
 
 /**
+ * Why a row did not decode: the message of the `StoreError` it becomes.
+ *
  * @since 0.1.0
  * @category models
  */
