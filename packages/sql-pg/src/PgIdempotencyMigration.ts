@@ -81,16 +81,6 @@ export const statements = (
 /**
  * The migration as one SQL script, for teams that manage their own migrations.
  *
- * @example
- * ```ts
- * import { PgIdempotencyMigration } from "@effect-idempotency/sql-pg"
- *
- * // the default table, "idempotency_records"
- * const script = PgIdempotencyMigration.toSql()
- * // a table of your own
- * const billing = PgIdempotencyMigration.toSql({ table: "payments_idempotency", schema: "billing" })
- * ```
- *
  * @throws `InvalidTableName` when the options name an invalid table or schema.
  * @since 0.1.0
  * @category sql
@@ -169,14 +159,6 @@ export const createAdminIndex = (
 
 /**
  * The admin index of an existing table, built without blocking its writes: see `createAdminIndex`.
- *
- * @example
- * ```ts
- * import { PgIdempotencyMigration } from "@effect-idempotency/sql-pg"
- *
- * // once, from a deploy step (outside any transaction)
- * const indexed = PgIdempotencyMigration.adminIndex({ table: "idempotency_records" })
- * ```
  *
  * @since 0.1.0
  * @category migrations

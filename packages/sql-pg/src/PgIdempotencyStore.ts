@@ -94,18 +94,6 @@ export const layerWith = (
 /**
  * The store as a layer, with options read from `Config`.
  *
- * @example
- * ```ts
- * import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
- * import { Config } from "effect"
- *
- * const StoreLive = PgIdempotencyStore.layerConfig({
- *   table: Config.string("IDEMPOTENCY_TABLE").pipe(Config.withDefault("idempotency_records")),
- *   migrate: Config.boolean("IDEMPOTENCY_MIGRATE").pipe(Config.withDefault(false)),
- *   purgeInterval: Config.duration("IDEMPOTENCY_PURGE_INTERVAL").pipe(Config.withDefault("5 minutes"))
- * })
- * ```
- *
  * @since 0.1.0
  * @category layers
  */

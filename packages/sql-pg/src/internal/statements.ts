@@ -229,9 +229,7 @@ export const adminIndex = (table: IdempotencyTable): AdminIndexStatements => {
 /** @internal */
 export const transactional = (table: IdempotencyTable): TransactionalStatements => {
   const statements = make(table)
-  // the transaction's lock_timeout ($8, the time left, as the lease) is set by the reservation's own
-  // statement, before the function takes its locks: the function's arguments depend on the setting's
-  // row, so it is evaluated first (one round trip instead of two)
+  // lock_timeout ($8) is set in the reservation's statement, first: the function's arguments depend on its row
   const reserve = {
     _tag: "Row",
     statement: {
