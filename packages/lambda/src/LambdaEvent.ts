@@ -1,6 +1,5 @@
 /**
- * Idempotent Lambda functions for any event (EventBridge, S3, direct and asynchronous invocations, Step
- * Functions tasks), decoded with a Schema and keyed by a typed function of it (see README.md).
+ * Idempotent Lambda functions for any event, decoded with a Schema and keyed by a typed function of it (README.md).
  *
  * @example
  * ```ts
@@ -39,32 +38,6 @@ import * as LambdaInvocation from "./LambdaInvocation.js"
 
 /**
  * A Lambda handler, `handler(event, context)`, with `ready()` and `dispose()` for its runtime.
- *
- * @example
- * ```ts
- * import { IdempotencyStore } from "@effect-idempotency/core"
- * import { LambdaEvent, LambdaTest } from "@effect-idempotency/lambda"
- * import { Effect, Schema } from "effect"
- *
- * export const handler = LambdaEvent.idempotent({
- *   name: "ship-order",
- *   layer: IdempotencyStore.layerMemoryWith({ warn: false }),
- *   event: Schema.Struct({ orderId: Schema.String }),
- *   key: (event) => event.orderId,
- *   success: Schema.Struct({ trackingId: Schema.String }),
- *   handler: (event) => Effect.succeed({ trackingId: `track-${event.orderId}` })
- * })
- *
- * // at the module's top level: the runtime is built during Lambda's init phase
- * await handler.ready()
- *
- * // what Lambda does on each invocation (a test or a local run too)
- * const result = await handler({ orderId: "o-1" }, LambdaTest.context({ remaining: "3 seconds" }))
- * console.log(result) // { trackingId: "track-o-1" }
- *
- * // at the end of a test or a local run: the store's connections are released
- * await handler.dispose()
- * ```
  *
  * @since 0.1.0
  * @category models

@@ -1,6 +1,5 @@
 /**
- * Idempotent HTTP functions on AWS Lambda (API Gateway REST, HTTP APIs, function URLs), with the HTTP
- * semantics of `@effect-idempotency/http` and the invocation's remaining time as the cut-off.
+ * Idempotent HTTP functions on AWS Lambda, with `@effect-idempotency/http`'s semantics (README.md).
  *
  * @example
  * ```ts

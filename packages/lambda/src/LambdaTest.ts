@@ -76,15 +76,6 @@ export interface SqsRecordOptions {
 /**
  * An SQS record of a message, as Lambda delivers it.
  *
- * @example
- * ```ts
- * import { LambdaTest } from "@effect-idempotency/lambda"
- *
- * // the third delivery of a message, after two visibility timeouts
- * const record = LambdaTest.sqsRecord({ messageId: "m-1", body: "{\"chargeId\":\"c-1\"}", receiveCount: 3 })
- * console.log(record.attributes.ApproximateReceiveCount) // "3"
- * ```
- *
  * @since 0.1.0
  * @category constructors
  */
@@ -111,8 +102,7 @@ export const sqsRecord = (options: SqsRecordOptions): SQSRecord => {
 }
 
 /**
- * An SQS event: a batch of records, as the event source mapping hands it to the function. A record
- * may come twice in a batch (SQS delivers at least once).
+ * An SQS event: a batch of records, as the event source mapping hands it to the function.
  *
  * @since 0.1.0
  * @category constructors
@@ -177,19 +167,6 @@ const requestTime = (millis: number): string => {
 
 /**
  * An API Gateway REST API event (payload 1.0) of a request.
- *
- * @example
- * ```ts
- * import { LambdaHttp, LambdaTest } from "@effect-idempotency/lambda"
- *
- * const event = LambdaTest.restApiEvent({
- *   method: "POST",
- *   path: "/orders?source=web",
- *   headers: { "Content-Type": "application/json", "Idempotency-Key": "k-1" },
- *   body: JSON.stringify({ sku: "A-1" })
- * })
- * console.log(LambdaHttp.toRequest(event).url) // https://api.example.com/orders?source=web
- * ```
  *
  * @since 0.1.0
  * @category constructors
@@ -256,21 +233,6 @@ export const restApiEvent = (options: HttpEventOptions): APIGatewayProxyEvent =>
 /**
  * An API Gateway HTTP API event (payload 2.0, as a function URL sends it) of a request.
  *
- * @example
- * ```ts
- * import { LambdaHttp, LambdaTest } from "@effect-idempotency/lambda"
- *
- * // a binary body arrives base64-encoded; the adapter's Request has the bytes back
- * const event = LambdaTest.httpApiEvent({
- *   method: "PUT",
- *   path: "/images/1",
- *   headers: { "Content-Type": "image/png", "Idempotency-Key": "k-1" },
- *   body: new Uint8Array([137, 80, 78, 71])
- * })
- * console.log(event.isBase64Encoded, event.headers["idempotency-key"]) // true k-1
- * LambdaHttp.toRequest(event).arrayBuffer().then((bytes) => console.log(bytes.byteLength)) // 4
- * ```
- *
  * @since 0.1.0
  * @category constructors
  */
@@ -331,15 +293,6 @@ export interface ContextOptions {
 
 /**
  * A Lambda context whose `getRemainingTimeInMillis()` runs down from `remaining` on the wall clock.
- *
- * @example
- * ```ts
- * import { LambdaTest } from "@effect-idempotency/lambda"
- *
- * const context = LambdaTest.context({ remaining: "3 seconds", functionName: "ship-order" })
- * console.log(context.getRemainingTimeInMillis() <= 3000, context.invokedFunctionArn)
- * // true arn:aws:lambda:us-east-1:123456789012:function:ship-order
- * ```
  *
  * @since 0.1.0
  * @category constructors
@@ -414,35 +367,6 @@ export interface InvokeOptions {
 
 /**
  * Invokes a handler `(event, context) => Promise<Result>` as Lambda does, with a fresh `context`.
- *
- * @example
- * ```ts
- * import { IdempotencyStore } from "@effect-idempotency/core"
- * import { LambdaEvent, LambdaTest } from "@effect-idempotency/lambda"
- * import { Effect, Schema } from "effect"
- *
- * let shipped = 0
- * const handler = LambdaEvent.idempotent({
- *   name: "ship-order",
- *   layer: IdempotencyStore.layerMemoryWith({ warn: false }),
- *   event: Schema.Struct({ detail: Schema.Struct({ orderId: Schema.String }) }),
- *   key: (event) => event.detail.orderId,
- *   success: Schema.Struct({ trackingId: Schema.String }),
- *   handler: (event) => Effect.sync(() => ({ trackingId: `track-${event.detail.orderId}-${++shipped}` }))
- * })
- *
- * const program = Effect.gen(function*() {
- *   const event = { detail: { orderId: "o-1" } }
- *   const first = yield* LambdaTest.invoke(handler, event, { remaining: "5 seconds" })
- *   const retry = yield* LambdaTest.invoke(handler, event, { remaining: "5 seconds" })
- *   console.log(first, retry, shipped) // { trackingId: "track-o-1-1" } twice, shipped once
- *   // an event the schema refuses: the handler rejects with InvalidEvent
- *   const refused = yield* Effect.flip(LambdaTest.invoke(handler, { detail: {} }))
- *   console.log(refused._tag, refused.message) // InvocationFailed The invocation failed: Invalid event: ...
- * }).pipe(Effect.ensuring(Effect.promise(() => handler.dispose())))
- *
- * Effect.runPromise(program)
- * ```
  *
  * @since 0.1.0
  * @category utils
