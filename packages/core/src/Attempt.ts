@@ -1,6 +1,5 @@
 /**
- * The rules of one attempt, said once for every engine (`Idempotency.make` and the transactional
- * modes): an operation's settings, an attempt's time window, and what a found record means.
+ * The rules of one attempt, for every engine: an operation's settings, its time window, what a found record means.
  *
  * @example
  * ```ts

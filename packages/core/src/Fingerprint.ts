@@ -1,6 +1,5 @@
 /**
- * Request fingerprints: a hash of the canonical JSON of the encoded payload, so a key reused with
- * another request is `KeyReused` (README.md#keys-and-fingerprints).
+ * Request fingerprints: a hash of the encoded payload's canonical JSON (README.md#keys-and-fingerprints).
  *
  * @since 0.1.0
  */

@@ -1,6 +1,5 @@
 /**
- * Idempotent operations: four entry points (`once`, `fn`, `handler`, `make`), one protocol
- * (README.md#entry-points). What a run reports: the root README's #operations-metrics-and-traces.
+ * Idempotent operations: four entry points (`once`, `fn`, `handler`, `make`), one protocol (README.md#entry-points).
  *
  * @example
  * ```ts
@@ -79,8 +78,7 @@ export const LEASE_MARGIN: Duration.Duration = Attempt.LEASE_MARGIN
 export const DEFAULT_COMPLETE_RETRY: Schedule.Schedule<unknown> = Attempt.DEFAULT_COMPLETE_RETRY
 
 /**
- * The time settings and policies every entry point accepts (see `Attempt.Settings`); settings no
- * attempt can honour throw `InvalidSettings` when the operation is built.
+ * The time settings and policies every entry point accepts (see `Attempt.Settings`).
  *
  * @since 0.1.0
  * @category models
@@ -197,22 +195,6 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
 /**
  * Defines an operation as `make` does, each setting the `Config` provides overriding its option.
  *
- * @example
- * ```ts
- * import { Idempotency } from "@effect-idempotency/core"
- * import { Config, Effect, Option, Schema } from "effect"
- *
- * const chargeLive = Idempotency.makeConfig({
- *   name: "charge",
- *   payload: Schema.Struct({ amountCents: Schema.Int }),
- *   success: Schema.Struct({ chargeId: Schema.String }),
- *   execute: ({ amountCents }) => Effect.succeed({ chargeId: `ch_${amountCents}` })
- * }, {
- *   timeout: Config.option(Config.duration("CHARGE_TIMEOUT")).pipe(Config.map(Option.getOrUndefined)),
- *   ttl: Config.succeed("24 hours")
- * })
- * ```
- *
  * @since 0.1.0
  * @category constructors
  */
@@ -278,28 +260,6 @@ export interface OnceOptions<P, IP, A, IA, EF, IEF> extends Settings {
 
 /**
  * Protects an effect you already have: at most once per key, every retry gets the recorded outcome.
- *
- * @example
- * ```ts
- * import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
- * import { Effect, Schema } from "effect"
- *
- * class PaymentDeclined extends Schema.TaggedError<PaymentDeclined>()("PaymentDeclined", { reason: Schema.String }) {}
- * const Receipt = Schema.Struct({ chargeId: Schema.String })
- *
- * const chargeCustomer = (charge: { readonly customerId: string; readonly amountCents: number }) =>
- *   charge.amountCents > 100_000
- *     ? Effect.fail(new PaymentDeclined({ reason: "limit" }))
- *     : Effect.succeed({ chargeId: `ch_${charge.customerId}` })
- *
- * const charge = { customerId: "cus_42", amountCents: 1999 }
- * const key = "5f1c7e2a-9d1b"
- *
- * const receipt = chargeCustomer(charge).pipe(
- *   Idempotency.once({ operation: "charge", key, payload: charge, success: Receipt, failure: PaymentDeclined }),
- *   Effect.provide(IdempotencyStore.layerMemory)
- * )
- * ```
  *
  * @since 0.1.0
  * @category combinators
@@ -372,31 +332,6 @@ export interface HandlerSettings<E> extends Settings {
 /**
  * An operation from a `Schema.TaggedRequest` class: its payload, success and failure, its tag as name.
  *
- * @example
- * ```ts
- * import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
- * import { Effect, Schema } from "effect"
- *
- * class Order extends Schema.Class<Order>("Order")({ orderId: Schema.String }) {}
- * class OutOfStock extends Schema.TaggedError<OutOfStock>()("OutOfStock", { sku: Schema.String }) {}
- *
- * class CreateOrder extends Schema.TaggedRequest<CreateOrder>()("CreateOrder", {
- *   payload: { sku: Schema.String, quantity: Schema.Int },
- *   success: Order,
- *   failure: OutOfStock
- * }) {}
- *
- * const createOrder = Idempotency.handler(CreateOrder, (request) =>
- *   request.quantity > 10
- *     ? Effect.fail(new OutOfStock({ sku: request.sku }))
- *     : Effect.succeed(new Order({ orderId: `order-${request.sku}` })))
- *
- * // Effect<Order, OutOfStock | IdempotencyError, IdempotencyStore>
- * const program = createOrder(new CreateOrder({ sku: "A-1", quantity: 2 }), { key: "3f0c5c9e-client-key" }).pipe(
- *   Effect.provide(IdempotencyStore.layerMemory)
- * )
- * ```
- *
  * @since 0.1.0
  * @category constructors
  */
@@ -456,33 +391,6 @@ export interface FnOptions<P, IP, A, IA, EF, IEF> extends HandlerSettings<unknow
 /**
  * Defines an operation with a generator body, as `Effect.fn` does.
  *
- * @example
- * ```ts
- * import { Idempotency, IdempotencyContext, IdempotencyStore } from "@effect-idempotency/core"
- * import { Effect, Schema } from "effect"
- *
- * const Charge = Schema.Struct({ customerId: Schema.String, amountCents: Schema.Int })
- * const Receipt = Schema.Struct({ chargeId: Schema.String })
- * class PaymentDeclined extends Schema.TaggedError<PaymentDeclined>()("PaymentDeclined", { reason: Schema.String }) {}
- *
- * // the payments API's client; it sends `key` as the request's Idempotency-Key
- * const payments = {
- *   charge: (charge: typeof Charge.Type, key: string): Effect.Effect<typeof Receipt.Type, PaymentDeclined> =>
- *     Effect.succeed({ chargeId: `ch_${charge.customerId}_${key.slice(0, 8)}` })
- * }
- *
- * const charge = Idempotency.fn("charge", { payload: Charge, success: Receipt, failure: PaymentDeclined })(
- *   function*(charge) {
- *     const key = yield* IdempotencyContext.stepKey("payments")
- *     return yield* payments.charge(charge, key)
- *   }
- * )
- *
- * const program = charge.run({ key: "5f1c7e2a-9d1b", payload: { customerId: "cus_42", amountCents: 1999 } }).pipe(
- *   Effect.provide(IdempotencyStore.layerMemory)
- * )
- * ```
- *
  * @since 0.1.0
  * @category constructors
  */
@@ -501,25 +409,6 @@ export const fn = <P, IP, A, IA, EF = never, IEF = never>(
 
 /**
  * The `Result` of an effect made of idempotent runs, from any entry point (of several, the last).
- *
- * @example
- * ```ts
- * import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
- * import { Effect, Schema } from "effect"
- *
- * const createOrder = Idempotency.make({
- *   name: "create-order",
- *   payload: Schema.Struct({ sku: Schema.String }),
- *   success: Schema.Struct({ orderId: Schema.String }),
- *   execute: ({ sku }) => Effect.succeed({ orderId: `order-${sku}` })
- * })
- *
- * const program = Effect.gen(function*() {
- *   const run = createOrder.run({ key: "3f0c5c9e-client-key", payload: { sku: "A-1" } })
- *   const { replayed, value } = yield* Idempotency.result(run)
- *   yield* Effect.log(replayed ? `replayed ${value.orderId}` : `created ${value.orderId}`)
- * }).pipe(Effect.provide(IdempotencyStore.layerMemory))
- * ```
  *
  * @since 0.1.0
  * @category combinators
@@ -550,19 +439,7 @@ export const reportResult = <A>(run: Result<A>): Effect.Effect<void> =>
   Effect.flatMap(FiberRef.get(internal.currentResultSink), (sink) => sink === undefined ? Effect.void : sink(run))
 
 /**
- * A run of an operation built outside this module, counted, timed, traced and reported to `result`
- * as the runs of `make` are (README.md#engines-of-your-own).
- *
- * @example
- * ```ts
- * import { Idempotency } from "@effect-idempotency/core"
- * import { Effect } from "effect"
- *
- * const run = (key: string) =>
- *   Effect.succeed({ value: 42, replayed: false, attempt: 1, recorded: true }).pipe(
- *     Idempotency.instrumented("my-operation", key)
- *   )
- * ```
+ * A run of an operation built outside this module, instrumented as `make`'s are (README.md#engines-of-your-own).
  *
  * @since 0.1.0
  * @category utils

@@ -292,8 +292,7 @@ export class StoredOutcomeInvalid extends Schema.TaggedError<StoredOutcomeInvali
 }
 
 /**
- * The downstream ran, but its outcome does not encode or is too large to keep: the record blocks
- * the key until it expires, and every attempt gets this error.
+ * The downstream ran, but its outcome does not encode or is too large to keep (README.md#errors).
  *
  * @since 0.1.0
  * @category errors

@@ -1,6 +1,5 @@
 /**
- * Idempotency keys, bare or quoted, validated before anything touches a store
- * (README.md#keys-and-fingerprints).
+ * Idempotency keys, bare or quoted, validated before anything touches a store (README.md#keys-and-fingerprints).
  *
  * @since 0.1.0
  */
@@ -78,13 +77,6 @@ export const preview = (input: string): string => {
 
 /**
  * The key as logs and spans show it: the first 16 hexadecimal digits of its SHA-256.
- *
- * @example
- * ```ts
- * import { IdempotencyKey } from "@effect-idempotency/core"
- *
- * console.log(IdempotencyKey.hash("order-1001")) // 16 hexadecimal digits
- * ```
  *
  * @since 0.1.0
  * @category utils

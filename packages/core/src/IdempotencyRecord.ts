@@ -1,6 +1,5 @@
 /**
- * The record a store keeps per scoped key, and the data its methods return
- * (README.md#records-leases-and-fencing).
+ * The record a store keeps per scoped key, and its methods' data (README.md#records-leases-and-fencing).
  *
  * @since 0.1.0
  */
@@ -184,8 +183,7 @@ export const ReserveResult = Data.taggedEnum<ReserveResult>()
 export const isLive = (record: Pick<IdempotencyRecord, "expiresAt">, now: number): boolean => record.expiresAt > now
 
 /**
- * Whether a reservation with `fingerprint` may take over a live record at `now`; every store
- * implements this rule in its conditional write.
+ * Whether a reservation with `fingerprint` may take over a live record at `now` (README.md#records-leases-and-fencing).
  *
  * @since 0.1.0
  * @category predicates

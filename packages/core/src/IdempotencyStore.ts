@@ -98,18 +98,7 @@ export interface PurgeOptions {
 }
 
 /**
- * Deletes expired records of the store of the context in a background fiber, for the life of the
- * layer (README.md#the-background-purge).
- *
- * @example
- * ```ts
- * import { IdempotencyStore } from "@effect-idempotency/core"
- * import { Layer } from "effect"
- *
- * const StoreLive = IdempotencyStore.layerPurge("5 minutes", { limit: 1000 }).pipe(
- *   Layer.provideMerge(IdempotencyStore.layerMemory)
- * )
- * ```
+ * Deletes expired records of the context's store in a background fiber (README.md#the-background-purge).
  *
  * @since 0.1.0
  * @category layers
@@ -177,17 +166,6 @@ export const makeCached: (
 
 /**
  * The warm-instance cache (see `makeCached`) over the `IdempotencyStore` of the context.
- *
- * @example
- * ```ts
- * import { IdempotencyStore } from "@effect-idempotency/core"
- * import { Layer } from "effect"
- *
- * // any store's layer: PostgreSQL, DynamoDB, Redis or memory
- * const StoreLive = IdempotencyStore.layerMemory
- *
- * const CachedStoreLive = IdempotencyStore.layerCached({ capacity: 1000 }).pipe(Layer.provide(StoreLive))
- * ```
  *
  * @since 0.1.0
  * @category layers

@@ -1,6 +1,5 @@
 /**
- * An operation's outcomes as its records hold them, for an engine of its own beside
- * `Idempotency.make` (README.md#engines-of-your-own).
+ * An operation's outcomes as its records hold them, for engines of your own (README.md#engines-of-your-own).
  *
  * @example
  * ```ts
