@@ -54,8 +54,7 @@ export const DEFAULT_METHODS: ReadonlyArray<string> = ["POST", "PATCH"]
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 
 /**
- * The largest response body kept by default: 1 MiB. A larger response is answered, and recorded as
- * not replayable: retries get 500, never a second execution.
+ * The largest response body kept by default: 1 MiB (README.md#what-a-request-gets).
  *
  * @since 0.1.0
  * @category constants
@@ -63,8 +62,7 @@ export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024
 export const DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
 
 /**
- * The response headers kept and replayed by default; the others (cookies, for example) go with the
- * fresh response only.
+ * The response headers kept and replayed by default (README.md#semantics-and-the-choices-where-the-draft-is-open).
  *
  * @since 0.1.0
  * @category constants

@@ -451,8 +451,7 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never,
 }
 
 /**
- * The options of `wrap`: those of `make` without the handler (the wrapped one) and the steps of an
- * Effect handler.
+ * The options of `wrap`: those of `make` without the handler and the steps of an Effect handler.
  *
  * @since 0.1.0
  * @category models
@@ -467,26 +466,6 @@ export interface WrapOptions<C, LE> extends HttpIdempotency.Options, RuntimeOpti
 
 /**
  * Makes a Web fetch handler idempotent; a throw follows the defect policy (README.md, Response policy).
- *
- * @example
- * ```ts
- * import { IdempotencyStore } from "@effect-idempotency/core"
- * import { IdempotentFetch } from "@effect-idempotency/http"
- * import { Schema } from "effect"
- *
- * const Order = Schema.Struct({ sku: Schema.String })
- * // the application's own handler
- * const createOrder = async (request: Request) => ({ orderId: "order-1", sku: (await request.json()).sku })
- * // the store's layer: PostgreSQL, DynamoDB, Redis, or memory in development
- * const StoreLive = IdempotencyStore.layerMemory
- *
- * // a Next.js route handler; `Deno.serve(handler)`; Bun's `export default { fetch: handler }`
- * export const POST = IdempotentFetch.wrap(async (request) => Response.json(await createOrder(request)), {
- *   layer: StoreLive,
- *   body: Order,
- *   scope: (request) => request.headers.get("x-tenant-id") ?? undefined
- * })
- * ```
  *
  * @since 0.1.0
  * @category constructors
@@ -506,27 +485,7 @@ export const wrap = <C = unknown, LE = never>(
 }
 
 /**
- * The name of the Durable Object (or shard) a request's records belong to: its key in canonical form
- * (README.md#a-durable-object-per-key).
- *
- * @example
- * ```ts
- * import { IdempotentFetch } from "@effect-idempotency/http"
- * import { Either } from "effect"
- *
- * interface Env {
- *   readonly ORDERS: {
- *     idFromName(name: string): unknown
- *     get(id: unknown): { fetch(request: Request): Promise<Response> }
- *   }
- * }
- *
- * export const route = (request: Request, env: Env): Promise<Response> => {
- *   const key = IdempotentFetch.routingKey(request)
- *   if (Either.isLeft(key)) return Promise.resolve(key.left)
- *   return env.ORDERS.get(env.ORDERS.idFromName(key.right)).fetch(request)
- * }
- * ```
+ * The Durable Object name of a request's records: its key in canonical form (README.md#a-durable-object-per-key).
  *
  * @since 0.1.0
  * @category utils
