@@ -1,6 +1,5 @@
 /**
- * A `SqlClient` of dialect sqlite over a Cloudflare D1 binding, for `SqlIdempotencyStore` in a Worker
- * (see the package's README, "Cloudflare D1 and Durable Objects").
+ * A sqlite `SqlClient` over a Cloudflare D1 binding (README, "Cloudflare D1 and Durable Objects").
  *
  * @example
  * ```ts

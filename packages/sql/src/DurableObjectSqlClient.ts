@@ -1,6 +1,5 @@
 /**
- * A `SqlClient` of dialect sqlite over a Durable Object's storage (`ctx.storage.sql`), for
- * `SqlIdempotencyStore` inside the object (see the package's README, "Cloudflare D1 and Durable Objects").
+ * A sqlite `SqlClient` over a Durable Object's `ctx.storage.sql` (README, "Cloudflare D1 and Durable Objects").
  *
  * @example
  * ```ts

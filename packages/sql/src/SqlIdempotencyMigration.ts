@@ -1,6 +1,5 @@
 /**
- * The migration of `SqlIdempotencyStore`'s table and its index on `expires_at`, each statement a
- * no-op when its object exists (see the package's README, "The migration").
+ * The migration of `SqlIdempotencyStore`'s table and its index (see the package's README, "The migration").
  *
  * @since 0.1.0
  */
@@ -86,15 +85,6 @@ export const dialect: Effect.Effect<Dialect, UnsupportedDialect, SqlClient.SqlCl
 
 /**
  * The statements that create a table (default `idempotency_records`) and its index.
- *
- * @example
- * ```ts
- * import { SqlIdempotencyMigration } from "@effect-idempotency/sql"
- * import { Either } from "effect"
- *
- * const statements = SqlIdempotencyMigration.statements("sqlite", { table: "idempotency_records" })
- * if (Either.isRight(statements)) console.log(statements.right.join(";\n"))
- * ```
  *
  * @since 0.1.0
  * @category migration

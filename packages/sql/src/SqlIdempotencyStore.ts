@@ -1,6 +1,5 @@
 /**
- * The `IdempotencyStore` on any `SqlClient` of `@effect/sql` that speaks MariaDB or SQLite, with admin
- * primitives; what each database guarantees is in the package's README.
+ * The `IdempotencyStore` on a MariaDB or SQLite `SqlClient`; each database's guarantees are in the README.
  *
  * @example
  * ```ts
@@ -93,17 +92,6 @@ export const layerWith = (
 
 /**
  * The store as a layer, with options read from `Config`.
- *
- * @example
- * ```ts
- * import { SqlIdempotencyStore } from "@effect-idempotency/sql"
- * import { Config } from "effect"
- *
- * const StoreLive = SqlIdempotencyStore.layerConfig({
- *   table: Config.string("IDEMPOTENCY_TABLE").pipe(Config.withDefault("idempotency_records")),
- *   migrate: Config.boolean("IDEMPOTENCY_MIGRATE").pipe(Config.withDefault(false))
- * })
- * ```
  *
  * @since 0.1.0
  * @category layers

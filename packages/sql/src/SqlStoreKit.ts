@@ -1,6 +1,5 @@
 /**
- * The kit that turns a dialect's statements into an `IdempotencyStore` or a transactional operation,
- * for store packages on `@effect/sql`; the statements' contract is in the package's README.
+ * A dialect's statements into an `IdempotencyStore` or a transactional operation (the package's README).
  *
  * @since 0.1.0
  */

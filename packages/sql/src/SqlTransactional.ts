@@ -41,27 +41,6 @@ import * as SqlStoreKit from "./SqlStoreKit.js"
 /**
  * The definition of a transactional operation: `SqlStoreKit.TransactionalOptions` and the table.
  *
- * @example
- * ```ts
- * import type { SqlTransactional } from "@effect-idempotency/sql"
- * import { Effect } from "effect"
- * import * as Schema from "effect/Schema"
- *
- * const Payload = Schema.Struct({ sku: Schema.String })
- * const Order = Schema.Struct({ orderId: Schema.String })
- *
- * const options: SqlTransactional.Options<
- *   typeof Payload.Type, typeof Payload.Encoded, typeof Order.Type, typeof Order.Encoded, never, never, never, never
- * > = {
- *   name: "create-order",
- *   table: "idempotency_records",
- *   payload: Payload,
- *   success: Order,
- *   onTimeout: "markUnknown",
- *   execute: () => Effect.succeed({ orderId: "o-1" })
- * }
- * ```
- *
  * @since 0.1.0
  * @category models
  */
@@ -75,23 +54,6 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF>
 /**
  * A transactional operation: `run` and `runDetailed`, on the `SqlClient` of the context.
  *
- * @example
- * ```ts
- * import { SqlTransactional } from "@effect-idempotency/sql"
- * import { Effect, Schema } from "effect"
- *
- * const operation: SqlTransactional.Operation<{ readonly sku: string }, { readonly orderId: string }, never, never> =
- *   SqlTransactional.make({
- *     name: "create-order",
- *     payload: Schema.Struct({ sku: Schema.String }),
- *     success: Schema.Struct({ orderId: Schema.String }),
- *     execute: () => Effect.succeed({ orderId: "o-1" })
- *   })
- *
- * // Effect<Result<{ orderId: string }>, IdempotencyError, SqlClient>: `replayed`, `attempt`, `value`
- * const program = operation.runDetailed({ key: "client-key", payload: { sku: "A-1" } })
- * ```
- *
  * @since 0.1.0
  * @category models
  */
@@ -99,18 +61,6 @@ export interface Operation<P, A, E, R> extends SqlStoreKit.TransactionalOperatio
 
 /**
  * The `StoreError` of a run on a `SqlClient` without interactive transactions (D1, Durable Objects).
- *
- * @example
- * ```ts
- * import { SqlTransactional } from "@effect-idempotency/sql"
- * import { Effect } from "effect"
- *
- * const run: Effect.Effect<string, SqlTransactional.TransactionsUnsupported> = Effect.fail(
- *   new SqlTransactional.TransactionsUnsupported({ method: "transaction", cause: "D1" })
- * )
- *
- * const answer = Effect.catchIf(run, SqlTransactional.isTransactionsUnsupported, () => Effect.succeed("normal mode"))
- * ```
  *
  * @since 0.1.0
  * @category errors
@@ -126,13 +76,6 @@ export type TransactionsUnsupported = errors.TransactionsUnsupported
 /**
  * Whether a value is a `TransactionsUnsupported` store error, from any installed copy of this package.
  *
- * @example
- * ```ts
- * import { SqlTransactional } from "@effect-idempotency/sql"
- *
- * SqlTransactional.isTransactionsUnsupported(new Error("boom")) // false
- * ```
- *
  * @since 0.1.0
  * @category errors
  */
@@ -140,31 +83,6 @@ export const isTransactionsUnsupported: (u: unknown) => u is TransactionsUnsuppo
 
 /**
  * Defines a transactional operation: `execute`'s statements commit with the record, or roll back with it.
- *
- * @example
- * ```ts
- * import { SqlTransactional } from "@effect-idempotency/sql"
- * import { SqliteClient } from "@effect/sql-sqlite-node"
- * import * as SqlClient from "@effect/sql/SqlClient"
- * import { Effect, Schema } from "effect"
- *
- * const transfer = SqlTransactional.make({
- *   name: "transfer",
- *   payload: Schema.Struct({ from: Schema.String, to: Schema.String, amount: Schema.Int }),
- *   success: Schema.Struct({ transferred: Schema.Int }),
- *   execute: ({ amount, from, to }) =>
- *     Effect.gen(function*() {
- *       const sql = yield* SqlClient.SqlClient
- *       yield* sql`UPDATE accounts SET balance = balance - ${amount} WHERE id = ${from}`
- *       yield* sql`UPDATE accounts SET balance = balance + ${amount} WHERE id = ${to}`
- *       return { transferred: amount }
- *     })
- * })
- *
- * const program = transfer.run({ key: "client-key", payload: { from: "a", to: "b", amount: 5 } }).pipe(
- *   Effect.provide(SqliteClient.layer({ filename: "app.db" }))
- * )
- * ```
  *
  * @since 0.1.0
  * @category constructors

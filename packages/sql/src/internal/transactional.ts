@@ -1,6 +1,5 @@
 /**
- * The transactional mode's runner on a dialect's `TransactionalStatements`: its guarantees are in
- * the READMEs' "Transactional mode" sections.
+ * The transactional mode's runner: its guarantees are in the READMEs' "Transactional mode" sections.
  */
 import * as Attempt from "@effect-idempotency/core/Attempt"
 import type { Request, Result } from "@effect-idempotency/core/Idempotency"
