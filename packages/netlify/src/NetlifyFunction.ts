@@ -1,6 +1,5 @@
 /**
- * Netlify Functions from Effect handlers: `IdempotentFetch.make` of `@effect-idempotency/http` with
- * Netlify's time limit as the cut-off, on one runtime per warm instance (see README.md).
+ * Netlify Functions from Effect handlers: `IdempotentFetch.make` with Netlify's time limit as the cut-off (README.md).
  *
  * @example
  * ```ts
