@@ -5,11 +5,7 @@
  * Each contender has its own client (same configuration) and its own table on the same endpoint;
  * an SDK middleware on each client counts the requests it sends.
  */
-import {
-  IdempotencyAlreadyInProgressError,
-  IdempotencyConfig,
-  makeIdempotent
-} from "@aws-lambda-powertools/idempotency"
+import { IdempotencyConfig } from "@aws-lambda-powertools/idempotency"
 import { DynamoDBPersistenceLayer } from "@aws-lambda-powertools/idempotency/dynamodb"
 import type {
   AttributeValue,
@@ -31,12 +27,13 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
-import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import * as Runtime from "effect/Runtime"
 import { randomUUID } from "node:crypto"
 import { scriptedStore, succeed } from "../../packages/dynamodb/test/utils/scripted.js"
+import * as Baseline from "./Baseline.js"
+import { Conflict, FINGERPRINT, LEASE_MILLIS, TTL_MILLIS, TTL_SECONDS } from "./Baseline.js"
 import { BenchError } from "./Measure.js"
 import type { Contender, Plan, SuiteResult } from "./Suite.js"
 import * as Suite from "./Suite.js"
@@ -51,9 +48,6 @@ export const BARE = "bare-client"
 export const BARE_OURS = "bare-our-requests"
 export const EFFECT_OURS = "effect-our-requests"
 
-const TTL_SECONDS = 24 * 60 * 60
-const LEASE_MILLIS = 31_000
-
 /** The same client configuration for every contender: loopback, one attempt, kept-alive sockets. */
 const clientConfig = (endpoint: string): DynamoDBClientConfig => ({
   endpoint,
@@ -63,14 +57,16 @@ const clientConfig = (endpoint: string): DynamoDBClientConfig => ({
   requestHandler: { httpAgent: { keepAlive: true, maxSockets: 64 } }
 })
 
-/** A client of its own, destroyed with the scope, with a middleware that counts its requests. */
-const countedClient = (endpoint: string) =>
-  Effect.map(
-    Effect.acquireRelease(
-      Effect.sync(() => new DynamoDBClient(clientConfig(endpoint))),
-      (client) => Effect.sync(() => client.destroy())
-    ),
-    (client) => {
+/**
+ * A contender's client of its own, destroyed with the scope, with a middleware that counts its
+ * requests, and its table, created through the package's own helper.
+ */
+const countedClient = (endpoint: string, tableName: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => new DynamoDBClient(clientConfig(endpoint))),
+    (client) => Effect.sync(() => client.destroy())
+  ).pipe(
+    Effect.map((client) => {
       const sent = { requests: 0 }
       client.middlewareStack.add(
         (next) => (args) => {
@@ -80,21 +76,19 @@ const countedClient = (endpoint: string) =>
         { step: "deserialize", name: "benchRoundTrips" }
       )
       return { client, roundTrips: () => sent.requests }
-    }
-  )
-
-/** The table of one contender, created through the package's own helper. */
-const createTable = (client: DynamoDBClient, tableName: string) =>
-  DynamoDbTable.create({ tableName }).pipe(
-    Effect.provideService(DynamoDbClient.DynamoDbClient, DynamoDbClient.DynamoDbClient.of({ client })),
-    Logger.withMinimumLogLevel(LogLevel.Error),
-    Effect.mapError((cause) => new BenchError({ message: `table ${tableName} could not be created`, cause }))
+    }),
+    Effect.tap(({ client }) =>
+      DynamoDbTable.create({ tableName }).pipe(
+        Effect.provideService(DynamoDbClient.DynamoDbClient, DynamoDbClient.DynamoDbClient.of({ client })),
+        Logger.withMinimumLogLevel(LogLevel.Error),
+        Effect.mapError((cause) => new BenchError({ message: `table ${tableName} could not be created`, cause }))
+      )
+    )
   )
 
 const ours = (endpoint: string, tableName: string, cached: boolean, traced = false) =>
   Effect.gen(function*() {
-    const { client, roundTrips } = yield* countedClient(endpoint)
-    yield* createTable(client, tableName)
+    const { client, roundTrips } = yield* countedClient(endpoint, tableName)
     const store = Layer.effect(
       IdempotencyStore.IdempotencyStore,
       Effect.flatMap(DynamoDbStore.make({ tableName }), (store) =>
@@ -104,35 +98,14 @@ const ours = (endpoint: string, tableName: string, cached: boolean, traced = fal
     return yield* Suite.effectContender(name, store, roundTrips, traced ? Suite.recordingTracer().tracer : undefined)
   })
 
-/** The part of a Lambda context Powertools reads. */
-interface LambdaContext {
-  readonly functionName: string
-  readonly awsRequestId: string
-  readonly getRemainingTimeInMillis: () => number
-}
-
-interface ChargeEvent {
-  readonly key: string
-  readonly payload: Payload
-}
-
 /**
  * Powertools: the key is the event's `key` (hashed), the request is validated by a hash of its
- * `payload` (like our fingerprint), records live 24 hours, and the Lambda context is registered on
- * every call (so the in-progress expiry is set and nothing is logged).
+ * `payload` (like our fingerprint), and records live 24 hours.
  */
 const powertools = (endpoint: string, tableName: string) =>
-  Effect.gen(function*() {
-    const { client, roundTrips } = yield* countedClient(endpoint)
-    yield* createTable(client, tableName)
-    const downstream = new Downstream()
-    const context: LambdaContext = {
-      functionName: "charge",
-      awsRequestId: randomUUID(),
-      getRemainingTimeInMillis: () => LEASE_MILLIS
-    }
-    const handler = makeIdempotent(
-      async (event: ChargeEvent, _context: LambdaContext) => downstream.charge(event.payload),
+  Effect.map(countedClient(endpoint, tableName), ({ client, roundTrips }) =>
+    Baseline.powertools(
+      POWERTOOLS,
       {
         persistenceStore: new DynamoDBPersistenceLayer({ tableName, awsSdkV3Client: client }),
         config: new IdempotencyConfig({
@@ -141,21 +114,44 @@ const powertools = (endpoint: string, tableName: string) =>
           expiresAfterSeconds: TTL_SECONDS
         }),
         keyPrefix: "charge"
-      }
-    )
-    return {
-      name: POWERTOOLS,
-      downstream,
-      call: (key) => handler({ key, payload: payloadFor(key) }, context),
-      isConflict: (error) => error instanceof IdempotencyAlreadyInProgressError,
+      },
       roundTrips
-    } satisfies Contender
-  })
-
-class Conflict extends Error {}
+    ))
 
 const S = (value: string): AttributeValue => ({ S: value })
 const N = (value: number): AttributeValue => ({ N: String(value) })
+
+/** The key of the record of `key`, and its item as the store's reservation writes it (IN_PROGRESS, lease and expiry from `now`). */
+const inProgress = (key: string, token: string, now: number) => {
+  const Key = { id: S(`charge#${key}`) }
+  const expiresAt = now + TTL_MILLIS
+  const Item: Record<string, AttributeValue> = {
+    ...Key,
+    status: S("IN_PROGRESS"),
+    token: S(token),
+    fingerprint: S(FINGERPRINT),
+    attempt: N(1),
+    lease_until: N(now + LEASE_MILLIS),
+    expires_at: N(expiresAt),
+    ttl: N(Math.ceil(expiresAt / 1000))
+  }
+  return { Key, Item, expiresAt }
+}
+
+/** The outcome of a refused reservation's item, or `Conflict` when it is not a completed record of this payload. */
+const replayed = (item: Record<string, AttributeValue> | undefined): unknown =>
+  Baseline.replayed(
+    item && { status: item.status?.S, fingerprint: item.fingerprint?.S, outcome: item.outcome_body?.S }
+  )
+
+/** The item of `Key`, read consistently: what a refused reservation found where the endpoint does not return it. */
+const readItem = (
+  client: DynamoDBClient,
+  tableName: string,
+  Key: Record<string, AttributeValue>,
+  options?: { readonly abortSignal: AbortSignal }
+) =>
+  client.send(new GetItemCommand({ TableName: tableName, Key, ConsistentRead: true }), options).then((out) => out.Item)
 
 /**
  * The floor: a conditional `PutItem` of an IN_PROGRESS item (absent key only; the existing item
@@ -164,68 +160,47 @@ const N = (value: number): AttributeValue => ({ N: String(value) })
  * same attributes as the store's; the fingerprint is a constant (no hashing).
  */
 const bare = (endpoint: string, tableName: string) =>
-  Effect.gen(function*() {
-    const { client, roundTrips } = yield* countedClient(endpoint)
-    yield* createTable(client, tableName)
-    const downstream = new Downstream()
-    const fingerprint = "sha256:0000"
-    const call = async (key: string) => {
-      const Key = { id: S(`charge#${key}`) }
-      const now = Date.now()
-      const expiresAt = now + TTL_SECONDS * 1000
-      try {
-        await client.send(
-          new PutItemCommand({
-            TableName: tableName,
-            Item: {
-              ...Key,
-              status: S("IN_PROGRESS"),
-              token: S(randomUUID()),
-              fingerprint: S(fingerprint),
-              attempt: N(1),
-              lease_until: N(now + LEASE_MILLIS),
-              expires_at: N(expiresAt),
-              ttl: N(Math.ceil(expiresAt / 1000))
-            },
-            ConditionExpression: "attribute_not_exists(#id)",
-            ExpressionAttributeNames: { "#id": "id" },
-            ReturnValuesOnConditionCheckFailure: "ALL_OLD"
-          })
-        )
-      } catch (error) {
-        if (!(error instanceof ConditionalCheckFailedException)) throw error
-        const item = error.Item ??
-          (await client.send(new GetItemCommand({ TableName: tableName, Key, ConsistentRead: true }))).Item
-        if (item?.status?.S !== "COMPLETED" || item.fingerprint?.S !== fingerprint) throw new Conflict()
-        return JSON.parse(item.outcome_body?.S ?? "null") as unknown
-      }
-      const receipt = await downstream.charge(payloadFor(key))
-      await client.send(
-        new UpdateItemCommand({
-          TableName: tableName,
-          Key,
-          UpdateExpression: "SET #status = :status, outcome_kind = :kind, outcome_body = :body, " +
-            "expires_at = :expires, #ttl = :ttl",
-          ExpressionAttributeNames: { "#status": "status", "#ttl": "ttl" },
-          ExpressionAttributeValues: {
-            ":status": S("COMPLETED"),
-            ":kind": S("Success"),
-            ":body": S(JSON.stringify(receipt)),
-            ":expires": N(expiresAt),
-            ":ttl": N(Math.ceil(expiresAt / 1000))
+  Effect.map(
+    countedClient(endpoint, tableName),
+    ({ client, roundTrips }) =>
+      Baseline.baseline(BARE, roundTrips, (downstream) => ({
+        call: async (key) => {
+          const { Item, Key, expiresAt } = inProgress(key, randomUUID(), Date.now())
+          try {
+            await client.send(
+              new PutItemCommand({
+                TableName: tableName,
+                Item,
+                ConditionExpression: "attribute_not_exists(#id)",
+                ExpressionAttributeNames: { "#id": "id" },
+                ReturnValuesOnConditionCheckFailure: "ALL_OLD"
+              })
+            )
+          } catch (error) {
+            if (!(error instanceof ConditionalCheckFailedException)) throw error
+            return replayed(error.Item ?? await readItem(client, tableName, Key))
           }
-        })
-      )
-      return receipt
-    }
-    return {
-      name: BARE,
-      downstream,
-      call,
-      isConflict: (error) => error instanceof Conflict,
-      roundTrips
-    } satisfies Contender
-  })
+          const receipt = await downstream.charge(payloadFor(key))
+          await client.send(
+            new UpdateItemCommand({
+              TableName: tableName,
+              Key,
+              UpdateExpression: "SET #status = :status, outcome_kind = :kind, outcome_body = :body, " +
+                "expires_at = :expires, #ttl = :ttl",
+              ExpressionAttributeNames: { "#status": "status", "#ttl": "ttl" },
+              ExpressionAttributeValues: {
+                ":status": S("COMPLETED"),
+                ":kind": S("Success"),
+                ":body": S(JSON.stringify(receipt)),
+                ":expires": N(expiresAt),
+                ":ttl": N(Math.ceil(expiresAt / 1000))
+              }
+            })
+          )
+          return receipt
+        }
+      }))
+  )
 
 /**
  * The two requests of a first execution exactly as the store sends them (expressions, names,
@@ -269,29 +244,18 @@ const ourInputs = (
   tableName: string,
   key: string
 ) => {
-  const Key = { id: S(`charge#${key}`) }
   const now = Date.now()
   const token = randomUUID()
-  const expiresAt = now + TTL_SECONDS * 1000
+  const { Item, Key } = inProgress(key, token, now)
   const reserve: PutItemCommandInput = {
     ...requests.reserve,
     TableName: tableName,
-    Item: {
-      ...requests.reserve.Item,
-      ...Key,
-      status: S("IN_PROGRESS"),
-      token: S(token),
-      fingerprint: S("sha256:0000"),
-      attempt: N(1),
-      lease_until: N(now + LEASE_MILLIS),
-      expires_at: N(expiresAt),
-      ttl: N(Math.ceil(expiresAt / 1000))
-    },
+    Item: { ...requests.reserve.Item, ...Item },
     ExpressionAttributeValues: { ...requests.reserve.ExpressionAttributeValues, ":now": N(now) }
   }
   const complete = (receipt: Receipt): UpdateItemCommandInput => {
     const completedAt = Date.now()
-    const completedExpiry = completedAt + TTL_SECONDS * 1000
+    const completedExpiry = completedAt + TTL_MILLIS
     return {
       ...requests.complete,
       TableName: tableName,
@@ -310,12 +274,6 @@ const ourInputs = (
   return { Key, reserve, complete }
 }
 
-/** The outcome a refused reservation found, or `Conflict` when it is not a completed record of this payload. */
-const replayed = (item: Record<string, AttributeValue> | undefined): unknown => {
-  if (item?.status?.S !== "COMPLETED" || item.fingerprint?.S !== "sha256:0000") throw new Conflict()
-  return JSON.parse(item.outcome_body?.S ?? "null") as unknown
-}
-
 /**
  * The store's exact requests with nothing around them: the reservation's conditional `PutItem`
  * (absent or expired, `ALL_OLD` on a failed condition) and the completion `UpdateItem` fenced by
@@ -325,33 +283,22 @@ const replayed = (item: Record<string, AttributeValue> | undefined): unknown => 
  */
 const bareOurs = (endpoint: string, tableName: string) =>
   Effect.gen(function*() {
-    const { client, roundTrips } = yield* countedClient(endpoint)
-    yield* createTable(client, tableName)
-    const downstream = new Downstream()
+    const { client, roundTrips } = yield* countedClient(endpoint, tableName)
     const requests = yield* ourRequests
-    const call = async (key: string) => {
-      const inputs = ourInputs(requests, tableName, key)
-      try {
-        await client.send(new PutItemCommand(inputs.reserve))
-      } catch (error) {
-        if (!(error instanceof ConditionalCheckFailedException)) throw error
-        return replayed(
-          error.Item ??
-            (await client.send(new GetItemCommand({ TableName: tableName, Key: inputs.Key, ConsistentRead: true })))
-              .Item
-        )
+    return Baseline.baseline(BARE_OURS, roundTrips, (downstream) => ({
+      call: async (key) => {
+        const inputs = ourInputs(requests, tableName, key)
+        try {
+          await client.send(new PutItemCommand(inputs.reserve))
+        } catch (error) {
+          if (!(error instanceof ConditionalCheckFailedException)) throw error
+          return replayed(error.Item ?? await readItem(client, tableName, inputs.Key))
+        }
+        const receipt = await downstream.charge(payloadFor(key))
+        await client.send(new UpdateItemCommand(inputs.complete(receipt)))
+        return receipt
       }
-      const receipt = await downstream.charge(payloadFor(key))
-      await client.send(new UpdateItemCommand(inputs.complete(receipt)))
-      return receipt
-    }
-    return {
-      name: BARE_OURS,
-      downstream,
-      call,
-      isConflict: (error) => error instanceof Conflict,
-      roundTrips
-    } satisfies Contender
+    }))
   })
 
 /**
@@ -363,14 +310,10 @@ const bareOurs = (endpoint: string, tableName: string) =>
  */
 const effectOurs = (endpoint: string, tableName: string) =>
   Effect.gen(function*() {
-    const { client, roundTrips } = yield* countedClient(endpoint)
-    yield* createTable(client, tableName)
+    const { client, roundTrips } = yield* countedClient(endpoint, tableName)
     const downstream = new Downstream()
     const requests = yield* ourRequests
-    const runtime = yield* Effect.acquireRelease(
-      Effect.sync(() => ManagedRuntime.make(Layer.empty)),
-      (runtime) => Effect.promise(() => runtime.dispose())
-    )
+    const runtime = yield* Suite.scopedRuntime(Layer.empty)
     const send = <A>(request: (signal: AbortSignal) => Promise<A>) =>
       Effect.tryPromise({ try: request, catch: (error) => error })
     const program = (key: string) =>
@@ -385,11 +328,8 @@ const effectOurs = (endpoint: string, tableName: string) =>
             )
           )
         if (refused !== undefined) {
-          const item = refused.Item ?? (yield* send((abortSignal) =>
-            client.send(new GetItemCommand({ TableName: tableName, Key: inputs.Key, ConsistentRead: true }), {
-              abortSignal
-            })
-          )).Item
+          const item = refused.Item ??
+            (yield* send((abortSignal) => readItem(client, tableName, inputs.Key, { abortSignal })))
           return yield* Effect.try({ try: () => replayed(item), catch: (error) => error })
         }
         const receipt = yield* Effect.promise(() => Promise.resolve(downstream.charge(payloadFor(key))))

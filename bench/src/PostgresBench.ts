@@ -14,14 +14,14 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import * as ManagedRuntime from "effect/ManagedRuntime"
 import type * as Scope from "effect/Scope"
 import { randomUUID } from "node:crypto"
 import * as Pg from "pg"
+import { baseline, FINGERPRINT, LEASE_MILLIS, rawSqlClient, replayed, TTL_MILLIS } from "./Baseline.js"
 import { BenchError } from "./Measure.js"
-import type { Contender, Plan, SuiteResult } from "./Suite.js"
+import type { Plan, SuiteResult } from "./Suite.js"
 import * as Suite from "./Suite.js"
-import { Downstream, payloadFor } from "./Workload.js"
+import { payloadFor } from "./Workload.js"
 
 export const STORE = "pg-store"
 export const STORE_TRACED = "pg-store+tracer"
@@ -29,9 +29,6 @@ export const RAW = "raw-pg"
 export const RAW_SQL = "raw-sqlclient"
 export const RAW_OURS = "raw-pg-our-statements"
 export const SQL_OURS = "sqlclient-our-statements"
-
-const TTL_MILLIS = 24 * 60 * 60 * 1000
-const LEASE_MILLIS = 31_000
 
 /** Where the benchmark runs: a server, or embedded PGlite served on loopback. */
 export interface Database {
@@ -67,11 +64,14 @@ const rawStatements = (schema: string, table: string) => {
   }
 }
 
-const FINGERPRINT = "sha256:0000"
-
 const insertParams = (key: string) => {
   const now = Date.now()
   return [`charge#${key}`, key, randomUUID(), FINGERPRINT, now + LEASE_MILLIS, now + TTL_MILLIS, now]
+}
+
+const updateParams = (key: string, outcome: string) => {
+  const now = Date.now()
+  return [`charge#${key}`, outcome, now + TTL_MILLIS, now]
 }
 
 interface Row {
@@ -79,8 +79,6 @@ interface Row {
   readonly fingerprint: string
   readonly outcome: string | null
 }
-
-class Conflict extends Error {}
 
 /** The row of the store's reservation statement. */
 interface ReserveRow {
@@ -91,13 +89,8 @@ interface ReserveRow {
 }
 
 /** What a baseline sending our reservation does with its row on a replay or a conflict. */
-const replayedReservation = (rows: ReadonlyArray<ReserveRow>): unknown => {
-  const row = rows[0]
-  if (row === undefined || row.reserved || row.status !== "COMPLETED" || row.fingerprint !== FINGERPRINT) {
-    throw new Conflict()
-  }
-  return JSON.parse(row.outcome ?? "null")
-}
+const replayedReservation = (rows: ReadonlyArray<ReserveRow>): unknown =>
+  replayed(rows[0]?.reserved === true ? undefined : rows[0])
 
 /**
  * The parameters of our statements, in the order the store's statements take them (see
@@ -115,13 +108,6 @@ const ourCompleteParams = (
   token: string,
   receipt: unknown
 ) => [null, `charge#${key}`, token, "Success", JSON.stringify(receipt), TTL_MILLIS]
-
-/** What a replay floor does with the row it read. */
-const replayed = (rows: ReadonlyArray<Row>): unknown => {
-  const row = rows[0]
-  if (row === undefined || row.status !== "COMPLETED" || row.fingerprint !== FINGERPRINT) throw new Conflict()
-  return JSON.parse(row.outcome ?? "null")
-}
 
 /**
  * Runs the suite on the server at `url`, or on PGlite when `url` is undefined. The tables are
@@ -182,51 +168,25 @@ export const run = (
     )
 
     const raw = rawStatements(schema, tables.raw)
-    const rawDownstream = new Downstream()
-    const rawContender: Contender = {
-      name: RAW,
-      downstream: rawDownstream,
+    const rawContender = baseline(RAW, roundTrips, (downstream) => ({
       call: async (key) => {
         await pool.query(raw.insert, insertParams(key))
-        const receipt = await rawDownstream.charge(payloadFor(key))
-        const now = Date.now()
-        await pool.query(raw.update, [`charge#${key}`, JSON.stringify(receipt), now + TTL_MILLIS, now])
+        const receipt = await downstream.charge(payloadFor(key))
+        await pool.query(raw.update, updateParams(key, JSON.stringify(receipt)))
         return receipt
       },
-      replay: (key) => pool.query<Row>(raw.select, [`charge#${key}`]).then((result) => replayed(result.rows)),
-      isConflict: (error) => error instanceof Conflict,
-      roundTrips
-    }
+      replay: (key) => pool.query<Row>(raw.select, [`charge#${key}`]).then((result) => replayed(result.rows[0]))
+    }))
 
-    const viaSql = rawStatements(schema, tables.sql)
-    const sqlDownstream = new Downstream()
-    const sqlRuntime = yield* Effect.acquireRelease(
-      Effect.sync(() => ManagedRuntime.make(sqlLayer)),
-      (runtime) => Effect.promise(() => runtime.dispose())
-    )
-    const sqlContender: Contender = {
+    const sqlRuntime = yield* Suite.scopedRuntime(sqlLayer)
+    const sqlContender = rawSqlClient({
       name: RAW_SQL,
-      downstream: sqlDownstream,
-      call: (key) =>
-        sqlRuntime.runPromise(Effect.gen(function*() {
-          const sql = yield* SqlClient.SqlClient
-          yield* sql.unsafe(viaSql.insert, insertParams(key)).withoutTransform
-          const receipt = yield* Effect.promise(async () => sqlDownstream.charge(payloadFor(key)))
-          const now = Date.now()
-          yield* sql.unsafe(viaSql.update, [`charge#${key}`, JSON.stringify(receipt), now + TTL_MILLIS, now])
-            .withoutTransform
-          return receipt
-        })),
-      replay: (key) =>
-        sqlRuntime.runPromise(
-          Effect.flatMap(
-            SqlClient.SqlClient,
-            (sql) => sql.unsafe<Row>(viaSql.select, [`charge#${key}`]).withoutTransform
-          )
-        ).then(replayed),
-      isConflict: (error) => error instanceof Conflict,
+      runtime: sqlRuntime,
+      statements: rawStatements(schema, tables.sql),
+      insertParams,
+      updateParams,
       roundTrips
-    }
+    })
 
     // our exact statements, as the store sent them on one first execution (in its own table)
     counter.capture = true
@@ -251,42 +211,32 @@ export const run = (
     }
 
     const rawOurs = ourText(tables.rawOurs)
-    const rawOursDownstream = new Downstream()
-    const rawOursContender: Contender = {
-      name: RAW_OURS,
-      downstream: rawOursDownstream,
+    const rawOursContender = baseline(RAW_OURS, roundTrips, (downstream) => ({
       call: async (key) => {
         const token = randomUUID()
         const reserved = await pool.query<ReserveRow>(rawOurs.reserve, ourReserveParams(key, token))
         if (reserved.rows[0]?.reserved !== true) return replayedReservation(reserved.rows)
-        const receipt = await rawOursDownstream.charge(payloadFor(key))
+        const receipt = await downstream.charge(payloadFor(key))
         const completed = await pool.query(rawOurs.complete, ourCompleteParams(key, token, receipt))
         if (completed.rowCount !== 1) throw new Error("the completion lost its lease")
         return receipt
-      },
-      isConflict: (error) => error instanceof Conflict,
-      roundTrips
-    }
+      }
+    }))
 
     const sqlOurs = ourText(tables.sqlOurs)
-    const sqlOursDownstream = new Downstream()
-    const sqlOursContender: Contender = {
-      name: SQL_OURS,
-      downstream: sqlOursDownstream,
+    const sqlOursContender = baseline(SQL_OURS, roundTrips, (downstream) => ({
       call: (key) =>
         sqlRuntime.runPromise(Effect.gen(function*() {
           const sql = yield* SqlClient.SqlClient
           const token = randomUUID()
           const reserved = yield* sql.unsafe<ReserveRow>(sqlOurs.reserve, ourReserveParams(key, token)).withoutTransform
           if (reserved[0]?.reserved !== true) return { existing: reserved }
-          const receipt = yield* Effect.promise(async () => sqlOursDownstream.charge(payloadFor(key)))
+          const receipt = yield* Effect.promise(async () => downstream.charge(payloadFor(key)))
           const completed = yield* sql.unsafe(sqlOurs.complete, ourCompleteParams(key, token, receipt)).withoutTransform
           if (completed.length !== 1) return yield* Effect.die(new Error("the completion lost its lease"))
           return { receipt }
-        })).then((result) => "existing" in result ? replayedReservation(result.existing) : result.receipt),
-      isConflict: (error) => error instanceof Conflict,
-      roundTrips
-    }
+        })).then((result) => "existing" in result ? replayedReservation(result.existing) : result.receipt)
+    }))
 
     const result = yield* Suite.run(plan, [
       store,

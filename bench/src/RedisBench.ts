@@ -6,11 +6,7 @@
  * prefix of its own on the same server; round trips are the commands each client sends. The keys
  * are deleted at the end.
  */
-import {
-  IdempotencyAlreadyInProgressError,
-  IdempotencyConfig,
-  makeIdempotent
-} from "@aws-lambda-powertools/idempotency"
+import { IdempotencyConfig } from "@aws-lambda-powertools/idempotency"
 import { CachePersistenceLayer } from "@aws-lambda-powertools/idempotency/cache"
 import type { CacheClient } from "@aws-lambda-powertools/idempotency/cache/types"
 import { RedisClient, RedisScripts, RedisStore } from "@effect-idempotency/redis"
@@ -23,15 +19,13 @@ import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { randomUUID } from "node:crypto"
+import * as Baseline from "./Baseline.js"
+import { FINGERPRINT, LEASE_MILLIS, TTL_MILLIS, TTL_SECONDS } from "./Baseline.js"
 import { BARE, OURS, POWERTOOLS } from "./DynamoDbBench.js"
 import { BenchError } from "./Measure.js"
 import type { Contender, Plan, SuiteResult } from "./Suite.js"
 import * as Suite from "./Suite.js"
-import type { Payload } from "./Workload.js"
-import { Downstream, payloadFor } from "./Workload.js"
-
-const TTL_SECONDS = 24 * 60 * 60
-const LEASE_MILLIS = 31_000
+import { payloadFor } from "./Workload.js"
 
 /** Where the benchmark runs: a server at a URL, or a `redis-server` started for the run. */
 export interface Server {
@@ -58,18 +52,6 @@ const ours = (url: string, prefix: string) =>
     const store = RedisStore.layerWith({ prefix }).pipe(Layer.provide(RedisClient.layerFromClient(client)))
     return yield* Suite.effectContender(OURS, store, roundTrips)
   })
-
-/** The part of a Lambda context Powertools reads. */
-interface LambdaContext {
-  readonly functionName: string
-  readonly awsRequestId: string
-  readonly getRemainingTimeInMillis: () => number
-}
-
-interface ChargeEvent {
-  readonly key: string
-  readonly payload: Payload
-}
 
 /**
  * Powertools: `CachePersistenceLayer` on a connected `@redis/client`, whose calls are counted. The
@@ -103,30 +85,16 @@ const powertools = (url: string, keyPrefix: string) =>
         return redis.del(keys)
       }
     }
-    const downstream = new Downstream()
-    const context: LambdaContext = {
-      functionName: "charge",
-      awsRequestId: randomUUID(),
-      getRemainingTimeInMillis: () => LEASE_MILLIS
-    }
-    const handler = makeIdempotent(
-      async (event: ChargeEvent, _context: LambdaContext) => downstream.charge(event.payload),
+    return Baseline.powertools(
+      POWERTOOLS,
       {
         persistenceStore: new CachePersistenceLayer({ client }),
         config: new IdempotencyConfig({ eventKeyJmesPath: "key", expiresAfterSeconds: TTL_SECONDS }),
         keyPrefix
-      }
+      },
+      () => sent.commands
     )
-    return {
-      name: POWERTOOLS,
-      downstream,
-      call: (key) => handler({ key, payload: payloadFor(key) }, context),
-      isConflict: (error) => error instanceof IdempotencyAlreadyInProgressError,
-      roundTrips: () => sent.commands
-    } satisfies Contender
   })
-
-class Conflict extends Error {}
 
 /**
  * The floor: the store's reservation script by SHA (one command; it returns the existing record
@@ -142,41 +110,31 @@ const bare = (url: string, prefix: string) =>
         try: () => client.script("LOAD", script.lua),
         catch: (cause) => new BenchError({ message: "the scripts could not be loaded", cause })
       }))
-    const downstream = new Downstream()
-    const fingerprint = "sha256:0000"
     const lease = String(LEASE_MILLIS)
-    const ttl = String(TTL_SECONDS * 1000)
-    const call = async (key: string) => {
-      const record = `${prefix}{charge#${key}}`
-      const token = randomUUID()
-      const reply = await client.evalsha(
-        RedisScripts.reserve.sha,
-        1,
-        record,
-        "",
-        token,
-        fingerprint,
-        lease,
-        ttl,
-        "1"
-      ) as
-        | readonly [1, number, number, number]
-        | readonly [0, string, string, string, number, number, number, number, string, string]
-      if (reply[0] === 0) {
-        if (reply[1] !== "COMPLETED" || reply[3] !== fingerprint) throw new Conflict()
-        return JSON.parse(reply[9]) as unknown
+    const ttl = String(TTL_MILLIS)
+    return Baseline.baseline(BARE, roundTrips, (downstream) => ({
+      call: async (key) => {
+        const record = `${prefix}{charge#${key}}`
+        const token = randomUUID()
+        const reply = await client.evalsha(
+          RedisScripts.reserve.sha,
+          1,
+          record,
+          "",
+          token,
+          FINGERPRINT,
+          lease,
+          ttl,
+          "1"
+        ) as
+          | readonly [1, number, number, number]
+          | readonly [0, string, string, string, number, number, number, number, string, string]
+        if (reply[0] === 0) return Baseline.replayed({ status: reply[1], fingerprint: reply[3], outcome: reply[9] })
+        const receipt = await downstream.charge(payloadFor(key))
+        await client.evalsha(RedisScripts.complete.sha, 1, record, "", token, "Success", JSON.stringify(receipt), ttl)
+        return receipt
       }
-      const receipt = await downstream.charge(payloadFor(key))
-      await client.evalsha(RedisScripts.complete.sha, 1, record, "", token, "Success", JSON.stringify(receipt), ttl)
-      return receipt
-    }
-    return {
-      name: BARE,
-      downstream,
-      call,
-      isConflict: (error) => error instanceof Conflict,
-      roundTrips
-    } satisfies Contender
+    }))
   })
 
 /** The server at `url`, or a `redis-server` started now (stopped with the scope) when there is none. */

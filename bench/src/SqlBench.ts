@@ -20,17 +20,16 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { FINGERPRINT, LEASE_MILLIS, rawSqlClient, TTL_MILLIS } from "./Baseline.js"
 import { BenchError } from "./Measure.js"
-import type { Contender, Plan, SuiteResult } from "./Suite.js"
+import type { Plan, SuiteResult } from "./Suite.js"
 import * as Suite from "./Suite.js"
-import { Downstream, payloadFor } from "./Workload.js"
 
 export const STORE = "sql-store"
 export const RAW = "raw-sqlclient"
@@ -41,10 +40,6 @@ export const ENGINES: ReadonlyArray<Engine> = ["mariadb", "sqlite", "libsql"]
 
 /** The connections of the MariaDB pool (SQLite and libSQL clients have one connection). */
 export const MARIADB_POOL = 16
-
-const TTL_MILLIS = 24 * 60 * 60 * 1000
-const LEASE_MILLIS = 31_000
-const FINGERPRINT = "sha256:0000"
 
 /** Where one engine ran. */
 export interface Database {
@@ -142,21 +137,6 @@ const insertParams = (key: string) => {
   return [`charge#${key}`, key, randomUUID(), FINGERPRINT, now + LEASE_MILLIS, now + TTL_MILLIS, now, now]
 }
 
-interface Row {
-  readonly status: string
-  readonly fingerprint: string
-  readonly outcome: unknown
-}
-
-class Conflict extends Error {}
-
-/** What the replay floor does with the row it read. */
-const replayed = (rows: ReadonlyArray<Row>): unknown => {
-  const row = rows[0]
-  if (row === undefined || row.status !== "COMPLETED" || row.fingerprint !== FINGERPRINT) throw new Conflict()
-  return JSON.parse(String(row.outcome ?? "null"))
-}
-
 /** The suite on one engine: the store and its raw floor, each on a table of its own, on one client. */
 export const run = (
   engine: Engine,
@@ -197,32 +177,17 @@ export const run = (
       roundTrips
     )
 
-    const raw = rawStatements(engine, tables.raw)
-    const rawDownstream = new Downstream()
-    const runtime = yield* Effect.acquireRelease(
-      Effect.sync(() => ManagedRuntime.make(sqlLayer)),
-      (runtime) => Effect.promise(() => runtime.dispose())
-    )
-    const rawContender: Contender = {
+    const rawContender = rawSqlClient({
       name: RAW,
-      downstream: rawDownstream,
-      call: (key) =>
-        runtime.runPromise(Effect.gen(function*() {
-          const sql = yield* SqlClient.SqlClient
-          yield* sql.unsafe(raw.insert, insertParams(key)).withoutTransform
-          const receipt = yield* Effect.promise(async () => rawDownstream.charge(payloadFor(key)))
-          const now = Date.now()
-          yield* sql.unsafe(raw.update, [JSON.stringify(receipt), now + TTL_MILLIS, now, `charge#${key}`])
-            .withoutTransform
-          return receipt
-        })),
-      replay: (key) =>
-        runtime.runPromise(
-          Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<Row>(raw.select, [`charge#${key}`]).withoutTransform)
-        ).then(replayed),
-      isConflict: (error) => error instanceof Conflict,
+      runtime: yield* Suite.scopedRuntime(sqlLayer),
+      statements: rawStatements(engine, tables.raw),
+      insertParams,
+      updateParams: (key, outcome) => {
+        const now = Date.now()
+        return [outcome, now + TTL_MILLIS, now, `charge#${key}`]
+      },
       roundTrips
-    }
+    })
 
     const result = yield* Suite.run(plan, [store, rawContender])
     return { database: { engine, kind, version, journalMode }, result }

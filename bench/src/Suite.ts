@@ -227,6 +227,15 @@ export const recordingTracer = (): { readonly tracer: Tracer.Tracer; readonly sp
   return { tracer, spans: () => spans }
 }
 
+/** A runtime of `layer`, built once and disposed of with the scope. */
+export const scopedRuntime = <R, E>(
+  layer: Layer.Layer<R, E>
+): Effect.Effect<ManagedRuntime.ManagedRuntime<R, E>, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.sync(() => ManagedRuntime.make(layer)),
+    (runtime) => Effect.promise(() => runtime.dispose())
+  )
+
 /**
  * The operation of the benchmark on a store layer, run like a warm function instance: one
  * runtime built once, one `runPromise` per call; with `tracer` installed in the runtime when given.
@@ -241,10 +250,7 @@ export const effectContender = <E>(
     const downstream = new Downstream()
     // a tracer is installed as a user installs one: in the runtime's layer
     const layer = tracer === undefined ? store : Layer.merge(store, Layer.setTracer(tracer))
-    const runtime = yield* Effect.acquireRelease(
-      Effect.sync(() => ManagedRuntime.make(layer)),
-      (runtime) => Effect.promise(() => runtime.dispose())
-    )
+    const runtime = yield* scopedRuntime(layer)
     yield* Effect.tryPromise({
       try: () => runtime.runtime(),
       catch: (cause) => new BenchError({ message: `${name}: the store layer failed`, cause })
