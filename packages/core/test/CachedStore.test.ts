@@ -6,6 +6,7 @@ import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
+import { aroundStore } from "./utils/aroundStore.js"
 
 StoreConformance.suite(
   "cached memory store conformance",
@@ -17,16 +18,10 @@ const counted = (capacity?: number) =>
   Effect.gen(function*() {
     const base = yield* IdempotencyStore.makeMemory({ warn: false })
     const calls = yield* Ref.make(0)
-    const count = <A, E>(effect: Effect.Effect<A, E>) => Effect.zipRight(Ref.update(calls, (n) => n + 1), effect)
-    const store = yield* IdempotencyStore.makeCached({
-      reserve: (request) => count(base.reserve(request)),
-      complete: (request) => count(base.complete(request)),
-      release: (request) => count(base.release(request)),
-      markFailed: (request) => count(base.markFailed(request)),
-      extend: (request) => count(base.extend(request)),
-      get: (id) => count(base.get(id)),
-      purgeExpired: (options) => count(base.purgeExpired(options))
-    }, { capacity })
+    const store = yield* IdempotencyStore.makeCached(
+      aroundStore(base, (_, call) => Effect.zipRight(Ref.update(calls, (n) => n + 1), call)),
+      { capacity }
+    )
     return { layer: Layer.succeed(IdempotencyStore.IdempotencyStore, store), calls }
   })
 

@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
+import { aroundStore } from "./utils/aroundStore.js"
 
 ExitPaths.suite("exit paths on the memory store", IdempotencyStore.layerMemoryWith({ warn: false }))
 
@@ -17,16 +18,9 @@ ExitPaths.suite("exit paths on the memory store", IdempotencyStore.layerMemoryWi
 const countingStore = Effect.gen(function*() {
   const base = yield* IdempotencyStore.makeMemory({ warn: false })
   const calls = yield* Ref.make(0)
-  const count = <A, E>(effect: Effect.Effect<A, E>) => Effect.zipRight(Ref.update(calls, (n) => n + 1), effect)
-  const store: IdempotencyStore.IdempotencyStore["Type"] = {
-    reserve: (request) => count(base.reserve(request)),
-    complete: (request) => count(base.complete(request)),
-    release: (request) => count(base.release(request)),
-    markFailed: (request) => count(base.markFailed(request)),
-    extend: (request) => count(base.extend(request)),
-    get: (id) => count(base.get(id)),
-    purgeExpired: base.purgeExpired
-  }
+  const store = aroundStore(base, (_, call) => Effect.zipRight(Ref.update(calls, (n) => n + 1), call), [
+    "purgeExpired"
+  ])
   return { calls, layer: Layer.succeed(IdempotencyStore.IdempotencyStore, store) }
 })
 

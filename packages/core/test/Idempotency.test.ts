@@ -1,12 +1,10 @@
-import {
-  Idempotency,
-  IdempotencyContext,
-  IdempotencyError,
-  IdempotencyKey,
-  IdempotencyPolicy,
-  IdempotencyRecord,
-  IdempotencyStore
-} from "@effect-idempotency/core"
+import * as Idempotency from "@effect-idempotency/core/Idempotency"
+import * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
+import * as IdempotencyError from "@effect-idempotency/core/IdempotencyError"
+import * as IdempotencyKey from "@effect-idempotency/core/IdempotencyKey"
+import * as IdempotencyPolicy from "@effect-idempotency/core/IdempotencyPolicy"
+import * as IdempotencyRecord from "@effect-idempotency/core/IdempotencyRecord"
+import * as IdempotencyStore from "@effect-idempotency/core/IdempotencyStore"
 import { assert, describe, it } from "@effect/vitest"
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
@@ -19,6 +17,7 @@ import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
+import { aroundStore, type Method } from "./utils/aroundStore.js"
 
 class OutOfStock extends Schema.TaggedError<OutOfStock>()("OutOfStock", { sku: Schema.String }) {}
 class Transient extends Schema.TaggedError<Transient>()("Transient", {}) {}
@@ -26,8 +25,6 @@ class Transient extends Schema.TaggedError<Transient>()("Transient", {}) {}
 const Order = Schema.Struct({ sku: Schema.String, quantity: Schema.Number })
 const Placed = Schema.Struct({ orderId: Schema.String, execution: Schema.Number })
 const order = { sku: "A-1", quantity: 2 }
-
-type Method = "reserve" | "complete" | "release" | "markFailed" | "extend" | "get"
 
 /** The memory store, with methods that can be made unreachable, and a count of calls. */
 const controllableStore = Effect.gen(function*() {
@@ -45,15 +42,7 @@ const controllableStore = Effect.gen(function*() {
           ? Effect.fail(new IdempotencyError.StoreUnavailable({ method, cause: new Error("connection refused") }))
           : effect as Effect.Effect<A, E | IdempotencyError.StoreUnavailable>)
     )
-  const store: IdempotencyStore.IdempotencyStore["Type"] = {
-    reserve: (request) => guard("reserve", base.reserve(request)),
-    complete: (request) => guard("complete", base.complete(request)),
-    release: (request) => guard("release", base.release(request)),
-    markFailed: (request) => guard("markFailed", base.markFailed(request)),
-    extend: (request) => guard("extend", base.extend(request)),
-    get: (id) => guard("get", base.get(id)),
-    purgeExpired: (options) => base.purgeExpired(options)
-  }
+  const store = aroundStore(base, guard, ["purgeExpired"])
   return {
     layer: Layer.succeed(IdempotencyStore.IdempotencyStore, store),
     store,

@@ -2,6 +2,7 @@ import type { Idempotency } from "@effect-idempotency/core"
 import { IdempotencyError, IdempotencyKey, IdempotencyStore } from "@effect-idempotency/core"
 import type { HttpIdempotencyError, StoredResponse } from "@effect-idempotency/http"
 import { HttpIdempotency, IdempotentFetch } from "@effect-idempotency/http"
+import * as KitStores from "@effect-idempotency/test-support/KitStores"
 import { assert, describe, expectTypeOf, it } from "@effect/vitest"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
@@ -38,15 +39,7 @@ const countedStore = Effect.gen(function*() {
             : effect
       )
     )
-  const store: IdempotencyStore.IdempotencyStore["Type"] = {
-    reserve: (request) => guard(base.reserve(request)),
-    complete: (request) => guard(base.complete(request)),
-    release: (request) => guard(base.release(request)),
-    markFailed: (request) => guard(base.markFailed(request)),
-    extend: (request) => guard(base.extend(request)),
-    get: (id) => guard(base.get(id)),
-    purgeExpired: (options) => base.purgeExpired(options)
-  }
+  const store = KitStores.around(base, (_, call) => guard(call), ["purgeExpired"])
   return {
     layer: Layer.succeed(IdempotencyStore.IdempotencyStore, store),
     calls: Ref.get(calls),

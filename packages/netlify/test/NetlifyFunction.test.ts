@@ -14,6 +14,7 @@ import {
   NetlifyFunction,
   TimeLimit
 } from "@effect-idempotency/netlify"
+import * as KitStores from "@effect-idempotency/test-support/KitStores"
 import { assert, describe, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -54,15 +55,11 @@ const controllableStore = Effect.gen(function*() {
         }
       })
     )
-  const store: IdempotencyStore.IdempotencyStore["Type"] = {
-    reserve: (request) => guard("reserve", base.reserve(request)),
-    complete: (request) => guard("complete", base.complete(request)),
-    release: (request) => guard("release", base.release(request)),
-    markFailed: (request) => base.markFailed(request),
-    extend: (request) => base.extend(request),
-    get: (id) => guard("get", base.get(id)),
-    purgeExpired: (options) => base.purgeExpired(options)
-  }
+  const store = KitStores.around(base, (method, call) => guard(method as Method, call), [
+    "markFailed",
+    "extend",
+    "purgeExpired"
+  ])
   return {
     layer: Layer.succeed(IdempotencyStore.IdempotencyStore, store),
     store,

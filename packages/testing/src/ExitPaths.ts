@@ -12,14 +12,12 @@
  *
  * @since 0.1.0
  */
-import {
-  Idempotency,
-  IdempotencyError,
-  IdempotencyKey,
-  IdempotencyPolicy,
-  IdempotencyRecord,
-  IdempotencyStore
-} from "@effect-idempotency/core"
+import * as Idempotency from "@effect-idempotency/core/Idempotency"
+import * as IdempotencyError from "@effect-idempotency/core/IdempotencyError"
+import * as IdempotencyKey from "@effect-idempotency/core/IdempotencyKey"
+import * as IdempotencyPolicy from "@effect-idempotency/core/IdempotencyPolicy"
+import * as IdempotencyRecord from "@effect-idempotency/core/IdempotencyRecord"
+import * as IdempotencyStore from "@effect-idempotency/core/IdempotencyStore"
 import { assert, layer } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"

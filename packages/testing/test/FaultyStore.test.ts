@@ -1,4 +1,5 @@
 import { IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import * as KitStores from "@effect-idempotency/test-support/KitStores"
 import { FaultyStore, SimulatedDownstream, StoreConformance } from "@effect-idempotency/testing"
 import { assert, describe, it } from "@effect/vitest"
 import * as Clock from "effect/Clock"
@@ -59,17 +60,10 @@ const calls = Effect.flatMap(downstream, (downstream) => downstream.calls)
 const countedWorld = Effect.gen(function*() {
   const base = yield* IdempotencyStore.makeMemory({ warn: false })
   const reached: Array<string> = []
-  const count = <A, E>(method: string, call: Effect.Effect<A, E>) =>
-    Effect.zipRight(Effect.sync(() => reached.push(method)), call)
-  const counted: IdempotencyStore.IdempotencyStore["Type"] = {
-    reserve: (request) => count("reserve", base.reserve(request)),
-    complete: (request) => count("complete", base.complete(request)),
-    release: (request) => count("release", base.release(request)),
-    markFailed: (request) => count("markFailed", base.markFailed(request)),
-    extend: (request) => count("extend", base.extend(request)),
-    get: (id) => count("get", base.get(id)),
-    purgeExpired: (options) => count("purgeExpired", base.purgeExpired(options))
-  }
+  const counted = KitStores.around(
+    base,
+    (method, call) => Effect.zipRight(Effect.sync(() => reached.push(method)), call)
+  )
   const layer = Layer.mergeAll(
     Layer.succeed(IdempotencyStore.IdempotencyStore, FaultyStore.make(counted)),
     OrdersApiSimulated.pipe(Layer.provideMerge(SimulatedDownstream.layer({ deduplicate: false })))

@@ -6,15 +6,13 @@
  * crashed function; clock jumps past leases and TTLs; deadlines; store outages that fail or hang
  * every call, heartbeats included) under every policy combination.
  */
-import {
-  Idempotency,
-  IdempotencyContext,
-  IdempotencyError,
-  IdempotencyKey,
-  IdempotencyPolicy,
-  IdempotencyRecord,
-  IdempotencyStore
-} from "@effect-idempotency/core"
+import * as Idempotency from "@effect-idempotency/core/Idempotency"
+import * as IdempotencyContext from "@effect-idempotency/core/IdempotencyContext"
+import * as IdempotencyError from "@effect-idempotency/core/IdempotencyError"
+import * as IdempotencyKey from "@effect-idempotency/core/IdempotencyKey"
+import * as IdempotencyPolicy from "@effect-idempotency/core/IdempotencyPolicy"
+import * as IdempotencyRecord from "@effect-idempotency/core/IdempotencyRecord"
+import * as IdempotencyStore from "@effect-idempotency/core/IdempotencyStore"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
