@@ -57,58 +57,54 @@ const json = Options.boolean("json").pipe(
   Options.withDescription("Print one JSON object on stdout instead of a table (for scripts).")
 )
 
+/** An option that may be left out, shown as `--name <pseudoName>` in the help. */
+const optional = <A>(option: Options.Options<A>, pseudoName: string, description: string) =>
+  option.pipe(Options.withPseudoName(pseudoName), Options.withDescription(description), Options.optional)
+
 const storeOptions = {
-  store: Options.redacted("store").pipe(
-    Options.withPseudoName("url"),
-    Options.withDescription(
-      "The store: postgres://…, mysql://… or mariadb://…, sqlite:<path>, file:<path> or libsql://… (libSQL; " +
-        "LIBSQL_AUTH_TOKEN), redis://… or rediss://…, or dynamodb://<table>?region=…&endpoint=…. " +
-        "Default: DATABASE_URL, else REDIS_URL, else DynamoDB when AWS_REGION or DYNAMODB_ENDPOINT is set."
-    ),
-    Options.optional
+  store: optional(
+    Options.redacted("store"),
+    "url",
+    "The store: postgres://…, mysql://… or mariadb://…, sqlite:<path>, file:<path> or libsql://… (libSQL; " +
+      "LIBSQL_AUTH_TOKEN), redis://… or rediss://…, or dynamodb://<table>?region=…&endpoint=…. " +
+      "Default: DATABASE_URL, else REDIS_URL, else DynamoDB when AWS_REGION or DYNAMODB_ENDPOINT is set."
   ),
-  endpoint: Options.text("endpoint").pipe(
-    Options.withPseudoName("url"),
-    Options.withDescription(
-      "Instead of a store: an admin endpoint (IdempotencyAdminApi of @effect-idempotency/platform) in front of a " +
-        "store only its platform reaches (D1, Durable Objects, a private network). Default: IDEMPOTENCY_ADMIN_ENDPOINT."
-    ),
-    Options.optional
+  endpoint: optional(
+    Options.text("endpoint"),
+    "url",
+    "Instead of a store: an admin endpoint (IdempotencyAdminApi of @effect-idempotency/platform) in front of a " +
+      "store only its platform reaches (D1, Durable Objects, a private network). Default: IDEMPOTENCY_ADMIN_ENDPOINT."
   ),
-  token: Options.redacted("token").pipe(
-    Options.withPseudoName("token"),
-    Options.withDescription(
-      "The admin endpoint's token. Default: IDEMPOTENCY_ADMIN_TOKEN (prefer it: a command line shows in ps)."
-    ),
-    Options.optional
+  token: optional(
+    Options.redacted("token"),
+    "token",
+    "The admin endpoint's token. Default: IDEMPOTENCY_ADMIN_TOKEN (prefer it: a command line shows in ps)."
   ),
-  table: Options.text("table").pipe(
-    Options.withPseudoName("name"),
-    Options.withDescription(
-      "The table (SQL stores, DynamoDB). Default: IDEMPOTENCY_TABLE, else idempotency_records (SQL stores) " +
-        "or the table of the dynamodb:// URL, else idempotency (DynamoDB)."
-    ),
-    Options.optional
+  table: optional(
+    Options.text("table"),
+    "name",
+    "The table (SQL stores, DynamoDB). Default: IDEMPOTENCY_TABLE, else idempotency_records (SQL stores) " +
+      "or the table of the dynamodb:// URL, else idempotency (DynamoDB)."
   ),
-  schema: Options.text("schema").pipe(
-    Options.withPseudoName("name"),
-    Options.withDescription("The PostgreSQL schema of the table. Default: the connection's search_path."),
-    Options.optional
+  schema: optional(
+    Options.text("schema"),
+    "name",
+    "The PostgreSQL schema of the table. Default: the connection's search_path."
   ),
-  prefix: Options.text("prefix").pipe(
-    Options.withPseudoName("prefix"),
-    Options.withDescription("The key prefix (Redis). Default: IDEMPOTENCY_PREFIX, else idempotency:."),
-    Options.optional
+  prefix: optional(
+    Options.text("prefix"),
+    "prefix",
+    "The key prefix (Redis). Default: IDEMPOTENCY_PREFIX, else idempotency:."
   ),
-  keyAttribute: Options.text("key-attribute").pipe(
-    Options.withPseudoName("name"),
-    Options.withDescription("The partition key attribute (DynamoDB). Default: IDEMPOTENCY_KEY_ATTRIBUTE, else id."),
-    Options.optional
+  keyAttribute: optional(
+    Options.text("key-attribute"),
+    "name",
+    "The partition key attribute (DynamoDB). Default: IDEMPOTENCY_KEY_ATTRIBUTE, else id."
   ),
-  ttlAttribute: Options.text("ttl-attribute").pipe(
-    Options.withPseudoName("name"),
-    Options.withDescription("The TTL attribute (DynamoDB). Default: IDEMPOTENCY_TTL_ATTRIBUTE, else ttl."),
-    Options.optional
+  ttlAttribute: optional(
+    Options.text("ttl-attribute"),
+    "name",
+    "The TTL attribute (DynamoDB). Default: IDEMPOTENCY_TTL_ATTRIBUTE, else ttl."
   ),
   json
 }
@@ -121,10 +117,10 @@ const key = Args.text({ name: "key" }).pipe(
   Args.withDescription("The idempotency key.")
 )
 
-const scope = Options.text("scope").pipe(
-  Options.withPseudoName("scope"),
-  Options.withDescription("The scope the key was used in (a tenant, a user), when the operation has one."),
-  Options.optional
+const scope = optional(
+  Options.text("scope"),
+  "scope",
+  "The scope the key was used in (a tenant, a user), when the operation has one."
 )
 
 const usage = (message: string) => ValidationError.invalidValue(HelpDoc.p(message))
@@ -132,15 +128,16 @@ const usage = (message: string) => ValidationError.invalidValue(HelpDoc.p(messag
 const states: ReadonlyArray<IdempotencyAdmin.State> = ["running", "stuck", "completed", "unknown", "omitted", "failed"]
 
 const limitOption = (description: string) =>
-  Options.integer("limit").pipe(
-    Options.withPseudoName("n"),
-    Options.withDescription(description),
-    Options.mapEffect((limit) =>
-      limit >= 1 && limit <= 1000
-        ? Effect.succeed(limit)
-        : Effect.fail(usage("--limit is a whole number from 1 to 1000"))
+  optional(
+    Options.integer("limit").pipe(
+      Options.mapEffect((limit) =>
+        limit >= 1 && limit <= 1000
+          ? Effect.succeed(limit)
+          : Effect.fail(usage("--limit is a whole number from 1 to 1000"))
+      )
     ),
-    Options.optional
+    "n",
+    description
   )
 
 const validKey = (input: string) =>
@@ -231,29 +228,22 @@ const list = Command.make(
       Options.withDescription("Only records in this state (stuck: in progress past its lease)."),
       Options.optional
     ),
-    operation: Options.text("operation").pipe(
-      Options.withPseudoName("name"),
-      Options.withDescription("Only this operation's records."),
-      Options.optional
-    ),
-    olderThan: Options.text("older-than").pipe(
-      Options.withPseudoName("duration"),
-      Options.withDescription("Only records whose lease ended at least this long ago: \"10 minutes\", \"2 hours\"."),
-      Options.mapEffect((input) =>
-        Option.match(Duration.decodeUnknown(input), {
-          onNone: () =>
-            Effect.fail(usage("--older-than is a duration such as \"30 seconds\", \"10 minutes\" or \"2 hours\"")),
-          onSome: Effect.succeed
-        })
+    operation: optional(Options.text("operation"), "name", "Only this operation's records."),
+    olderThan: optional(
+      Options.text("older-than").pipe(
+        Options.mapEffect((input) =>
+          Option.match(Duration.decodeUnknown(input), {
+            onNone: () =>
+              Effect.fail(usage("--older-than is a duration such as \"30 seconds\", \"10 minutes\" or \"2 hours\"")),
+            onSome: Effect.succeed
+          })
+        )
       ),
-      Options.optional
+      "duration",
+      "Only records whose lease ended at least this long ago: \"10 minutes\", \"2 hours\"."
     ),
     limit: limitOption("At most this many records (1 to 1000, default 100)."),
-    cursor: Options.text("cursor").pipe(
-      Options.withPseudoName("cursor"),
-      Options.withDescription("Continue from the cursor a previous page printed."),
-      Options.optional
-    )
+    cursor: optional(Options.text("cursor"), "cursor", "Continue from the cursor a previous page printed.")
   },
   (args) =>
     Effect.gen(function*() {
