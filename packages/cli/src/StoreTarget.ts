@@ -44,7 +44,7 @@ import { InvalidStore } from "./CliError.js"
 export type StoreTarget = Data.TaggedEnum<{
   Postgres: { readonly url: Redacted.Redacted; readonly table: string | undefined; readonly schema: string | undefined }
   /** A `mariadb://` URL's scheme is replaced with `mysql://`. */
-  Mysql: { readonly url: Redacted.Redacted; readonly table: string | undefined }
+  MariaDb: { readonly url: Redacted.Redacted; readonly table: string | undefined }
   Sqlite: { readonly filename: string; readonly table: string | undefined }
   Libsql: {
     readonly url: Redacted.Redacted
@@ -63,11 +63,18 @@ export type StoreTarget = Data.TaggedEnum<{
   }
 }>
 
+const cases = Data.taggedEnum<StoreTarget>()
+
 /**
+ * The targets' constructors, `$is` and `$match`.
+ *
  * @since 0.1.0
  * @category constructors
  */
-export const StoreTarget = Data.taggedEnum<StoreTarget>()
+export const StoreTarget: typeof cases & {
+  /** @deprecated `Mysql` is `MariaDb` (the store runs on MariaDB only); removed at 1.0. */
+  readonly Mysql: typeof cases.MariaDb
+} = Object.assign(Object.create(cases) as typeof cases, { Mysql: cases.MariaDb })
 
 /**
  * What the command line says about the store.
@@ -118,9 +125,9 @@ const fromUrl = (
           schema: Option.getOrUndefined(options.schema)
         })
       case "mysql:":
-        return StoreTarget.Mysql({ url, table: yield* table(options) })
+        return StoreTarget.MariaDb({ url, table: yield* table(options) })
       case "mariadb:":
-        return StoreTarget.Mysql({
+        return StoreTarget.MariaDb({
           url: Redacted.make(`mysql:${raw.slice(parsed.protocol.length)}`),
           table: yield* table(options)
         })
@@ -297,7 +304,8 @@ export const layer = (
     StoreTarget.$match(target, {
       Postgres: (target) =>
         Effect.map(Effect.promise(() => import("./internal/stores/postgres.js")), (m) => m.layer(target)),
-      Mysql: (target) => Effect.map(Effect.promise(() => import("./internal/stores/mysql.js")), (m) => m.layer(target)),
+      MariaDb: (target) =>
+        Effect.map(Effect.promise(() => import("./internal/stores/mariadb.js")), (m) => m.layer(target)),
       Sqlite: (target) =>
         Effect.tryPromise({
           try: () => import("./internal/stores/sqlite.js"),

@@ -37,7 +37,7 @@ describe("effect-idempotency migrate on MariaDB", () => {
       for (let i = 0; i < 2; i++) {
         const run = yield* cli(["migrate", "--json", ...store])
         assert.strictEqual(run.code, Code.Ok, run.stderr)
-        assert.deepInclude(parsed(run), { store: "Mysql", applied: true })
+        assert.deepInclude(parsed(run), { store: "MariaDb", applied: true })
         assert.include(parsed(run).detail, `the table ${table}`)
       }
       const after = yield* cli(["stats", "--json", ...store])

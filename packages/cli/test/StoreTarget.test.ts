@@ -29,19 +29,39 @@ describe("StoreTarget.resolve", () => {
   it.effect("mysql:// and mariadb:// name a MariaDB store, on a mysql:// URL, with --table else IDEMPOTENCY_TABLE", () =>
     Effect.gen(function*() {
       assert.deepStrictEqual(revealed(yield* resolve("mysql://app:pw@db:3306/app")), {
-        _tag: "Mysql",
+        _tag: "MariaDb",
         url: "mysql://app:pw@db:3306/app",
         table: undefined
       })
       assert.deepStrictEqual(
         revealed(yield* resolve("MariaDB://app:pw@db/app?ssl={}", { IDEMPOTENCY_TABLE: "from_env" })),
-        { _tag: "Mysql", url: "mysql://app:pw@db/app?ssl={}", table: "from_env" }
+        { _tag: "MariaDb", url: "mysql://app:pw@db/app?ssl={}", table: "from_env" }
       )
       assert.deepStrictEqual(
         revealed(yield* resolve(undefined, { DATABASE_URL: "mariadb://db/app", IDEMPOTENCY_TABLE: "t" }, "flag")),
-        { _tag: "Mysql", url: "mysql://db/app", table: "flag" }
+        { _tag: "MariaDb", url: "mysql://db/app", table: "flag" }
       )
     }))
+
+  it("StoreTarget.Mysql, deprecated, still constructs a MariaDB target; the other constructors, $is and $match work", () => {
+    const url = Redacted.make("mysql://db/app")
+    const target = StoreTarget.StoreTarget.Mysql({ url, table: "t" })
+    assert.deepStrictEqual(target, StoreTarget.StoreTarget.MariaDb({ url, table: "t" }))
+    assert.isTrue(StoreTarget.StoreTarget.$is("MariaDb")(target))
+    assert.strictEqual(StoreTarget.StoreTarget.Sqlite({ filename: "f.db", table: undefined })._tag, "Sqlite")
+    assert.strictEqual(
+      StoreTarget.StoreTarget.$match(target, {
+        Postgres: () => "Postgres",
+        MariaDb: () => "MariaDb",
+        Sqlite: () => "Sqlite",
+        Libsql: () => "Libsql",
+        Endpoint: () => "Endpoint",
+        Redis: () => "Redis",
+        DynamoDb: () => "DynamoDb"
+      }),
+      "MariaDb"
+    )
+  })
 
   it.effect("sqlite:<path> and sqlite:///<absolute path> name a SQLite file, as written", () =>
     Effect.gen(function*() {

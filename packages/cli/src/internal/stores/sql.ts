@@ -27,7 +27,7 @@ import { unavailable } from "./shared.js"
  * @internal
  */
 export const layer = <E>(
-  store: Extract<StoreTarget["_tag"], "Mysql" | "Sqlite" | "Libsql">,
+  store: Extract<StoreTarget["_tag"], "MariaDb" | "Sqlite" | "Libsql">,
   table: string | undefined,
   client: Layer.Layer<SqlClient.SqlClient, E>,
   refused?: (cause: unknown) => InvalidStore | undefined

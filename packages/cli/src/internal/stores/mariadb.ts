@@ -8,6 +8,6 @@ import type { StoreTarget } from "../../StoreTarget.js"
 import * as Sql from "./sql.js"
 
 /** @internal */
-export const layer = (target: Extract<StoreTarget, { readonly _tag: "Mysql" }>) =>
+export const layer = (target: Extract<StoreTarget, { readonly _tag: "MariaDb" }>) =>
   // the client answers `SELECT 1` within 5 seconds, or fails
-  Sql.layer("Mysql", target.table, MysqlClient.layer({ url: target.url, maxConnections: 2 }))
+  Sql.layer("MariaDb", target.table, MysqlClient.layer({ url: target.url, maxConnections: 2 }))
