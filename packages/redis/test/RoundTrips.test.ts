@@ -6,33 +6,19 @@
  * command more, once. While scripts await their replies, those sent in one turn of the event loop
  * leave in one write to the socket.
  */
-import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { RedisClient, RedisStore } from "@effect-idempotency/redis"
 import { Counting } from "@effect-idempotency/test-support"
 import { redisServer, requireRedisServer } from "@effect-idempotency/test-support/Redis"
+import * as RoundTrips from "@effect-idempotency/test-support/RoundTrips"
 import { assert, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
-import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
-import * as Ref from "effect/Ref"
-import * as Schema from "effect/Schema"
 import * as TestServices from "effect/TestServices"
 import type { Redis } from "ioredis"
-import { randomUUID } from "node:crypto"
-import {
-  expectReserved,
-  freshId,
-  Payload,
-  payload,
-  rawClient,
-  redisUrl,
-  reserveRequest,
-  uniquePrefix
-} from "./utils/fixtures.js"
+import { expectReserved, freshId, rawClient, redisUrl, reserveRequest, uniquePrefix } from "./utils/fixtures.js"
 
 /** A client that records the name of every command it sends. */
 const countingClient = (url: string) =>
@@ -64,8 +50,6 @@ const counted = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     return [result, sent.slice(before)] as const
   })
 
-const trips = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.map(counted(effect), ([, sent]) => sent.length)
-
 /** Sends each script once, so the counts below see `EVALSHA`. */
 const warmUp = Effect.gen(function*() {
   const store = yield* IdempotencyStore.IdempotencyStore
@@ -90,91 +74,9 @@ layer(countingStore(redisUrl), { timeout: "1 minute" })("RedisStore round trips"
       assert.isTrue(second.every((name) => name === "evalsha"), second.join(" "))
     }))
 
-  it.effect("a first execution sends 2 commands, a replay 1, a changed request 1, a conflict 1", () =>
-    Effect.gen(function*() {
-      yield* warmUp
-      const executions = yield* Ref.make(0)
-      const started = yield* Deferred.make<void>()
-      const proceed = yield* Deferred.make<void>()
-      const operation = Idempotency.make({
-        name: `round-trips-${randomUUID()}`,
-        payload: Payload,
-        success: Schema.Number,
-        execute: () => Ref.updateAndGet(executions, (n) => n + 1)
-      })
-      const slow = Idempotency.make({
-        name: `round-trips-slow-${randomUUID()}`,
-        payload: Payload,
-        success: Schema.Number,
-        execute: () => Deferred.succeed(started, void 0).pipe(Effect.zipRight(Deferred.await(proceed)), Effect.as(7))
-      })
-      const key = randomUUID()
-
-      const [first, firstSent] = yield* counted(operation.runDetailed({ key, payload }))
-      assert.isFalse(first.replayed)
-      assert.deepStrictEqual(firstSent, ["evalsha", "evalsha"])
-
-      const [replay, replaySent] = yield* counted(operation.runDetailed({ key, payload }))
-      assert.isTrue(replay.replayed)
-      assert.deepStrictEqual(replaySent, ["evalsha"])
-
-      const [reused, reusedSent] = yield* counted(
-        Effect.either(operation.run({ key, payload: { ...payload, amount: 11 } }))
-      )
-      assert.isTrue(Either.isLeft(reused) && reused.left._tag === "KeyReused")
-      assert.deepStrictEqual(reusedSent, ["evalsha"])
-
-      const slowKey = randomUUID()
-      const holder = yield* Effect.fork(slow.run({ key: slowKey, payload }))
-      yield* Deferred.await(started)
-      const [conflict, conflictSent] = yield* counted(Effect.either(slow.run({ key: slowKey, payload })))
-      assert.isTrue(Either.isLeft(conflict) && conflict.left._tag === "IdempotencyConflict")
-      assert.deepStrictEqual(conflictSent, ["evalsha"])
-      yield* Deferred.succeed(proceed, void 0)
-      assert.strictEqual(yield* Fiber.join(holder), 7)
-      assert.strictEqual(yield* Ref.get(executions), 1)
-    }))
-
-  it.effect("a takeover of an ended lease and of a FAILED record sends 2 commands (reserve, complete)", () =>
-    Effect.gen(function*() {
-      yield* warmUp
-      const store = yield* IdempotencyStore.IdempotencyStore
-      const operation = Idempotency.make({
-        name: `round-trips-takeover-${randomUUID()}`,
-        payload: Payload,
-        success: Schema.Number,
-        execute: () => Effect.succeed(1)
-      })
-      const fingerprint = yield* Idempotency.fingerprint(Payload, payload)
-      for (const crash of ["lease", "failed"] as const) {
-        const key = randomUUID()
-        const id = IdempotencyRecord.makeRecordId({ operation: operation.name, key: IdempotencyKey.unsafeMake(key) })
-        // a crashed attempt: a lease that ended at once (the server's clock), or a FAILED mark
-        const crashed = expectReserved(
-          yield* store.reserve(
-            reserveRequest(id, crash === "lease" ? { fingerprint, lease: Duration.zero } : { fingerprint })
-          )
-        )
-        if (crash === "failed") yield* store.markFailed({ id, token: crashed.token, ttl: Duration.hours(1) })
-        const [result, sent] = yield* counted(operation.runDetailed({ key, payload }))
-        assert.strictEqual(result.attempt, 2)
-        assert.deepStrictEqual(sent, ["evalsha", "evalsha"])
-      }
-    }))
-
-  it.effect("a failure released for a retry sends 2 commands (reserve, release)", () =>
-    Effect.gen(function*() {
-      yield* warmUp
-      const operation = Idempotency.make({
-        name: `round-trips-release-${randomUUID()}`,
-        payload: Payload,
-        success: Schema.Number,
-        execute: () => Effect.fail("transient" as const)
-      })
-      const [result, sent] = yield* counted(Effect.either(operation.run({ key: randomUUID(), payload })))
-      assert.deepStrictEqual(result, Either.left("transient" as const))
-      assert.deepStrictEqual(sent, ["evalsha", "evalsha"])
-    }))
+  const options = { unit: "commands", setUp: warmUp, command: "evalsha", leaseEnds: "atOnce" } as const
+  RoundTrips.cases(it, counted, { replay: 1, conflict: 1 }, options)
+  RoundTrips.released(it, counted, options)
 
   it.effect("the scripts of calls made in one turn on an idle connection leave in two writes: the first at once", () =>
     Effect.gen(function*() {
@@ -211,22 +113,17 @@ layer(countingStore(redisUrl), { timeout: "1 minute" })("RedisStore round trips"
   it.effect("every store method sends exactly 1 command; a purge with the server's clock sends none", () =>
     Effect.gen(function*() {
       yield* warmUp
-      const store = yield* IdempotencyStore.IdempotencyStore
-      const id = freshId()
-      const [reserved, reserveTrips] = yield* counted(store.reserve(reserveRequest(id)))
-      const token = expectReserved(reserved).token
-      const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
-      const counts = [
-        reserveTrips.length,
-        yield* trips(store.extend({ id, token, lease: Duration.seconds(30) })),
-        yield* trips(store.get(id)),
-        yield* trips(store.markFailed({ id, token, ttl: Duration.hours(1) })),
-        yield* trips(store.reserve(reserveRequest(id))),
-        yield* trips(Effect.either(store.complete({ id, token, outcome, ttl: Duration.hours(1) }))),
-        yield* trips(Effect.either(store.release({ id, token }))),
-        yield* trips(store.purgeExpired({ limit: 10 }))
-      ]
-      assert.deepStrictEqual(counts, [1, 1, 1, 1, 1, 1, 1, 0])
+      const trips = yield* RoundTrips.perMethod<Sent>(counted)
+      assert.deepStrictEqual(trips, {
+        reserve: 1,
+        extend: 1,
+        get: 1,
+        markFailed: 1,
+        takeover: 1,
+        complete: 1,
+        release: 1,
+        purgeExpired: 0
+      })
     }))
 })
 
