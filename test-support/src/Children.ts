@@ -7,7 +7,9 @@
  * const seen = yield* Children.runUntilMarker(CHILD, [url, key, "before-commit"])
  * // "PAUSED before-commit (SIGKILL)"
  */
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import type { ChildProcessWithoutNullStreams, SpawnOptions } from "node:child_process"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -79,3 +81,34 @@ export const runMain = <A, E>(program: Effect.Effect<A, E>): void => {
     )
   )
 }
+
+// the transactional mode killed -------------------------------------------------------------------
+
+/**
+ * The order a transactional child runs and its parent retries, as the options of the mode's `make`
+ * (without its table): two rows of `orders` (`id`, `key`, `sku`, `quantity`), `<key>-1` then
+ * `<key>-2`; `between` runs between them (the child's `after-first-statement` pause), `started`
+ * before them (the parent counts its executions).
+ */
+export const killOrder = (
+  orders: string,
+  key: string,
+  hooks: { readonly started?: Effect.Effect<void>; readonly between?: Effect.Effect<void> } = {}
+) => ({
+  name: "tx-kill",
+  payload: Schema.Struct({ sku: Schema.String }),
+  success: Schema.Struct({ lines: Schema.Int }),
+  execute: ({ sku }: { readonly sku: string }) =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const insert = (id: string) => sql`INSERT INTO ${sql(orders)} ${sql.insert({ id, key, sku, quantity: 1 })}`
+      yield* hooks.started ?? Effect.void
+      yield* insert(`${key}-1`)
+      yield* hooks.between ?? Effect.void
+      yield* insert(`${key}-2`)
+      return { lines: 2 }
+    })
+})
+
+/** The payload of the order. */
+export const killPayload = { sku: "A-1" }

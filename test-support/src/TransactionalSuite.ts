@@ -95,6 +95,45 @@ export const tagOf = (exit: Exit.Exit<unknown, unknown>): string => (failureOf(e
 
 type Services = SqlClient.SqlClient | IdempotencyStore.IdempotencyStore
 
+/**
+ * Registers the case of a concurrent attempt's transaction holding the key's row past the time left:
+ * the waiting attempt answers `IdempotencyConflict` within its time left (not when the holder lets
+ * go), and writes nothing. `waiting`, when the database tells, counts the statements still waiting
+ * for a lock (none once it answered).
+ */
+export const lockWait = (
+  it: Vitest.MethodsNonLive<Services, true>,
+  mode: Mode,
+  waiting?: Effect.Effect<number, unknown, SqlClient.SqlClient>
+) =>
+  it.effect("a concurrent attempt's transaction holding the row past the time left: IdempotencyConflict within it, nothing written", () =>
+    Effect.gen(function*() {
+      const { counts, insertOrder, operation } = mode
+      const key = randomUUID()
+      const started = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holding = yield* Effect.fork(
+        operation("tx-lock-wait", (order) =>
+          Effect.zipLeft(
+            insertOrder(order),
+            Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release))
+          )).run({ key, payload })
+      )
+      yield* Deferred.await(started)
+      const sentAt = Date.now()
+      // the reservation waits for the holder's row lock, until the time left ends the wait
+      const waited = yield* Effect.exit(
+        operation("tx-lock-wait", insertOrder, { timeout: "500 millis" }).run({ key, payload })
+      )
+      const tookMs = Date.now() - sentAt
+      assert.strictEqual(tagOf(waited), "IdempotencyConflict")
+      assert.isBelow(tookMs, 5_000, "the wait ended by the attempt's time left, not by the holder")
+      if (waiting !== undefined) assert.strictEqual(yield* waiting, 0, "no statement still waits for the lock")
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holding)
+      assert.deepStrictEqual(yield* counts(key), { orders: 1, records: 1, status: "COMPLETED" })
+    }))
+
 /** Registers the suite under `name`, on `live`, with the package's cases of `more` beside it. */
 export const suite = <E>(
   name: string,

@@ -13,17 +13,15 @@ import { PgIdempotencyStore, PgIdempotencyTable, PgTransactional } from "@effect
 import * as TransactionalSuite from "@effect-idempotency/test-support/TransactionalSuite"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert } from "@effect/vitest"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import type * as MetricState from "effect/MetricState"
 import * as Ref from "effect/Ref"
 import { randomUUID } from "node:crypto"
 import { transactionalCounts } from "./utils/fixtures.js"
-import { layerClient, layerPrimary, resetTable, runTable, serverUrl } from "./utils/TestDatabase.js"
+import { layerClient, layerPrimary, resetOrderTables, runTable, serverUrl } from "./utils/TestDatabase.js"
 
 const TABLE = runTable("idem_tx")
 const ORDERS = runTable("orders_tx")
@@ -32,16 +30,7 @@ const RACE = serverUrl === undefined ? 20 : 200
 
 const { NewOrder, Order, OutOfStock, payload } = TransactionalSuite
 
-const Live = Layer.effectDiscard(
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    yield* resetTable({ table: TABLE })
-    yield* sql.unsafe(`DROP TABLE IF EXISTS ${ORDERS}`)
-    yield* sql.unsafe(
-      `CREATE TABLE ${ORDERS} (id text PRIMARY KEY, key text NOT NULL, sku text NOT NULL, quantity int)`
-    )
-  })
-).pipe(
+const Live = Layer.effectDiscard(resetOrderTables(TABLE, ORDERS)).pipe(
   Layer.provideMerge(PgIdempotencyStore.layerWith({ table: TABLE })),
   Layer.provideMerge(layerClient({ maxConnections: 20 })),
   Layer.provideMerge(layerPrimary)
@@ -87,37 +76,18 @@ TransactionalSuite.suite("PgTransactional", Live, mode, (it) => {
 
   // PGlite runs one transaction at a time: a second never waits on a row lock there, it waits in line
   if (serverUrl !== undefined) {
-    it.effect("a concurrent attempt's transaction holding the row past the time left: IdempotencyConflict within it, nothing written", () =>
-      Effect.gen(function*() {
-        const key = randomUUID()
-        const started = yield* Deferred.make<void>()
-        const release = yield* Deferred.make<void>()
-        const holding = yield* Effect.fork(
-          operation("tx-lock-wait", (order) =>
-            Effect.zipLeft(
-              insertOrder(order),
-              Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release))
-            )).run({ key, payload })
-        )
-        yield* Deferred.await(started)
-        const sentAt = Date.now()
-        // the reservation waits for the holder's row lock: its lock_timeout (set by the reservation's
-        // own statement) ends the wait within the time left
-        const waited = yield* Effect.exit(
-          operation("tx-lock-wait", insertOrder, { timeout: "500 millis" }).run({ key, payload })
-        )
-        const tookMs = Date.now() - sentAt
-        assert.strictEqual(TransactionalSuite.tagOf(waited), "IdempotencyConflict")
-        assert.isBelow(tookMs, 5_000, "the wait ended by the attempt's time left, not by the holder")
-        const waits = yield* Effect.flatMap(
+    // its lock_timeout (set by the reservation's own statement) ends the wait
+    TransactionalSuite.lockWait(
+      it,
+      mode,
+      Effect.map(
+        Effect.flatMap(
           SqlClient.SqlClient,
           (sql) => sql<{ readonly waiting: number }>`SELECT count(*)::int AS waiting FROM pg_locks WHERE NOT granted`
-        )
-        assert.strictEqual(waits[0]!.waiting, 0, "no statement still waits for the lock")
-        yield* Deferred.succeed(release, undefined)
-        yield* Fiber.join(holding)
-        assert.deepStrictEqual(yield* counts(key), { orders: 1, records: 1, status: "COMPLETED" })
-      }))
+        ),
+        (rows) => rows[0]!.waiting
+      )
+    )
   }
 
   it.effect("its runs count in idempotency.attempts by operation and outcome, as the normal mode's do", () =>

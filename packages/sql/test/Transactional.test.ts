@@ -12,15 +12,13 @@ import { D1SqlClient, DurableObjectSqlClient, SqlIdempotencyStore, SqlTransactio
 import * as TransactionalSuite from "@effect-idempotency/test-support/TransactionalSuite"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, describe, layer } from "@effect/vitest"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import { randomUUID } from "node:crypto"
 import type { Engine } from "./utils/databases.js"
-import { engines, layerClient, transactionalCounts, uniqueTable } from "./utils/databases.js"
+import { createOrders, engines, layerClient, transactionalCounts, uniqueTable } from "./utils/databases.js"
 
 const { failureOf, NewOrder, Order, OutOfStock, payload, tagOf } = TransactionalSuite
 
@@ -30,12 +28,7 @@ const suite = (engine: Engine) => {
   const RACE = 200
   const keyColumn = engine === "mariadb" ? "`key`" : "\"key\""
 
-  const Live = Layer.effectDiscard(
-    Effect.flatMap(SqlClient.SqlClient, (sql) =>
-      sql.unsafe(
-        `CREATE TABLE ${ORDERS} (id VARCHAR(64) PRIMARY KEY, ${keyColumn} VARCHAR(64) NOT NULL, sku VARCHAR(64) NOT NULL, quantity INT)`
-      ))
-  ).pipe(
+  const Live = Layer.effectDiscard(createOrders(engine, ORDERS)).pipe(
     Layer.provideMerge(SqlIdempotencyStore.layerWith({ table: TABLE, migrate: true })),
     Layer.provideMerge(layerClient(engine, { maxConnections: 20 })),
     Layer.orDie
@@ -147,27 +140,7 @@ const suite = (engine: Engine) => {
       }))
 
     if (engine === "mariadb") {
-      it.effect("a concurrent attempt's transaction holding the row past the time left: IdempotencyConflict, nothing written", () =>
-        Effect.gen(function*() {
-          const key = randomUUID()
-          const started = yield* Deferred.make<void>()
-          const release = yield* Deferred.make<void>()
-          const holding = yield* Effect.fork(
-            operation("tx-lock-wait", (order) =>
-              Effect.zipLeft(
-                insertOrder(order),
-                Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(release))
-              )).run({ key, payload })
-          )
-          yield* Deferred.await(started)
-          const waited = yield* Effect.exit(
-            operation("tx-lock-wait", insertOrder, { timeout: "500 millis" }).run({ key, payload })
-          )
-          assert.strictEqual(tagOf(waited), "IdempotencyConflict")
-          yield* Deferred.succeed(release, undefined)
-          yield* Fiber.join(holding)
-          assert.deepStrictEqual(yield* counts(key), { orders: 1, records: 1, status: "COMPLETED" })
-        }))
+      TransactionalSuite.lockWait(it, mode)
     }
   })
 }

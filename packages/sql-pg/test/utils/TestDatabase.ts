@@ -77,6 +77,17 @@ export const resetTable = (options: PgIdempotencyTable.TableOptions) =>
     yield* PgIdempotencyMigration.migration(options)
   })
 
+/** The transactional tests' tables: the records table re-created, and an empty orders table. */
+export const resetOrderTables = (table: string, orders: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* resetTable({ table })
+    yield* sql.unsafe(`DROP TABLE IF EXISTS ${orders}`)
+    yield* sql.unsafe(
+      `CREATE TABLE ${orders} (id text PRIMARY KEY, key text NOT NULL, sku text NOT NULL, quantity int)`
+    )
+  })
+
 /** What a pool saw of the statements run on it. */
 export interface PoolCounters {
   /** Connections handed out while a statement was still in flight on them. */

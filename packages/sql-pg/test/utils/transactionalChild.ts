@@ -16,11 +16,9 @@
 import { PgIdempotencyTable, PgTransactional } from "@effect-idempotency/sql-pg"
 import * as Children from "@effect-idempotency/test-support/Children"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
 import * as Pg from "pg"
 
 const [url, tableName, orders, key, point] = process.argv.slice(2) as [string, string, string, string, string]
@@ -48,22 +46,14 @@ Object.assign(Pg.Client.prototype, {
 const table = Either.getOrThrow(PgIdempotencyTable.make({ table: tableName }))
 
 const order = PgTransactional.make({
-  name: "tx-kill",
-  table,
-  payload: Schema.Struct({ sku: Schema.String }),
-  success: Schema.Struct({ lines: Schema.Int }),
-  execute: ({ sku }) =>
-    Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* sql.unsafe(`INSERT INTO ${orders} (id, key, sku, quantity) VALUES ($1, $2, $3, 1)`, [`${key}-1`, key, sku])
-      if (point === "after-first-statement") yield* Effect.promise(pause)
-      yield* sql.unsafe(`INSERT INTO ${orders} (id, key, sku, quantity) VALUES ($1, $2, $3, 1)`, [`${key}-2`, key, sku])
-      return { lines: 2 }
-    })
+  ...Children.killOrder(orders, key, {
+    between: point === "after-first-statement" ? Effect.promise(pause) : Effect.void
+  }),
+  table
 })
 
 Children.runMain(
-  order.run({ key, payload: { sku: "A-1" } }).pipe(
+  order.run({ key, payload: Children.killPayload }).pipe(
     Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 }))
   )
 )

@@ -81,6 +81,15 @@ export const shiftBack = (table: string, engine: Engine, millis: number) =>
       .withoutTransform
   }).pipe(Effect.orDie, Effect.asVoid)
 
+/** The transactional tests' table of the user's rows: an order row of a key. */
+export const createOrders = (engine: Engine, orders: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql.unsafe(
+      `CREATE TABLE ${orders} (id VARCHAR(64) PRIMARY KEY, ${
+        engine === "mariadb" ? "`key`" : "\"key\""
+      } VARCHAR(64) NOT NULL, sku VARCHAR(64) NOT NULL, quantity INT)`
+    ))
+
 /** The transactional tests' count of a key: its rows in `orders` and its records in `records`. */
 export const transactionalCounts = (engine: Engine, orders: string, records: string) => (key: string) =>
   Effect.gen(function*() {

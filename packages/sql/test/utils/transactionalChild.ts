@@ -20,12 +20,11 @@ import * as Children from "@effect-idempotency/test-support/Children"
 import * as LibsqlClient from "@effect/sql-libsql/LibsqlClient"
 import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Libsql from "@libsql/client"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
 import * as Mysql from "mysql2"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
@@ -129,18 +128,12 @@ const client = (): Layer.Layer<SqlClient.SqlClient, unknown> => {
 }
 
 const order = SqlTransactional.make({
-  name: "tx-kill",
-  table,
-  payload: Schema.Struct({ sku: Schema.String }),
-  success: Schema.Struct({ lines: Schema.Int }),
-  execute: ({ sku }) =>
-    Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      yield* sql.unsafe(`INSERT INTO ${orders} (id, sku) VALUES (?, ?)`, [`${key}-1`, sku])
-      if (point === "after-first-statement") yield* Effect.promise(pause)
-      yield* sql.unsafe(`INSERT INTO ${orders} (id, sku) VALUES (?, ?)`, [`${key}-2`, sku])
-      return { lines: 2 }
-    })
+  ...Children.killOrder(orders, key, {
+    between: point === "after-first-statement" ? Effect.promise(pause) : Effect.void
+  }),
+  table
 })
 
-Children.runMain(order.run({ key, payload: { sku: "A-1" }, timeout: "30 seconds" }).pipe(Effect.provide(client())))
+Children.runMain(
+  order.run({ key, payload: Children.killPayload, timeout: "30 seconds" }).pipe(Effect.provide(client()))
+)
