@@ -13,5 +13,6 @@ export const published = [
   "netlify",
   "lambda",
   "testing",
-  "cli"
+  "cli",
+  "workflow"
 ]
