@@ -57,6 +57,7 @@ import * as Machine from "../src/internal/attempt/machine.js"
 import type { Behaviour, CallKind, Downstream, Plan, Scenario, World } from "./utils/AttemptModel.js"
 import {
   answerKey,
+  baseScenario,
   check,
   DEADLINE,
   DEFECT,
@@ -127,16 +128,7 @@ const cases = (): ReadonlyArray<Case> => {
   const all: Array<Case> = []
   for (const heartbeat of [false, true]) {
     for (const deadline of [false, true]) {
-      const base: Scenario = {
-        heartbeat,
-        deadline,
-        waits: false,
-        downstream: { _tag: "Ends", after: 30, exit: "value" },
-        encoder: "sync",
-        onFailure: "store",
-        onTimeout: "keepLease",
-        onDefect: "keepLease"
-      }
+      const base: Scenario = { ...baseScenario, heartbeat, deadline }
       const add = (
         scenario: Partial<Scenario>,
         shape: Shape,

@@ -57,6 +57,7 @@ import * as Cause from "effect/Cause"
 import * as Machine from "../src/internal/attempt/machine.js"
 import type { Plan, Report, Scenario, StepFn } from "./utils/AttemptModel.js"
 import {
+  baseScenario,
   check,
   describeScenario,
   emptyReport,
@@ -158,16 +159,7 @@ const plan = (
   ...times
 })
 
-const base: Scenario = {
-  heartbeat: false,
-  deadline: false,
-  waits: false,
-  downstream: { _tag: "Ends", after: 30, exit: "value" },
-  encoder: "sync",
-  onFailure: "store",
-  onTimeout: "keepLease",
-  onDefect: "keepLease"
-}
+const base = baseScenario
 
 describe("the defects the checker found, each on its shortest ordering", () => {
   it("a late answer of an encoder given up on makes `step` throw", () => {

@@ -109,6 +109,23 @@ const post = (
   )
 
 const order = { sku: "A-1", quantity: 2 }
+// 256 KiB: more than the socket's buffers and the stream's read-ahead hold
+const large = JSON.stringify({ ...order, note: "x".repeat(256 * 1024) })
+
+/** The handler `make` builds, served for the life of the scope, and a keep-alive agent of one socket. */
+const servedOnOneSocket = (make: () => IdempotentFetch.Handler, body: (typeof bodies)[keyof typeof bodies]) =>
+  Effect.gen(function*() {
+    const handler = yield* Effect.acquireRelease(
+      Effect.sync(make),
+      (handler) => Effect.promise(() => handler.dispose())
+    )
+    const port = yield* serve(handler, body)
+    const agent = yield* Effect.acquireRelease(
+      Effect.sync(() => new Http.Agent({ keepAlive: true, maxSockets: 1 })),
+      (agent) => Effect.sync(() => agent.destroy())
+    )
+    return { port, agent }
+  })
 
 describe("IdempotentFetch behind a Node HTTP server, on a keep-alive connection", () => {
   for (const [name, body] of Object.entries(bodies)) {
@@ -117,22 +134,11 @@ describe("IdempotentFetch behind a Node HTTP server, on a keep-alive connection"
       it.scopedLive(`${name}: ${declared} past maxBodyBytes gets 413 and closes; the next request is answered`, () =>
         Effect.gen(function*() {
           let executions = 0
-          const handler = yield* Effect.acquireRelease(
-            Effect.sync(() =>
-              IdempotentFetch.wrap(async (request) => {
-                executions++
-                return Response.json(await request.json(), { status: 201 })
-              }, { layer: IdempotencyStore.layerMemoryWith({ warn: false }), maxBodyBytes: 1024 })
-            ),
-            (handler) => Effect.promise(() => handler.dispose())
-          )
-          const port = yield* serve(handler, body)
-          const agent = yield* Effect.acquireRelease(
-            Effect.sync(() => new Http.Agent({ keepAlive: true, maxSockets: 1 })),
-            (agent) => Effect.sync(() => agent.destroy())
-          )
-          // 256 KiB: more than the socket's buffers and the stream's read-ahead hold
-          const large = JSON.stringify({ ...order, note: "x".repeat(256 * 1024) })
+          const { agent, port } = yield* servedOnOneSocket(() =>
+            IdempotentFetch.wrap(async (request) => {
+              executions++
+              return Response.json(await request.json(), { status: 201 })
+            }, { layer: IdempotencyStore.layerMemoryWith({ warn: false }), maxBodyBytes: 1024 }), body)
           const refused = yield* post(agent, port, { key: "key-large", body: large, chunked })
           assert.strictEqual(refused.status, 413)
           const next = yield* post(agent, port, { key: "key-next", body: JSON.stringify(order) })
@@ -145,21 +151,14 @@ describe("IdempotentFetch behind a Node HTTP server, on a keep-alive connection"
 
       it.scopedLive(`${name}: ${declared} refused before it is read (no key) gets 400 and closes; the next request is answered`, () =>
         Effect.gen(function*() {
-          const handler = yield* Effect.acquireRelease(
-            Effect.sync(() =>
+          const { agent, port } = yield* servedOnOneSocket(
+            () =>
               IdempotentFetch.wrap(async (request) => Response.json(await request.json(), { status: 201 }), {
                 layer: IdempotencyStore.layerMemoryWith({ warn: false }),
                 required: true
-              })
-            ),
-            (handler) => Effect.promise(() => handler.dispose())
+              }),
+            body
           )
-          const port = yield* serve(handler, body)
-          const agent = yield* Effect.acquireRelease(
-            Effect.sync(() => new Http.Agent({ keepAlive: true, maxSockets: 1 })),
-            (agent) => Effect.sync(() => agent.destroy())
-          )
-          const large = JSON.stringify({ ...order, note: "x".repeat(256 * 1024) })
           const refused = yield* post(agent, port, { key: undefined, body: large, chunked })
           assert.strictEqual(refused.status, 400)
           assert.strictEqual(refused.connection, "close")

@@ -137,6 +137,18 @@ export interface Scenario {
   readonly onDefect: TimeoutPolicy
 }
 
+/** The plainest scenario: no heartbeat, no deadline, a downstream that ends with a value in 30 ms. */
+export const baseScenario: Scenario = {
+  heartbeat: false,
+  deadline: false,
+  waits: false,
+  downstream: { _tag: "Ends", after: 30, exit: "value" },
+  encoder: "sync",
+  onFailure: "store",
+  onTimeout: "keepLease",
+  onDefect: "keepLease"
+}
+
 /** How a store call (or an effectful encoder) answers. */
 export type Behaviour =
   | "now"
