@@ -8,6 +8,7 @@ import {
 import { Idempotency, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { DynamoDbClient, DynamoDbStore } from "@effect-idempotency/dynamodb"
 import { freePort, listen } from "@effect-idempotency/test-support/Servers"
+import * as StoreCalls from "@effect-idempotency/test-support/StoreCalls"
 import { StoreFixtures, Timing } from "@effect-idempotency/testing"
 import { assert, it, layer } from "@effect/vitest"
 import * as Cause from "effect/Cause"
@@ -68,18 +69,7 @@ layer(refused)("an endpoint that refuses connections", (it) => {
     Effect.gen(function*() {
       const store = yield* IdempotencyStore.IdempotencyStore
       const requests = yield* recordRequests
-      const id = freshId()
-      const token = randomUUID()
-      const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
-      const calls: ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>]> = [
-        ["reserve", store.reserve(reserveRequest(id))],
-        ["complete", store.complete({ id, token, outcome, ttl: Duration.hours(1) })],
-        ["release", store.release({ id, token })],
-        ["markFailed", store.markFailed({ id, token, ttl: Duration.hours(1) })],
-        ["extend", store.extend({ id, token, lease: Duration.seconds(30) })],
-        ["get", store.get(id)],
-        ["purgeExpired", store.purgeExpired()]
-      ]
+      const calls = StoreCalls.everyMethod(store, { id: freshId(), token: randomUUID() })
       for (const [method, call] of calls) {
         const error = yield* Effect.flip(call)
         assert.strictEqual(errorTag(error), "StoreUnavailable", method)

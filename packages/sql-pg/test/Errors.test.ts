@@ -6,6 +6,7 @@
  */
 import { IdempotencyRecord } from "@effect-idempotency/core"
 import { PgIdempotencyMigration, PgIdempotencyStore } from "@effect-idempotency/sql-pg"
+import * as StoreCalls from "@effect-idempotency/test-support/StoreCalls"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -13,7 +14,6 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import { assert, describe, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Stream from "effect/Stream"
@@ -57,21 +57,9 @@ const networkError = (code: string) => Object.assign(new Error(`connect ${code} 
 const failed = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
 
 const id = freshId()
-const token = "token"
-const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
 
 /** Every store method, by name. */
-const calls = (
-  store: Effect.Effect.Success<ReturnType<typeof storeAnswering>>
-): ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>]> => [
-  ["reserve", store.reserve(reserveRequest(id))],
-  ["complete", store.complete({ id, token, outcome, ttl: Duration.hours(1) })],
-  ["release", store.release({ id, token })],
-  ["markFailed", store.markFailed({ id, token, ttl: Duration.hours(1) })],
-  ["extend", store.extend({ id, token, lease: Duration.hours(1) })],
-  ["get", store.get(id)],
-  ["purgeExpired", store.purgeExpired()]
-]
+const calls = (store: Effect.Effect.Success<ReturnType<typeof storeAnswering>>) => StoreCalls.everyMethod(store, { id })
 
 const expectFailure = (exit: Exit.Exit<unknown, unknown>, tag: string, method: string) => {
   assert.isTrue(Exit.isFailure(exit))

@@ -10,6 +10,7 @@ import {
   PgIdempotencyTable,
   PgTransactional
 } from "@effect-idempotency/sql-pg"
+import * as StoreCalls from "@effect-idempotency/test-support/StoreCalls"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -180,19 +181,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyM
       yield* exec(`DROP TABLE IF EXISTS ${MISSING_TABLE}`)
       yield* exec(`DROP FUNCTION IF EXISTS ${MISSING_TABLE}_reserve`)
       const store = yield* PgIdempotencyStore.make({ table: MISSING_TABLE })
-      const id = freshId()
-      const token = "token"
-      const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
-      const calls: ReadonlyArray<readonly [string, Effect.Effect<unknown, { readonly _tag: string }>]> = [
-        ["reserve", store.reserve(reserveRequest(id))],
-        ["complete", store.complete({ id, token, outcome, ttl: Duration.hours(1) })],
-        ["release", store.release({ id, token })],
-        ["markFailed", store.markFailed({ id, token, ttl: Duration.hours(1) })],
-        ["extend", store.extend({ id, token, lease: Duration.hours(1) })],
-        ["get", store.get(id)],
-        ["purgeExpired", store.purgeExpired()]
-      ]
-      for (const [method, call] of calls) {
+      for (const [method, call] of StoreCalls.everyMethod(store)) {
         const error = yield* Effect.flip(call)
         assert.strictEqual(error._tag, "StoreError", method)
         assert.instanceOf(error, IdempotencyError.StoreError)

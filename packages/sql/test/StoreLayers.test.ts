@@ -5,8 +5,9 @@
  * `layerConfig` reads its options, and the migration's SQL is given for users who run their own
  * migrations.
  */
-import { IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyStore } from "@effect-idempotency/core"
 import { SqlIdempotencyMigration, SqlIdempotencyStore, SqlIdempotencyTable } from "@effect-idempotency/sql"
+import * as StoreCalls from "@effect-idempotency/test-support/StoreCalls"
 import { StoreFixtures } from "@effect-idempotency/testing"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -16,14 +17,11 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Config from "effect/Config"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import { engines, layerClient, scopedDatabaseFile, uniqueTable } from "./utils/databases.js"
-
-const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
 
 /** A client of PostgreSQL's dialect whose every statement fails: nothing may be sent through it. */
 const pgClient = Layer.effect(
@@ -100,18 +98,7 @@ describe("SqlIdempotencyStore layers", () => {
         const table = uniqueTable("idem_unmigrated")
         const store = yield* SqlIdempotencyStore.make({ table }).pipe(Effect.provide(client))
         const id = StoreFixtures.freshId()
-        const token = "token"
-        type Failure = { readonly _tag: string; readonly message: string }
-        const calls: ReadonlyArray<readonly [string, Effect.Effect<unknown, Failure>]> = [
-          ["reserve", store.reserve(StoreFixtures.reserveRequest(id))],
-          ["complete", store.complete({ id, token, outcome, ttl: Duration.hours(1) })],
-          ["release", store.release({ id, token })],
-          ["markFailed", store.markFailed({ id, token, ttl: Duration.hours(1) })],
-          ["extend", store.extend({ id, token, lease: Duration.hours(1) })],
-          ["get", store.get(id)],
-          ["purgeExpired", store.purgeExpired()]
-        ]
-        for (const [method, call] of calls) {
+        for (const [method, call] of StoreCalls.everyMethod(store, { id })) {
           const error = yield* Effect.flip(call)
           assert.strictEqual(error._tag, "StoreError", method)
           assert.instanceOf(error, SqlIdempotencyMigration.NotMigrated, `${method}: ${error.message}`)
