@@ -17,8 +17,6 @@ import { RedisClient, RedisStore } from "@effect-idempotency/redis"
 import { PgIdempotencyMigration, PgIdempotencyStore } from "@effect-idempotency/sql-pg"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { PGlite } from "@electric-sql/pglite"
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -27,6 +25,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import { randomUUID } from "node:crypto"
+import * as Launch from "./Launch.js"
 
 export type Choice =
   | { readonly _tag: "PGlite" }
@@ -71,22 +70,11 @@ const postgres = (url: string, description: string): Effect.Effect<Store, unknow
   })
 
 /** Embedded PostgreSQL: PGlite behind pglite-socket on a free loopback port. */
-const pglite: Effect.Effect<Store, unknown, Scope.Scope> = Effect.gen(function*() {
-  const db = yield* Effect.acquireRelease(
-    Effect.promise(() => PGlite.create()),
-    (db) => Effect.promise(() => db.close())
-  )
-  const server = new PGLiteSocketServer({ db, host: "127.0.0.1", port: 0, maxConnections: 8 })
-  yield* Effect.acquireRelease(
-    Effect.promise(() => server.start()),
-    () => Effect.promise(() => server.stop())
-  )
-  const address = server.getServerConn()
-  return yield* postgres(
-    `postgres://postgres@${address}/postgres`,
-    `PGlite (embedded PostgreSQL, served on ${address} by pglite-socket), table ${PG_TABLE}`
-  )
-})
+const pglite: Effect.Effect<Store, unknown, Scope.Scope> = Effect.flatMap(
+  Launch.pglite,
+  ({ address, url }) =>
+    postgres(url, `PGlite (embedded PostgreSQL, served on ${address} by pglite-socket), table ${PG_TABLE}`)
+)
 
 const redactUrl = (url: string): string => {
   const parsed = new URL(url)

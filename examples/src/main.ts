@@ -18,6 +18,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Logger from "effect/Logger"
+import { argsOrExit } from "./Launch.js"
 import * as Report from "./Report.js"
 import * as Scenario from "./Scenario.js"
 import * as Stores from "./Stores.js"
@@ -118,15 +119,7 @@ const main = (args: Args) =>
 // the AWS SDK warns on Node 20 about its future versions; irrelevant to the report
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true"
 
-let args: Args
-try {
-  args = parse(process.argv.slice(2))
-} catch (error) {
-  process.stderr.write(`${(error as Error).message}\n${usage}\n`)
-  process.exit(2)
-}
-
-Effect.runPromiseExit(main(args)).then((exit) => {
+Effect.runPromiseExit(main(argsOrExit(parse, usage))).then((exit) => {
   if (Exit.isSuccess(exit)) {
     process.exitCode = exit.value
   } else {

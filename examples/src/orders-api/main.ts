@@ -7,11 +7,10 @@
  *   npm run orders-api -- --pg-url postgres://postgres@127.0.0.1:5432/postgres
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { PGlite } from "@electric-sql/pglite"
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import { argsOrExit, pglite } from "../Launch.js"
 import * as Server from "./Server.js"
 
 const usage = "usage: npm run orders-api -- [--port <port>] [--pg-url <postgres://…>] [--processing-ms <ms>]"
@@ -49,27 +48,10 @@ const parse = (argv: ReadonlyArray<string>): Args => {
   return { port, pgUrl, processing }
 }
 
-/** Embedded PostgreSQL: PGlite, served on a free loopback port for the `pg` driver. */
-const pglite = Effect.gen(function*() {
-  const db = yield* Effect.acquireRelease(
-    Effect.promise(() => PGlite.create()),
-    (db) => Effect.promise(() => db.close())
-  )
-  const server = new PGLiteSocketServer({ db, host: "127.0.0.1", port: 0, maxConnections: 8 })
-  yield* Effect.acquireRelease(Effect.promise(() => server.start()), () => Effect.promise(() => server.stop()))
-  return `postgres://postgres@${server.getServerConn()}/postgres`
-})
-
-let args: Args
-try {
-  args = parse(process.argv.slice(2))
-} catch (error) {
-  process.stderr.write(`${(error as Error).message}\n${usage}\n`)
-  process.exit(2)
-}
+const args = argsOrExit(parse, usage)
 
 Layer.unwrapScoped(Effect.gen(function*() {
-  const pgUrl = args.pgUrl ?? (yield* pglite)
+  const pgUrl = args.pgUrl ?? (yield* pglite).url
   yield* Effect.logInfo(
     args.pgUrl === undefined ? "PostgreSQL: embedded PGlite (in memory)" : "PostgreSQL: the database of --pg-url"
   )
