@@ -12,7 +12,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { invoke, invokeAsync, makeDownstream } from "./utils/LambdaRunner.js"
+import { invoke, invokeAsync, makeDownstream, slowMemoryStore } from "./utils/LambdaRunner.js"
+
+/** Events of an id, keyed by it. */
+const byId = { event: Schema.Struct({ id: Schema.String }), key: (event: { readonly id: string }) => event.id }
 
 const ShipEvent = Schema.Struct({
   id: Schema.String,
@@ -129,15 +132,11 @@ describe("LambdaEvent.idempotent", () => {
     Effect.gen(function*() {
       // building the runtime takes 500 ms of the invocation's 2 s: 1.5 s are left, where counting
       // the start twice would leave 1 s
-      const layer = Layer.provideMerge(
-        IdempotencyStore.layerMemoryWith({ warn: false }),
-        Layer.effectDiscard(Effect.sleep("500 millis"))
-      )
+      const layer = slowMemoryStore("500 millis")
       const handler = LambdaEvent.idempotent({
         name: "cold",
         layer,
-        event: Schema.Struct({ id: Schema.String }),
-        key: (event) => event.id,
+        ...byId,
         success: Schema.Number,
         handler: () => Effect.map(LambdaInvocation.remaining, Duration.toMillis)
       })
@@ -157,12 +156,8 @@ describe("LambdaEvent.idempotent", () => {
       let runs = 0
       const handler = LambdaEvent.idempotent({
         name: "cold",
-        layer: Layer.provideMerge(
-          IdempotencyStore.layerMemoryWith({ warn: false }),
-          Layer.effectDiscard(Effect.zipRight(Effect.sync(() => builds++), Effect.sleep("1500 millis")))
-        ),
-        event: Schema.Struct({ id: Schema.String }),
-        key: (event) => event.id,
+        layer: slowMemoryStore("1500 millis", () => builds++),
+        ...byId,
         success: Schema.Number,
         handler: () => Effect.sync(() => ++runs)
       })
@@ -188,8 +183,7 @@ describe("LambdaEvent.idempotent", () => {
       const handler = LambdaEvent.idempotent({
         name: "ping",
         layer,
-        event: Schema.Struct({ id: Schema.String }),
-        key: (event) => event.id,
+        ...byId,
         success: Schema.String,
         handler: () => Effect.succeed("pong")
       })

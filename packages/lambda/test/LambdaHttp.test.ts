@@ -8,9 +8,8 @@ import { IdempotencyContext, IdempotencyStore } from "@effect-idempotency/core"
 import { LambdaHttp, LambdaTest } from "@effect-idempotency/lambda"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { initialized, invoke, makeDownstream } from "./utils/LambdaRunner.js"
+import { initialized, invoke, makeDownstream, slowMemoryStore } from "./utils/LambdaRunner.js"
 import { realStores } from "./utils/stores.js"
 
 const v2 = (body: string, headers: Record<string, string>, options: { readonly base64?: boolean } = {}) =>
@@ -140,10 +139,7 @@ describe("LambdaHttp's cut-off", () => {
       // 400 ms before the 300 ms margin, where counting the start twice would cut it off at 1.1 s
       const handler = LambdaHttp.idempotent({
         name: "cold",
-        layer: Layer.provideMerge(
-          IdempotencyStore.layerMemoryWith({ warn: false }),
-          Layer.effectDiscard(Effect.sleep("600 millis"))
-        ),
+        layer: slowMemoryStore("600 millis"),
         margin: "300 millis",
         handler: () => Effect.as(Effect.sleep("700 millis"), Response.json({ ok: true }, { status: 201 }))
       })
@@ -160,10 +156,7 @@ describe("LambdaHttp's cut-off", () => {
       let runs = 0
       const handler = LambdaHttp.idempotent({
         name: "cold",
-        layer: Layer.provideMerge(
-          IdempotencyStore.layerMemoryWith({ warn: false }),
-          Layer.effectDiscard(Effect.zipRight(Effect.sync(() => builds++), Effect.sleep("1500 millis")))
-        ),
+        layer: slowMemoryStore("1500 millis", () => builds++),
         margin: "200 millis",
         handler: () => Effect.sync(() => Response.json({ run: ++runs }, { status: 201 }))
       })
@@ -181,10 +174,7 @@ describe("LambdaHttp's cut-off", () => {
     Effect.gen(function*() {
       const handler = LambdaHttp.idempotent({
         name: "init",
-        layer: Layer.provideMerge(
-          IdempotencyStore.layerMemoryWith({ warn: false }),
-          Layer.effectDiscard(Effect.sleep("1500 millis"))
-        ),
+        layer: slowMemoryStore("1500 millis"),
         margin: "200 millis",
         handler: () => Effect.succeed(Response.json({ ok: true }, { status: 201 }))
       })

@@ -170,7 +170,7 @@ export const suite = <E>(
   storeLayer: Layer.Layer<IdempotencyStore.IdempotencyStore, E>,
   options?: Options
 ) =>
-  layer(storeLayer, { timeout: options?.timeout ?? Duration.seconds(60) })(name, (it) => {
+  layer(storeLayer, { timeout: options?.timeout ?? "60 seconds" })(name, (it) => {
     const test = (title: string, body: (env: Env) => Effect.Effect<void, unknown, IdempotencyStore.IdempotencyStore>) =>
       it.effect(title, () => Effect.flatMap(makeEnv, body), 60_000)
 

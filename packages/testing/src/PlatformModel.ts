@@ -66,6 +66,9 @@ export interface Platform {
   readonly stalls?: Duration.DurationInput | undefined
 }
 
+/** The retries of an asynchronous invocation on both platforms: after a minute, then two, 10% either way. */
+const asyncRetries = { retryDelays: ["1 minute", "2 minutes"], retryJitter: 0.1 } as const
+
 /**
  * Netlify synchronous functions (README.md#platformmodel).
  *
@@ -88,8 +91,7 @@ export const netlifySynchronous: Platform = {
 export const netlifyBackground: Platform = {
   name: "Netlify background function",
   timeLimit: "15 minutes",
-  retryDelays: ["1 minute", "2 minutes"],
-  retryJitter: 0.1,
+  ...asyncRetries,
   resends: { max: 1, within: "15 minutes" }
 }
 
@@ -102,8 +104,7 @@ export const netlifyBackground: Platform = {
 export const awsLambdaAsync: Platform = {
   name: "AWS Lambda asynchronous invocation",
   timeLimit: "3 seconds",
-  retryDelays: ["1 minute", "2 minutes"],
-  retryJitter: 0.1,
+  ...asyncRetries,
   maxEventAge: "6 hours",
   duplicates: { max: 1, within: "6 hours" }
 }

@@ -78,22 +78,15 @@ describe("SimulatedDownstream", () => {
     Effect.gen(function*() {
       const downstream = yield* SimulatedDownstream.make()
       const timing = { applyAfter: "10 seconds", answerAfter: "12 seconds" } as const
-      const cancelled = yield* callWithTimeout(
-        downstream,
-        SimulatedDownstream.answerLate(timing),
-        "5 seconds",
-        "1 minute"
-      )
+      // the caller gives up after 5 seconds
+      const giveUp = (behaviour: Parameters<typeof callWithTimeout>[1]) =>
+        callWithTimeout(downstream, behaviour, "5 seconds", "1 minute")
+      const cancelled = yield* giveUp(SimulatedDownstream.answerLate(timing))
       assert.isTrue(Exit.isFailure(cancelled))
       assert.strictEqual((yield* downstream.writes).length, 0, "the pending write went with its caller")
 
       const start = yield* Clock.currentTimeMillis
-      const abandoned = yield* callWithTimeout(
-        downstream,
-        SimulatedDownstream.writeLandsLate(timing),
-        "5 seconds",
-        "1 minute"
-      )
+      const abandoned = yield* giveUp(SimulatedDownstream.writeLandsLate(timing))
       assert.isTrue(Exit.isFailure(abandoned))
       const writes = yield* downstream.writes
       assert.deepStrictEqual(writes.map((write) => write.at - start), [10_000], "applied after its caller gave up")

@@ -8,10 +8,12 @@
  * Its `invoke` differs from `LambdaTest.invoke`: every outcome is data with its duration, and the
  * context may claim less time than the runner gives (an owner that runs past its expiry).
  */
+import { IdempotencyStore } from "@effect-idempotency/core"
 import { LambdaTest } from "@effect-idempotency/lambda"
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 
 /** A handler as the adapter builds it. */
 export type LambdaHandler<Event, Result> = (
@@ -184,3 +186,10 @@ export const makeDownstream = (options: { readonly deduplicate: boolean }) => {
  */
 export const initialized = <H extends { readonly ready: () => Promise<void> }>(handler: H): Effect.Effect<H> =>
   Effect.as(Effect.promise(() => handler.ready()), handler)
+
+/** The memory store behind a cold start: each build calls `onBuild`, then takes `duration`. */
+export const slowMemoryStore = (duration: Duration.DurationInput, onBuild: () => unknown = () => undefined) =>
+  Layer.provideMerge(
+    IdempotencyStore.layerMemoryWith({ warn: false }),
+    Layer.effectDiscard(Effect.zipRight(Effect.sync(onBuild), Effect.sleep(duration)))
+  )
