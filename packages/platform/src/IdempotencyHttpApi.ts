@@ -166,6 +166,21 @@ const documentHeaders = (options: EndpointOptions | undefined) => (operation: Js
   return { ...operation, parameters, responses }
 }
 
+/** An endpoint made idempotent: the `Idempotent` middleware's error and requirement added to its own. */
+type IdempotentEndpoint<N extends string, M extends HttpMethod.HttpMethod, P, U, B, H, S, E, R, RE> =
+  HttpApiEndpoint.HttpApiEndpoint<
+    N,
+    M,
+    P,
+    U,
+    B,
+    H,
+    S,
+    E | HttpApiMiddleware.HttpApiMiddleware.Error<Idempotent>,
+    R | Idempotent,
+    RE
+  >
+
 /**
  * Makes an endpoint idempotent: the `Idempotent` middleware, its options, and the headers in its
  * OpenAPI operation.
@@ -187,33 +202,11 @@ export const idempotent: {
     RE
   >(
     self: HttpApiEndpoint.HttpApiEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE>
-  ) => HttpApiEndpoint.HttpApiEndpoint<
-    Name,
-    Method,
-    Path,
-    UrlParams,
-    Payload,
-    Headers,
-    Success,
-    Error | HttpApiMiddleware.HttpApiMiddleware.Error<Idempotent>,
-    R | Idempotent,
-    RE
-  >
+  ) => IdempotentEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE>
   <Name extends string, Method extends HttpMethod.HttpMethod, Path, UrlParams, Payload, Headers, Success, Error, R, RE>(
     self: HttpApiEndpoint.HttpApiEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE>,
     options?: EndpointOptions
-  ): HttpApiEndpoint.HttpApiEndpoint<
-    Name,
-    Method,
-    Path,
-    UrlParams,
-    Payload,
-    Headers,
-    Success,
-    Error | HttpApiMiddleware.HttpApiMiddleware.Error<Idempotent>,
-    R | Idempotent,
-    RE
-  >
+  ): IdempotentEndpoint<Name, Method, Path, UrlParams, Payload, Headers, Success, Error, R, RE>
 } = dual(
   (args) => args.length > 0 && typeof args[0] === "object" && args[0] !== null && "middleware" in args[0],
   <Name extends string, Method extends HttpMethod.HttpMethod, Path, UrlParams, Payload, Headers, Success, Error, R, RE>(
