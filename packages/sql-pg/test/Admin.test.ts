@@ -10,7 +10,6 @@
 import { IdempotencyAdmin, IdempotencyStore } from "@effect-idempotency/core"
 import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
 import { AdminConformance } from "@effect-idempotency/testing"
-import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, layer } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -20,6 +19,7 @@ import * as Layer from "effect/Layer"
 import { expectReserved, freshId, rawClient, rawQuery, reserveRequest } from "./utils/fixtures.js"
 import type { Database } from "./utils/TestDatabase.js"
 import {
+  awaitLockWaits,
   layerClient,
   layerPglite,
   layerServer,
@@ -63,19 +63,7 @@ if (serverUrl !== undefined) {
   const APPLICATION = runApplication("idem-admin-race")
 
   /** Waits (bounded) until one of the store's statements waits for a row lock. */
-  const awaitLockWait = Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    for (let i = 0; i < 1000; i++) {
-      const rows = yield* sql.unsafe<{ readonly waiting: number }>(
-        `SELECT count(*)::integer AS waiting FROM pg_stat_activity
-         WHERE application_name = $1 AND wait_event_type = 'Lock'`,
-        [APPLICATION]
-      ).withoutTransform
-      if (rows[0]!.waiting > 0) return
-      yield* Effect.sleep("5 millis")
-    }
-    assert.fail("the statement never waited for the lock")
-  })
+  const awaitLockWait = awaitLockWaits(APPLICATION)
 
   const writes = [
     {

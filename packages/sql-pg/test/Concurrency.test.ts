@@ -10,7 +10,6 @@
  */
 import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
-import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, layer } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
@@ -35,6 +34,7 @@ import {
   reserveRequest
 } from "./utils/fixtures.js"
 import {
+  awaitLockWaits,
   layerClient,
   layerPrimary,
   resetTable,
@@ -195,31 +195,12 @@ layer(StoreLive, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempot
 })
 
 if (serverUrl !== undefined) {
-  const lockWaits = Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    sql.unsafe<{ readonly waiting: number }>(
-      `SELECT count(*)::integer AS waiting FROM pg_stat_activity
-       WHERE application_name = $1 AND wait_event_type = 'Lock'`,
-      [APPLICATION]
-    ).withoutTransform.pipe(Effect.map((rows) => rows[0]!.waiting)))
-
   /** Waits (bounded) until one of the store's statements waits for a row lock. */
-  const awaitLockWait = Effect.gen(function*() {
-    for (let i = 0; i < 1000; i++) {
-      if ((yield* lockWaits) > 0) return
-      yield* Effect.sleep("5 millis")
-    }
-    assert.fail("the statement never waited for the lock")
-  })
+  const awaitLockWait = awaitLockWaits(APPLICATION)
 
   /** Waits (bounded) until a statement waits for a row lock, or the fiber is done. */
   const awaitLockWaitOrDone = <A, E>(fiber: Fiber.Fiber<A, E>) =>
-    Effect.gen(function*() {
-      for (let i = 0; i < 1000; i++) {
-        if (Option.isSome(yield* Fiber.poll(fiber)) || (yield* lockWaits) > 0) return
-        yield* Effect.sleep("5 millis")
-      }
-      assert.fail("the statement neither ended nor waited for the lock")
-    })
+    awaitLockWaits(APPLICATION, { orWhen: Effect.map(Fiber.poll(fiber), Option.isSome) })
 
   const table = `"${TABLE}"`
 

@@ -6,20 +6,18 @@
  */
 import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { TcpProxy, Timing } from "@effect-idempotency/testing"
-import * as SqlClient from "@effect/sql/SqlClient"
 import { assert, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
 import type * as Pg from "pg"
 import { failureOf, Payload, payload, rawClient, rawQuery } from "./utils/fixtures.js"
 import {
-  layerClient,
-  layerPrimary,
+  awaitLockWaits,
+  layerSetUp,
   poolStore,
   resetTable,
   runApplication,
@@ -50,10 +48,7 @@ const counting = Effect.map(Ref.make(0), (executions) => ({
 /** A store (on the test table) over a `pg` pool that connects lazily to `port` on loopback. */
 const storeAt = (port: number, applicationName: string) => poolStore({ applicationName, port, store: { table: TABLE } })
 
-const Live = Layer.effectDiscard(resetTable({ table: TABLE })).pipe(
-  Layer.provideMerge(layerClient()),
-  Layer.provideMerge(layerPrimary)
-)
+const Live = layerSetUp(resetTable({ table: TABLE }))
 
 layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyStore faults", (it) => {
   it.scoped("a server that resets every connection: StoreUnavailable; the downstream is not called", () =>
@@ -150,7 +145,6 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
     it.scoped("pg_terminate_backend while reservations wait: StoreUnavailable, no downstream call, then recovery", () =>
       Effect.gen(function*() {
         const database = yield* TestDatabase
-        const sql = yield* SqlClient.SqlClient
         const admin = yield* rawClient(database.url, runApplication("idem-faults-admin"))
         const { context, pool } = yield* storeAt(database.port, APPLICATION)
         const { executions, operation } = yield* counting
@@ -162,15 +156,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
         const attempts = yield* Effect.fork(
           Effect.all(keys.map((key) => Effect.exit(run(key))), { concurrency: "unbounded" })
         )
-        for (let i = 0; i < 1000; i++) {
-          const rows = yield* sql.unsafe<{ readonly waiting: number }>(
-            `SELECT count(*)::integer AS waiting FROM pg_stat_activity
-             WHERE application_name = $1 AND wait_event_type = 'Lock'`,
-            [APPLICATION]
-          ).withoutTransform
-          if (rows[0]!.waiting === keys.length) break
-          yield* Effect.sleep("5 millis")
-        }
+        yield* awaitLockWaits(APPLICATION, { count: keys.length })
         assert.strictEqual(yield* terminate(admin), keys.length)
         const exits = yield* Fiber.join(attempts)
         for (const exit of exits) expectUnavailable(exit)

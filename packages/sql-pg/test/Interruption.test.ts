@@ -17,18 +17,9 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Layer from "effect/Layer"
 import * as Random from "effect/Random"
 import { freshId, reserveRequest } from "./utils/fixtures.js"
-import {
-  awaitPoolIdle,
-  layerClient,
-  layerPrimary,
-  poolStore,
-  resetTable,
-  runApplication,
-  runTable
-} from "./utils/TestDatabase.js"
+import { awaitPoolIdle, layerSetUp, poolStore, resetTable, runApplication, runTable } from "./utils/TestDatabase.js"
 
 const TABLE = runTable("idem_interruption")
 
@@ -45,10 +36,7 @@ $$`).withoutTransform
 FOR EACH ROW EXECUTE FUNCTION "${TABLE}_slow"()`).withoutTransform
 })
 
-const Live = Layer.effectDiscard(Effect.zipRight(resetTable({ table: TABLE }), slowWrites)).pipe(
-  Layer.provideMerge(layerClient()),
-  Layer.provideMerge(layerPrimary)
-)
+const Live = layerSetUp(Effect.zipRight(resetTable({ table: TABLE }), slowWrites))
 
 /** The SQLSTATE under a store failure (`StoreUnavailable` > `SqlError` > the `pg` error). */
 const sqlStateOf = (cause: Cause.Cause<unknown>): string => {

@@ -14,7 +14,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
@@ -22,8 +21,7 @@ import { randomUUID } from "node:crypto"
 import { freshId, Payload, payload, reserveRequest } from "./utils/fixtures.js"
 import {
   awaitPoolIdle,
-  layerClient,
-  layerPrimary,
+  layerSetUp,
   poolStore,
   resetTable,
   runApplication,
@@ -36,10 +34,7 @@ const CALL_TIMEOUT = Duration.millis(300)
 /** What a loaded 2-core machine may add to a time limit, at most. */
 const SLACK = Duration.seconds(5)
 
-const Live = Layer.effectDiscard(resetTable({ table: TABLE })).pipe(
-  Layer.provideMerge(layerClient()),
-  Layer.provideMerge(layerPrimary)
-)
+const Live = layerSetUp(resetTable({ table: TABLE }))
 
 /** A store through a proxy to the test database, with a short time limit (or none). */
 const storeThroughProxy = (callTimeout: Duration.DurationInput = CALL_TIMEOUT) =>

@@ -21,7 +21,7 @@ import type * as MetricState from "effect/MetricState"
 import * as Ref from "effect/Ref"
 import { randomUUID } from "node:crypto"
 import { transactionalCounts } from "./utils/fixtures.js"
-import { layerClient, layerPrimary, resetOrderTables, runTable, serverUrl } from "./utils/TestDatabase.js"
+import { layerSetUp, resetOrderTables, runTable, serverUrl } from "./utils/TestDatabase.js"
 
 const TABLE = runTable("idem_tx")
 const ORDERS = runTable("orders_tx")
@@ -30,10 +30,8 @@ const RACE = serverUrl === undefined ? 20 : 200
 
 const { NewOrder, Order, OutOfStock, payload } = TransactionalSuite
 
-const Live = Layer.effectDiscard(resetOrderTables(TABLE, ORDERS)).pipe(
-  Layer.provideMerge(PgIdempotencyStore.layerWith({ table: TABLE })),
-  Layer.provideMerge(layerClient({ maxConnections: 20 })),
-  Layer.provideMerge(layerPrimary)
+const Live = PgIdempotencyStore.layerWith({ table: TABLE }).pipe(
+  Layer.provideMerge(layerSetUp(resetOrderTables(TABLE, ORDERS), { maxConnections: 20 }))
 )
 
 const mode: TransactionalSuite.Mode = {

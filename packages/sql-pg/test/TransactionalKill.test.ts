@@ -12,19 +12,15 @@ import { Children } from "@effect-idempotency/test-support"
 import * as StoreKill from "@effect-idempotency/test-support/StoreKill"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Layer from "effect/Layer"
 import { fileURLToPath } from "node:url"
 import { transactionalCounts } from "./utils/fixtures.js"
-import { layerClient, layerPrimary, resetOrderTables, runTable, TestDatabase } from "./utils/TestDatabase.js"
+import { layerSetUp, resetOrderTables, runTable, TestDatabase } from "./utils/TestDatabase.js"
 
 const TABLE = runTable("idem_tx_kill")
 const ORDERS = runTable("orders_tx_kill")
 const table = Either.getOrThrow(PgIdempotencyTable.make({ table: TABLE }))
 
-const Live = Layer.effectDiscard(resetOrderTables(TABLE, ORDERS)).pipe(
-  Layer.provideMerge(layerClient({ maxConnections: 4 })),
-  Layer.provideMerge(layerPrimary)
-)
+const Live = layerSetUp(resetOrderTables(TABLE, ORDERS), { maxConnections: 4 })
 
 StoreKill.suite("PgTransactional killed", Live, {
   child: fileURLToPath(new URL("./utils/transactionalChild.ts", import.meta.url)),

@@ -5,7 +5,7 @@
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
 import { PgIdempotencyMigration, PgIdempotencyStore, PgIdempotencyTable } from "@effect-idempotency/sql-pg"
-import { TestDatabase } from "@effect-idempotency/test-support/Postgres"
+import { layerPrimary, TestDatabase } from "@effect-idempotency/test-support/Postgres"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -75,6 +75,41 @@ export const resetTable = (options: PgIdempotencyTable.TableOptions) =>
     }
     yield* sql.unsafe(`DROP TABLE IF EXISTS ${table.qualified}`).withoutTransform
     yield* PgIdempotencyMigration.migration(options)
+  })
+
+/**
+ * The test database (the primary) and a client on it (`layerClient(client)`), once `setUp` (the
+ * test's tables, re-created) ran through that client.
+ */
+export const layerSetUp = <E>(
+  setUp: Effect.Effect<unknown, E, SqlClient.SqlClient>,
+  client?: Parameters<typeof layerClient>[0]
+) => Layer.effectDiscard(setUp).pipe(Layer.provideMerge(layerClient(client)), Layer.provideMerge(layerPrimary))
+
+/** How many statements of the connections named `application` wait for a lock. */
+export const lockWaits = (application: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql.unsafe<{ readonly waiting: number }>(
+      `SELECT count(*)::integer AS waiting FROM pg_stat_activity
+       WHERE application_name = $1 AND wait_event_type = 'Lock'`,
+      [application]
+    ).withoutTransform.pipe(Effect.map((rows) => rows[0]!.waiting)))
+
+/**
+ * Waits (bounded: 5 seconds) until `count` statements (1 by default) of the connections named
+ * `application` wait for a lock, or `orWhen` holds; dies if neither comes.
+ */
+export const awaitLockWaits = (
+  application: string,
+  options: { readonly count?: number; readonly orWhen?: Effect.Effect<boolean> } = {}
+) =>
+  Effect.gen(function*() {
+    const { count = 1, orWhen = Effect.succeed(false) } = options
+    for (let i = 0; i < 1000; i++) {
+      if ((yield* orWhen) || (yield* lockWaits(application)) >= count) return
+      yield* Effect.sleep("5 millis")
+    }
+    return yield* Effect.dieMessage(`${count} statement(s) of ${application} never waited for a lock`)
   })
 
 /** The transactional tests' tables: the records table re-created, and an empty orders table. */
