@@ -79,6 +79,23 @@ const call = (
     return { status: response.status, headers: response.headers, bytes, text: new TextDecoder().decode(bytes) }
   })
 
+/** A response (201) held until `release` is done; `started` is done once it is asked for. */
+const held = (started: Deferred.Deferred<void>, release: Deferred.Deferred<void>) => async () => {
+  await Effect.runPromise(Deferred.succeed(started, undefined))
+  await Effect.runPromise(Deferred.await(release))
+  return Response.json({ ok: true }, { status: 201 })
+}
+
+/** A first request under `key` held by its handler, and a second one that meets it (409). */
+const whileHeld = (handler: IdempotentFetch.Handler, key: string, started: Deferred.Deferred<void>) =>
+  Effect.gen(function*() {
+    const first = yield* Effect.fork(call(handler, { key }))
+    yield* Deferred.await(started)
+    const conflict = yield* call(handler, { key })
+    assert.strictEqual(conflict.status, 409)
+    return { first, conflict }
+  })
+
 const problemOf = (reply: Reply) => JSON.parse(reply.text) as { type: string; title: string; detail: string }
 
 /** A fetch handler that counts its executions; released at the end of the test. */
@@ -202,16 +219,9 @@ describe("IdempotentFetch.wrap", () => {
       const release = yield* Deferred.make<void>()
       const { executions, handler } = yield* orders(layer, {
         timeLimit: "10 seconds",
-        respond: async () => {
-          await Effect.runPromise(Deferred.succeed(started, undefined))
-          await Effect.runPromise(Deferred.await(release))
-          return Response.json({ ok: true }, { status: 201 })
-        }
+        respond: held(started, release)
       })
-      const first = yield* Effect.fork(call(handler, { key: "key-busy" }))
-      yield* Deferred.await(started)
-      const conflict = yield* call(handler, { key: "key-busy" })
-      assert.strictEqual(conflict.status, 409)
+      const { conflict, first } = yield* whileHeld(handler, "key-busy", started)
       assert.strictEqual(problemOf(conflict).title, "Conflict")
       // the lease (the 10 s time limit) bounds how long the key may stay held, not when the first
       // request is done: the retry is told to come back in a second, and the detail says the same
@@ -230,18 +240,8 @@ describe("IdempotentFetch.wrap", () => {
       const retryAfterOf = (options: Partial<IdempotentFetch.WrapOptions<unknown, never>>) =>
         Effect.gen(function*() {
           const started = yield* Deferred.make<void>()
-          const { handler } = yield* orders(layer, {
-            ...options,
-            respond: async () => {
-              await Effect.runPromise(Deferred.succeed(started, undefined))
-              await Effect.runPromise(Deferred.await(release))
-              return Response.json({ ok: true }, { status: 201 })
-            }
-          })
-          const first = yield* Effect.fork(call(handler, { key: "key-hint" }))
-          yield* Deferred.await(started)
-          const conflict = yield* call(handler, { key: "key-hint" })
-          assert.strictEqual(conflict.status, 409)
+          const { handler } = yield* orders(layer, { ...options, respond: held(started, release) })
+          const { conflict, first } = yield* whileHeld(handler, "key-hint", started)
           return { retryAfter: conflict.headers.get("retry-after"), first }
         })
       // a longer hint, within the lease

@@ -18,6 +18,14 @@ const TIMEOUT = "1500 millis"
 const Order = Schema.Struct({ orderId: Schema.String, sku: Schema.String })
 const Created = Schema.Struct({ orderId: Schema.String, downstreamReplayed: Schema.Boolean })
 
+/** The order operation of both functions below: events keyed by their order id. */
+const createOrder = {
+  name: "create-order",
+  event: Order,
+  key: (event: typeof Order.Type) => event.orderId,
+  success: Created
+} as const
+
 class Unavailable extends Data.TaggedError("Unavailable")<{}> {}
 
 for (const store of realStores) {
@@ -39,11 +47,8 @@ for (const store of realStores) {
         // markUnknown: every attempt answers before the cut-off; the write happened once
         const atMostOnce = makeDownstream({ deduplicate: false })
         const first = yield* initialized(LambdaEvent.idempotent({
-          name: "create-order",
+          ...createOrder,
           layer: store.layer(),
-          event: Order,
-          key: (event) => event.orderId,
-          success: Created,
           onTimeout: "markUnknown",
           handler: (event) =>
             Effect.map(
@@ -61,11 +66,8 @@ for (const store of realStores) {
         const deduplicating = makeDownstream({ deduplicate: true })
         let calls = 0
         const forwarded = yield* initialized(LambdaEvent.idempotent({
-          name: "create-order",
+          ...createOrder,
           layer: store.layer(),
-          event: Order,
-          key: (event) => event.orderId,
-          success: Created,
           handler: (event) =>
             Effect.gen(function*() {
               const key = yield* IdempotencyContext.stepKey("orders")

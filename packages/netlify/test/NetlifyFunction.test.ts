@@ -126,13 +126,19 @@ const orderFunction = (
     return { handler, executions }
   })
 
+/** The controllable store and an order function on it. */
+const orderWorld = (options?: Parameters<typeof orderFunction>[1]) =>
+  Effect.flatMap(
+    controllableStore,
+    (store) => Effect.map(orderFunction(store.layer, options), (fn) => ({ ...store, ...fn }))
+  )
+
 const problemOf = (reply: Reply) => JSON.parse(reply.body) as { status: number; title: string; detail: string }
 
 describe("NetlifyFunction.idempotent", () => {
   it.scopedLive("executes once and replays the original status and body with Idempotent-Replayed", () =>
     Effect.gen(function*() {
-      const { layer } = yield* controllableStore
-      const { executions, handler } = yield* orderFunction(layer)
+      const { executions, handler } = yield* orderWorld()
       const first = yield* invoke(handler, { key: "key-replay-1" })
       assert.strictEqual(first.status, 201)
       assert.deepStrictEqual(JSON.parse(first.body), { orderId: "order-1" })
@@ -161,8 +167,7 @@ describe("NetlifyFunction.idempotent", () => {
 
   it.scopedLive("stores a 4xx response like any other and replays it", () =>
     Effect.gen(function*() {
-      const { layer } = yield* controllableStore
-      const { executions, handler } = yield* orderFunction(layer, {
+      const { executions, handler } = yield* orderWorld({
         behaviour: () => Effect.succeed(FunctionResponse.json({ error: "out of stock" }, { status: 409 }))
       })
       const first = yield* invoke(handler, { key: "key-rejected" })
@@ -176,8 +181,7 @@ describe("NetlifyFunction.idempotent", () => {
 
   it.scopedLive("400 without a key where the route requires one; the store is not touched", () =>
     Effect.gen(function*() {
-      const { calls, layer } = yield* controllableStore
-      const { executions, handler } = yield* orderFunction(layer)
+      const { calls, executions, handler } = yield* orderWorld()
       const reply = yield* invoke(handler)
       assert.strictEqual(reply.status, 400)
       assert.strictEqual(reply.headers.get("content-type"), "application/problem+json")
@@ -188,8 +192,7 @@ describe("NetlifyFunction.idempotent", () => {
 
   it.scopedLive("400 for an invalid key; the store is not touched", () =>
     Effect.gen(function*() {
-      const { calls, layer } = yield* controllableStore
-      const { executions, handler } = yield* orderFunction(layer)
+      const { calls, executions, handler } = yield* orderWorld()
       for (const key of ["has space", "has#hash", "x".repeat(256), "\"unterminated"]) {
         const reply = yield* invoke(handler, { key })
         assert.strictEqual(reply.status, 400, key)
@@ -201,8 +204,7 @@ describe("NetlifyFunction.idempotent", () => {
 
   it.scopedLive("400 for a body that is not JSON or not the payload; the store is not touched", () =>
     Effect.gen(function*() {
-      const { calls, layer } = yield* controllableStore
-      const { executions, handler } = yield* orderFunction(layer)
+      const { calls, executions, handler } = yield* orderWorld()
       const notJson = yield* invoke(handler, { key: "key-body", body: "sku=A-1" })
       const wrongShape = yield* invoke(handler, { key: "key-body", body: JSON.stringify({ sku: 1 }) })
       assert.strictEqual(notJson.status, 400)
@@ -245,8 +247,7 @@ describe("NetlifyFunction.idempotent", () => {
 
   it.scopedLive("a 5xx of the handler is not recorded: the record is released and a retry runs again", () =>
     Effect.gen(function*() {
-      const { layer } = yield* controllableStore
-      const { executions, handler } = yield* orderFunction(layer, {
+      const { executions, handler } = yield* orderWorld({
         behaviour: (n) =>
           Effect.succeed(
             n === 1 ? FunctionResponse.problem(503, "the payments API is down") : FunctionResponse.json({ n }, {
@@ -266,8 +267,7 @@ describe("NetlifyFunction.idempotent", () => {
 
   it.scopedLive("a response policy may record a 5xx, which then replays", () =>
     Effect.gen(function*() {
-      const { layer } = yield* controllableStore
-      const { executions, handler } = yield* orderFunction(layer, {
+      const { executions, handler } = yield* orderWorld({
         record: () => true,
         behaviour: () => Effect.succeed(FunctionResponse.problem(503, "down"))
       })
@@ -306,8 +306,7 @@ describe("NetlifyFunction.idempotent", () => {
 
   it.scopedLive("422 when the key comes back with another body", () =>
     Effect.gen(function*() {
-      const { layer } = yield* controllableStore
-      const { executions, handler } = yield* orderFunction(layer)
+      const { executions, handler } = yield* orderWorld()
       yield* invoke(handler, { key: "key-reused" })
       const reused = yield* invoke(handler, { key: "key-reused", body: JSON.stringify({ sku: "B-2", quantity: 1 }) })
       assert.strictEqual(reused.status, 422)
@@ -317,8 +316,7 @@ describe("NetlifyFunction.idempotent", () => {
 
   it.scopedLive("the fingerprint is the decoded payload's: members in another order and other whitespace replay", () =>
     Effect.gen(function*() {
-      const { layer } = yield* controllableStore
-      const { executions, handler } = yield* orderFunction(layer)
+      const { executions, handler } = yield* orderWorld()
       const first = yield* invoke(handler, { key: "key-order", body: JSON.stringify({ sku: "A-1", quantity: 2 }) })
       const reordered = yield* invoke(handler, { key: "key-order", body: "{ \"quantity\": 2,\n  \"sku\": \"A-1\" }" })
       assert.strictEqual(first.status, 201)
@@ -331,8 +329,7 @@ describe("NetlifyFunction.idempotent", () => {
 
   it.scopedLive("504 before the time limit when the handler is slower than the limit less the margin", () =>
     Effect.gen(function*() {
-      const { layer } = yield* controllableStore
-      const { executions, handler } = yield* orderFunction(layer, {
+      const { executions, handler } = yield* orderWorld({
         timeLimit: "600 millis",
         margin: "200 millis",
         onTimeout: "markUnknown",
@@ -355,8 +352,7 @@ describe("NetlifyFunction.idempotent", () => {
 
   it.scopedLive("keepLease: 409 until the lease (the time limit) ends, then a retry takes over", () =>
     Effect.gen(function*() {
-      const { layer } = yield* controllableStore
-      const { executions, handler } = yield* orderFunction(layer, {
+      const { executions, handler } = yield* orderWorld({
         timeLimit: "400 millis",
         margin: "100 millis",
         behaviour: (n) =>
@@ -452,8 +448,7 @@ describe("NetlifyFunction.idempotent", () => {
 
   it.scopedLive("a failing handler answers 500 (or onError's response) and is released for the retry", () =>
     Effect.gen(function*() {
-      const { layer } = yield* controllableStore
-      const { executions, handler } = yield* orderFunction(layer, {
+      const { executions, handler, layer } = yield* orderWorld({
         behaviour: (n) =>
           n === 1 ? Effect.fail("downstream refused") : Effect.succeed(FunctionResponse.json({ n }, { status: 201 }))
       })
@@ -573,8 +568,7 @@ describe("NetlifyFunction.idempotent", () => {
 
   it.scopedLive("a method that is not covered runs the handler without a key and without the store", () =>
     Effect.gen(function*() {
-      const { calls, layer } = yield* controllableStore
-      const { executions, handler } = yield* orderFunction(layer, { methods: ["POST"] })
+      const { calls, executions, handler } = yield* orderWorld({ methods: ["POST"] })
       const patch = (key?: string) =>
         Effect.promise(() =>
           handler(
