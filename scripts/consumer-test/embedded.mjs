@@ -1,12 +1,16 @@
 /* global process */
 /**
- * The embedded servers the runners use, in JavaScript: PGlite (PostgreSQL in WASM) served for the
- * `pg` driver, and dynalite (a DynamoDB emulator), both on loopback ports. Kept out of the
- * type-check: their own declarations are not what the consumer test checks.
+ * What the runners share, in JavaScript: the embedded servers, PGlite (PostgreSQL in WASM) served
+ * for the `pg` driver and dynalite (a DynamoDB emulator), both on loopback ports, and the replay
+ * check of the stores' README snippets. Kept out of the type-check: the servers' own declarations
+ * are not what the consumer test checks.
  */
+import { Idempotency } from "@effect-idempotency/core"
 import { PGlite } from "@electric-sql/pglite"
 import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import dynalite from "dynalite"
+import { Effect } from "effect"
+import { deepStrictEqual, strictEqual } from "node:assert"
 
 /** Starts PGlite on a loopback port; `url` is a connection string for it. */
 export const startPostgres = async () => {
@@ -33,4 +37,21 @@ export const startDynamoDb = async () => {
     endpoint: `http://127.0.0.1:${server.address().port}`,
     stop: () => new Promise((resolve) => server.close(() => resolve(undefined)))
   }
+}
+
+/**
+ * A store README's snippet, run twice: the second run returns the recorded order; then its
+ * operation once more on its store, through `Idempotency.result`: a replay. Returns the first run's order.
+ */
+export const runTwiceThenReplay = async ({ createOrder, program, StoreLive }) => {
+  const first = await Effect.runPromise(program)
+  const again = await Effect.runPromise(program)
+  deepStrictEqual(again, first, "the second run returns the recorded order")
+  const replay = await Effect.runPromise(
+    Idempotency.result(createOrder.run({ key: "3f0c5c9e-client-key", payload: { sku: "A-1", quantity: 2 } })).pipe(
+      Effect.provide(StoreLive)
+    )
+  )
+  strictEqual(replay.replayed, true, "a later run is a replay")
+  return first
 }

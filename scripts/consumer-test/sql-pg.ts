@@ -8,8 +8,8 @@ import { Idempotency } from "@effect-idempotency/core"
 import { NodeContext } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
-import { deepStrictEqual, strictEqual } from "node:assert"
-import { startPostgres } from "./embedded.mjs"
+import { strictEqual } from "node:assert"
+import { runTwiceThenReplay, startPostgres } from "./embedded.mjs"
 import { StoreLive as RootStoreLive } from "./snippets/readme-sql-pg.js"
 import { migrate } from "./snippets/sql-pg-migrate.js"
 import { createOrder, program, SqlLive, StoreLive } from "./snippets/sql-pg.js"
@@ -25,15 +25,7 @@ try {
   )
   strictEqual(root.replayed, false, "the root README's store migrated the fresh database and executed")
   await Effect.runPromise(migrate.pipe(Effect.provide(Layer.merge(SqlLive, NodeContext.layer))))
-  const first = await Effect.runPromise(program)
-  const again = await Effect.runPromise(program)
-  deepStrictEqual(again, first, "the second run returns the recorded order")
-  const replay = await Effect.runPromise(
-    Idempotency.result(createOrder.run({ key: "3f0c5c9e-client-key", payload: { sku: "A-1", quantity: 2 } })).pipe(
-      Effect.provide(StoreLive)
-    )
-  )
-  strictEqual(replay.replayed, true, "a later run is a replay")
+  const first = await runTwiceThenReplay({ createOrder, program, StoreLive })
   const rows = await Effect.runPromise(
     Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM idempotency_records`)
       .pipe(Effect.provide(SqlLive))

@@ -2,28 +2,20 @@
  * The SQL store's README snippet on a local libSQL file: the program twice (the table made by the
  * layer's migration); the second run is a replay and one record is stored.
  */
-import { Idempotency } from "@effect-idempotency/core"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { deepStrictEqual, strictEqual } from "node:assert"
+import { strictEqual } from "node:assert"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { runTwiceThenReplay } from "./embedded.mjs"
 import { createOrder, program, SqlLive, StoreLive } from "./snippets/sql.js"
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "consumer-sql-"))
 process.env.LIBSQL_URL = `file:${path.join(dir, "records.db")}`
 
 try {
-  const first = await Effect.runPromise(program)
-  const again = await Effect.runPromise(program)
-  deepStrictEqual(again, first, "the second run returns the recorded order")
-  const replay = await Effect.runPromise(
-    Idempotency.result(createOrder.run({ key: "3f0c5c9e-client-key", payload: { sku: "A-1", quantity: 2 } })).pipe(
-      Effect.provide(StoreLive)
-    )
-  )
-  strictEqual(replay.replayed, true, "a later run is a replay")
+  const first = await runTwiceThenReplay({ createOrder, program, StoreLive })
   const rows = await Effect.runPromise(
     Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ n: number }>`SELECT count(*) AS n FROM idempotency_records`)
       .pipe(Effect.provide(SqlLive))
