@@ -28,6 +28,13 @@ class Payments extends Context.Tag("test/Payments")<Payments, {
   readonly charges: () => number
 }>() {}
 
+/** What an idempotent call of the payments gives: `A`, the payments' failures or the engine's, on both services. */
+type Charged<A> = Effect.Effect<
+  A,
+  PaymentDeclined | PaymentsDown | IdempotencyError.IdempotencyError,
+  Payments | IdempotencyStore.IdempotencyStore
+>
+
 const paymentsLive = () => {
   let charges = 0
   return Payments.of({
@@ -109,11 +116,7 @@ describe("entry points", () => {
         Idempotency.once({ operation: "charge", key: "k", payload: charge, success: Receipt, failure: PaymentDeclined })
       )
       expectTypeOf(piped).toEqualTypeOf<
-        Effect.Effect<
-          Receipt,
-          PaymentDeclined | PaymentsDown | IdempotencyError.IdempotencyError,
-          Payments | IdempotencyStore.IdempotencyStore
-        >
+        Charged<Receipt>
       >()
     })
   })
@@ -144,11 +147,7 @@ describe("entry points", () => {
     it("keeps the request's success and failure union", () => {
       expectTypeOf(createOrder).parameter(0).toEqualTypeOf<CreateOrder>()
       expectTypeOf(createOrder(new CreateOrder({ sku: "A", quantity: 1 }), { key: "k" })).toEqualTypeOf<
-        Effect.Effect<
-          { readonly orderId: string },
-          PaymentDeclined | PaymentsDown | IdempotencyError.IdempotencyError,
-          Payments | IdempotencyStore.IdempotencyStore
-        >
+        Charged<{ readonly orderId: string }>
       >()
     })
   })
@@ -181,11 +180,7 @@ describe("entry points", () => {
 
     it("infers the body's failures and requirements", () => {
       expectTypeOf(chargeOp.run({ key: "k", payload: charge })).toEqualTypeOf<
-        Effect.Effect<
-          Receipt,
-          PaymentDeclined | PaymentsDown | IdempotencyError.IdempotencyError,
-          Payments | IdempotencyStore.IdempotencyStore
-        >
+        Charged<Receipt>
       >()
     })
   })

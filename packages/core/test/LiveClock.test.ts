@@ -39,14 +39,17 @@ const settledTimers = (atMost: number) =>
     return timers()
   })
 
+/** An operation from `null` to a string, under `settings`. */
+const liveOperation = <E, R>(
+  name: string,
+  settings: Idempotency.Settings & { readonly execute: () => Effect.Effect<string, E, R> }
+) => Idempotency.make({ name, payload: Schema.Null, success: Schema.String, ...settings })
+
 describe("the engine on the live clock", () => {
   it.live("a recording that waits is recorded, and leaves no timer behind", () =>
     Effect.gen(function*() {
       const { counts, store } = yield* storeWith(Effect.sleep("20 millis"))
-      const operation = Idempotency.make({
-        name: "live-record",
-        payload: Schema.Null,
-        success: Schema.String,
+      const operation = liveOperation("live-record", {
         execute: () => Effect.succeed("written")
       })
       const before = yield* settledTimers(0)
@@ -62,10 +65,7 @@ describe("the engine on the live clock", () => {
     Effect.gen(function*() {
       const { store } = yield* storeWith(Effect.void)
       let runs = 0
-      const operation = Idempotency.make({
-        name: "live-timeout",
-        payload: Schema.Null,
-        success: Schema.String,
+      const operation = liveOperation("live-timeout", {
         timeout: "100 millis",
         onTimeout: "release",
         execute: () => Effect.suspend(() => (runs++, runs === 1 ? Effect.never : Effect.succeed("second")))
@@ -82,10 +82,7 @@ describe("the engine on the live clock", () => {
     Effect.gen(function*() {
       const { counts, store } = yield* storeWith(Effect.void)
       let runs = 0
-      const operation = Idempotency.make({
-        name: "live-heartbeat",
-        payload: Schema.Null,
-        success: Schema.String,
+      const operation = liveOperation("live-heartbeat", {
         timeout: "10 seconds",
         lease: "1 second",
         leaseMargin: "100 millis",
@@ -105,41 +102,37 @@ describe("the engine on the live clock", () => {
       assert.isAtLeast(counts.extend, 3)
     }))
 
-  it.live("a recording that hangs is cut off at the end of the lease: the value comes back unrecorded", () =>
-    Effect.gen(function*() {
-      const { counts, store } = yield* storeWith(Effect.never)
-      const operation = Idempotency.make({
-        name: "live-hang",
-        payload: Schema.Null,
-        success: Schema.String,
-        timeout: "100 millis",
-        leaseMargin: "100 millis",
-        execute: () => Effect.succeed("written")
-      })
-      const result = yield* operation.runDetailed({ key: "k-4", payload: null }).pipe(
-        Effect.provideService(IdempotencyStore.IdempotencyStore, store),
-        Effect.timeout("5 seconds")
-      )
-      assert.deepStrictEqual([result.value, result.recorded], ["written", false])
-      assert.isAtLeast(counts.complete, 1)
-    }))
-
-  it.live("a recording that hangs is cut off at the attempt's deadline, long before its lease ends", () =>
-    Effect.gen(function*() {
-      const { counts, store } = yield* storeWith(Effect.never)
+  // a recording that hangs is cut off at whatever ends the attempt first
+  const hangs: ReadonlyArray<{
+    readonly title: string
+    readonly name: string
+    readonly settings: Idempotency.Settings
+    readonly deadline?: () => number
+  }> = [
+    {
+      title: "a recording that hangs is cut off at the end of the lease: the value comes back unrecorded",
+      name: "live-hang",
+      settings: { timeout: "100 millis", leaseMargin: "100 millis" }
+    },
+    {
       // the default timeout gives a lease of 31 seconds: only the deadline can end this run in 5
-      const operation = Idempotency.make({
-        name: "live-deadline",
-        payload: Schema.Null,
-        success: Schema.String,
-        execute: () => Effect.succeed("written")
-      })
-      const deadline = Date.now() + 1500
-      const result = yield* operation.runDetailed({ key: "k-5", payload: null, deadline }).pipe(
-        Effect.provideService(IdempotencyStore.IdempotencyStore, store),
-        Effect.timeout("5 seconds")
-      )
-      assert.deepStrictEqual([result.value, result.recorded], ["written", false])
-      assert.isAtLeast(counts.complete, 1)
-    }))
+      title: "a recording that hangs is cut off at the attempt's deadline, long before its lease ends",
+      name: "live-deadline",
+      settings: {},
+      deadline: () => Date.now() + 1500
+    }
+  ]
+  hangs.forEach(({ deadline, name, settings, title }, i) =>
+    it.live(title, () =>
+      Effect.gen(function*() {
+        const { counts, store } = yield* storeWith(Effect.never)
+        const operation = liveOperation(name, { ...settings, execute: () => Effect.succeed("written") })
+        const key = `k-${4 + i}`
+        const result = yield* operation.runDetailed(
+          deadline === undefined ? { key, payload: null } : { key, payload: null, deadline: deadline() }
+        ).pipe(Effect.provideService(IdempotencyStore.IdempotencyStore, store), Effect.timeout("5 seconds"))
+        assert.deepStrictEqual([result.value, result.recorded], ["written", false])
+        assert.isAtLeast(counts.complete, 1)
+      }))
+  )
 })

@@ -9,6 +9,9 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 
+/** Lets the forked watchers run. */
+const settle = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
+
 /** A clock set by hand whose sleeps end when `release` is called, except those `dropped` (never). */
 const manualClock = () => {
   let now = 1_000_000
@@ -36,10 +39,15 @@ const manualClock = () => {
   }
   return {
     clock,
-    advance: (ms: number) => {
-      now += ms
-      for (const wake of [...sleepers]) wake()
-    },
+    /** Moves the clock, wakes the sleepers, and lets them run. */
+    advance: (ms: number) =>
+      Effect.zipRight(
+        Effect.sync(() => {
+          now += ms
+          for (const wake of [...sleepers]) wake()
+        }),
+        settle
+      ),
     /** Moves the clock without waking anyone: an event loop blocked for `ms`. */
     advanceBlocked: (ms: number) => {
       now += ms
@@ -51,75 +59,68 @@ const manualClock = () => {
   }
 }
 
-/** Lets the forked watchers run. */
-const settle = Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
+/** A registry on a manual clock; `register` sets a call's deadline `ms` from now. */
+const registry = () => {
+  const deadlines = StoreDeadlines.make(Duration.millis(10))
+  const manual = manualClock()
+  const register = (ms: number, onExpire: () => void) =>
+    deadlines.register(manual.clock, manual.clock.unsafeCurrentTimeMillis() + ms, onExpire)
+  return { manual, register }
+}
 
 describe("StoreDeadlines", () => {
   it.live("a call expires once its deadline passes, and not before", () =>
     Effect.gen(function*() {
-      const deadlines = StoreDeadlines.make(Duration.millis(10))
-      const manual = manualClock()
+      const { manual, register } = registry()
       let expired = 0
-      deadlines.register(manual.clock, manual.clock.unsafeCurrentTimeMillis() + 50, () => expired++)
+      register(50, () => expired++)
       yield* settle
-      manual.advance(30)
-      yield* settle
+      yield* manual.advance(30)
       assert.strictEqual(expired, 0)
-      manual.advance(30)
-      yield* settle
-      manual.advance(10)
-      yield* settle
+      yield* manual.advance(30)
+      yield* manual.advance(10)
       assert.strictEqual(expired, 1)
     }))
 
   it.live("a watcher whose timer was cancelled is replaced by the next registration; each call expires once", () =>
     Effect.gen(function*() {
-      const deadlines = StoreDeadlines.make(Duration.millis(10))
-      const manual = manualClock()
+      const { manual, register } = registry()
       let first = 0
       let second = 0
       // the watcher's first sleep is dropped: it never wakes, as after a finished Worker request
       manual.dropNextSleep()
-      deadlines.register(manual.clock, manual.clock.unsafeCurrentTimeMillis() + 50, () => first++)
+      register(50, () => first++)
       yield* settle
-      manual.advance(2_000)
-      yield* settle
+      yield* manual.advance(2_000)
       assert.strictEqual(first, 0, "the dead watcher expired nothing")
       // a later call, past the staleness window: a new watcher serves both calls
-      deadlines.register(manual.clock, manual.clock.unsafeCurrentTimeMillis() + 50, () => second++)
+      register(50, () => second++)
       yield* settle
-      manual.advance(10)
-      yield* settle
+      yield* manual.advance(10)
       assert.strictEqual(first, 1, "the earlier call expired once its deadline had passed")
-      manual.advance(60)
-      yield* settle
-      manual.advance(10)
-      yield* settle
+      yield* manual.advance(60)
+      yield* manual.advance(10)
       assert.strictEqual(second, 1)
       assert.strictEqual(first, 1)
     }))
 
   it.live("a watcher that wakes late, after another replaced it, stops: one watcher serves the calls", () =>
     Effect.gen(function*() {
-      const deadlines = StoreDeadlines.make(Duration.millis(10))
-      const manual = manualClock()
+      const { manual, register } = registry()
       let expired = 0
-      deadlines.register(manual.clock, manual.clock.unsafeCurrentTimeMillis() + 5_000, () => expired++)
+      register(5_000, () => expired++)
       yield* settle
       // the event loop is blocked for 2 s: the watcher has not woken, and looks dead
       manual.advanceBlocked(2_000)
-      deadlines.register(manual.clock, manual.clock.unsafeCurrentTimeMillis() + 5_000, () => expired++)
+      register(5_000, () => expired++)
       yield* settle
       assert.strictEqual(manual.sleeping(), 2, "a second watcher started")
       for (let i = 0; i < 3; i++) {
-        manual.advance(10)
-        yield* settle
+        yield* manual.advance(10)
       }
       assert.strictEqual(manual.sleeping(), 1, "the late one stopped")
-      manual.advance(6_000)
-      yield* settle
-      manual.advance(10)
-      yield* settle
+      yield* manual.advance(6_000)
+      yield* manual.advance(10)
       assert.strictEqual(expired, 2, "each call expired once")
       assert.strictEqual(manual.sleeping(), 0, "no watcher is left once no call is in flight")
     }))
