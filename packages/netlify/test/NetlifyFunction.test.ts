@@ -133,6 +133,16 @@ const orderWorld = (options?: Parameters<typeof orderFunction>[1]) =>
     (store) => Effect.map(orderFunction(store.layer, options), (fn) => ({ ...store, ...fn }))
   )
 
+/** A test of requests refused before the store: neither the store nor the handler is reached. */
+const refusedBeforeTheStore = (title: string, body: (handler: NetlifyFunction.Handler) => Effect.Effect<void>) =>
+  it.scopedLive(title, () =>
+    Effect.gen(function*() {
+      const { calls, executions, handler } = yield* orderWorld()
+      yield* body(handler)
+      assert.strictEqual(yield* Ref.get(calls), 0)
+      assert.strictEqual(yield* Ref.get(executions), 0)
+    }))
+
 const problemOf = (reply: Reply) => JSON.parse(reply.body) as { status: number; title: string; detail: string }
 
 describe("NetlifyFunction.idempotent", () => {
@@ -179,41 +189,38 @@ describe("NetlifyFunction.idempotent", () => {
       assert.strictEqual(yield* Ref.get(executions), 1)
     }))
 
-  it.scopedLive("400 without a key where the route requires one; the store is not touched", () =>
-    Effect.gen(function*() {
-      const { calls, executions, handler } = yield* orderWorld()
-      const reply = yield* invoke(handler)
-      assert.strictEqual(reply.status, 400)
-      assert.strictEqual(reply.headers.get("content-type"), "application/problem+json")
-      assert.include(problemOf(reply).detail, "Idempotency-Key")
-      assert.strictEqual(yield* Ref.get(calls), 0)
-      assert.strictEqual(yield* Ref.get(executions), 0)
-    }))
+  refusedBeforeTheStore(
+    "400 without a key where the route requires one; the store is not touched",
+    (handler) =>
+      Effect.gen(function*() {
+        const reply = yield* invoke(handler)
+        assert.strictEqual(reply.status, 400)
+        assert.strictEqual(reply.headers.get("content-type"), "application/problem+json")
+        assert.include(problemOf(reply).detail, "Idempotency-Key")
+      })
+  )
 
-  it.scopedLive("400 for an invalid key; the store is not touched", () =>
+  refusedBeforeTheStore("400 for an invalid key; the store is not touched", (handler) =>
     Effect.gen(function*() {
-      const { calls, executions, handler } = yield* orderWorld()
       for (const key of ["has space", "has#hash", "x".repeat(256), "\"unterminated"]) {
         const reply = yield* invoke(handler, { key })
         assert.strictEqual(reply.status, 400, key)
         assert.include(problemOf(reply).detail, "Invalid idempotency key")
       }
-      assert.strictEqual(yield* Ref.get(calls), 0)
-      assert.strictEqual(yield* Ref.get(executions), 0)
     }))
 
-  it.scopedLive("400 for a body that is not JSON or not the payload; the store is not touched", () =>
-    Effect.gen(function*() {
-      const { calls, executions, handler } = yield* orderWorld()
-      const notJson = yield* invoke(handler, { key: "key-body", body: "sku=A-1" })
-      const wrongShape = yield* invoke(handler, { key: "key-body", body: JSON.stringify({ sku: 1 }) })
-      assert.strictEqual(notJson.status, 400)
-      assert.include(problemOf(notJson).detail, "not JSON")
-      assert.strictEqual(wrongShape.status, 400)
-      assert.include(problemOf(wrongShape).detail, "sku")
-      assert.strictEqual(yield* Ref.get(calls), 0)
-      assert.strictEqual(yield* Ref.get(executions), 0)
-    }))
+  refusedBeforeTheStore(
+    "400 for a body that is not JSON or not the payload; the store is not touched",
+    (handler) =>
+      Effect.gen(function*() {
+        const notJson = yield* invoke(handler, { key: "key-body", body: "sku=A-1" })
+        const wrongShape = yield* invoke(handler, { key: "key-body", body: JSON.stringify({ sku: 1 }) })
+        assert.strictEqual(notJson.status, 400)
+        assert.include(problemOf(notJson).detail, "not JSON")
+        assert.strictEqual(wrongShape.status, 400)
+        assert.include(problemOf(wrongShape).detail, "sku")
+      })
+  )
 
   it.scopedLive("payload errors are bounded and never echo the body: 413 past the size limit, 400 below it", () =>
     Effect.gen(function*() {
@@ -279,10 +286,9 @@ describe("NetlifyFunction.idempotent", () => {
 
   it.scopedLive("409 with Retry-After while another attempt holds the key", () =>
     Effect.gen(function*() {
-      const { layer } = yield* controllableStore
-      const started = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const { executions, handler } = yield* orderFunction(layer, {
+      // the handler holds the key from `started` until `release`
+      const { release, started } = yield* Effect.all({ started: Deferred.make<void>(), release: Deferred.make<void>() })
+      const { executions, handler } = yield* orderWorld({
         timeLimit: "10 seconds",
         behaviour: (n) =>
           Deferred.succeed(started, undefined).pipe(
