@@ -2,19 +2,24 @@
  * Clients that count what a store sends, for the round-trip tests and the benchmark: a `SqlClient`
  * whose `unsafe` counts statements (one round trip each; `withTransaction` counted too when the
  * counter has a `transactions` field), and a `pg` client class that counts every query it sends on
- * the wire, and an ioredis client that records the commands it sends.
+ * the wire, and an ioredis client that records the commands it sends; and an operation that counts
+ * its downstream's executions.
  *
  * @example
  * const sent = { statements: 0 }
  * const StoreLive = SqlIdempotencyStore.layer.pipe(Layer.provide(Counting.layerSql(sent)))
  * const [result, statements] = yield* Counting.counted(sent, operation.run({ key, payload }))
  */
+import { Idempotency } from "@effect-idempotency/core"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import type { Command, RedisOptions } from "ioredis"
 import { Redis } from "ioredis"
+import { randomUUID } from "node:crypto"
 import * as Pg from "pg"
 
 /** What a client was asked to send. */
@@ -106,3 +111,25 @@ export const redis = (
     }),
     (client) => Effect.sync(() => client.disconnect())
   )
+
+/** The payload of `operation`, and one. */
+export const Payload = Schema.Struct({ amount: Schema.Number })
+export const payload = { amount: 1 }
+
+/**
+ * An operation (`<name>-<uuid>`) whose downstream counts its executions into `executions` and
+ * answers their number; `around` wraps the count (a delay, a fault injected while it runs).
+ */
+export const operation = <E = never, R = never>(
+  name: string,
+  around: (count: Effect.Effect<number>) => Effect.Effect<number, E, R> = (count) => count
+) =>
+  Effect.map(Ref.make(0), (executions) => ({
+    executions,
+    operation: Idempotency.make({
+      name: `${name}-${randomUUID()}`,
+      payload: Payload,
+      success: Schema.Number,
+      execute: () => around(Ref.updateAndGet(executions, (n) => n + 1))
+    })
+  }))

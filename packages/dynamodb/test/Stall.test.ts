@@ -6,11 +6,11 @@
  * allows: a call that timed out may have been applied, as a call whose answer was lost.
  */
 import type { IdempotencyRecord } from "@effect-idempotency/core"
-import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyStore } from "@effect-idempotency/core"
 import { DynamoDbClient, DynamoDbStore, DynamoDbTable } from "@effect-idempotency/dynamodb"
+import * as StoreFaults from "@effect-idempotency/test-support/StoreFaults"
 import { StoreFixtures, TcpProxy, Timing } from "@effect-idempotency/testing"
 import { assert, describe, it } from "@effect/vitest"
-import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -18,9 +18,6 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
-import * as Schema from "effect/Schema"
-import { randomUUID } from "node:crypto"
 import type { Backend } from "./utils/backends.js"
 import { backends, clientConfig, clientLayer, uniqueTableName } from "./utils/backends.js"
 
@@ -137,30 +134,9 @@ for (const backend of backends) {
       }))
 
     it.scopedLive("through Idempotency: StoreUnavailable, the downstream is never called, and a retry succeeds", () =>
-      Effect.gen(function*() {
-        const { context, proxy } = yield* storeThroughProxy(backend)
-        const executions = yield* Ref.make(0)
-        const operation = Idempotency.make({
-          name: `stall-${randomUUID()}`,
-          payload: Schema.Struct({ amount: Schema.Number }),
-          success: Schema.Number,
-          execute: () => Ref.updateAndGet(executions, (n) => n + 1)
-        })
-        const run = (key: string) =>
-          operation.runDetailed({ key, payload: { amount: 1 } }).pipe(Effect.provide(context))
-        yield* proxy.stall()
-        const result = yield* Timing.timed(run(randomUUID()))
-        assert.isTrue(Exit.isFailure(result.exit))
-        const error = Cause.squash((result.exit as Exit.Failure<unknown, unknown>).cause) as { readonly _tag: string }
-        assert.strictEqual(error._tag, "StoreUnavailable")
-        assert.isBelow(result.millis, Duration.toMillis(Duration.sum(CALL_TIMEOUT, SLACK)))
-        assert.strictEqual(yield* Ref.get(executions), 0)
-
-        yield* proxy.resume
-        const key = randomUUID()
-        assert.isFalse((yield* run(key)).replayed)
-        assert.isTrue((yield* run(key)).replayed)
-        assert.strictEqual(yield* Ref.get(executions), 1)
-      }))
+      Effect.flatMap(
+        storeThroughProxy(backend),
+        (proxied) => StoreFaults.stalledThenRetried(proxied, Duration.sum(CALL_TIMEOUT, SLACK))
+      ))
   })
 }

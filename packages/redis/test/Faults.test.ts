@@ -7,9 +7,10 @@
  * after recovery proceeds normally. An interrupted call returns at once, sends nothing later, and
  * never disturbs another call on the same connection.
  */
-import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyStore } from "@effect-idempotency/core"
 import type { RedisStore } from "@effect-idempotency/redis"
 import { RedisClient } from "@effect-idempotency/redis"
+import * as Counting from "@effect-idempotency/test-support/Counting"
 import type { RedisServer } from "@effect-idempotency/test-support/Redis"
 import { redisServer, requireRedisServer } from "@effect-idempotency/test-support/Redis"
 import { freePort } from "@effect-idempotency/test-support/Servers"
@@ -23,15 +24,12 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
-import * as Schema from "effect/Schema"
 import type { Redis } from "ioredis"
 import { randomUUID } from "node:crypto"
 import {
   expectFailure,
   expectReserved,
   freshId,
-  Payload,
-  payload,
   rawClient,
   recordKey,
   reserveRequest,
@@ -41,20 +39,11 @@ import {
 
 const PREFIX = uniquePrefix("faults")
 
+const { payload } = Counting
+
 class Server extends Context.Tag("test/Server")<Server, RedisServer>() {}
 
 const ServerLive = Layer.scoped(Server, Effect.flatMap(requireRedisServer, (binary) => redisServer(binary)))
-
-/** An operation that counts its executions. */
-const counting = Effect.map(Ref.make(0), (executions) => ({
-  executions,
-  operation: Idempotency.make({
-    name: `faults-${randomUUID()}`,
-    payload: Payload,
-    success: Schema.Number,
-    execute: () => Ref.updateAndGet(executions, (n) => n + 1)
-  })
-}))
 
 /** A store (and its client) on 127.0.0.1:`port`, built in the test's scope. */
 const storeAt = (
@@ -102,7 +91,7 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
       const binary = yield* requireRedisServer
       const port = yield* freePort
       const { context, store } = yield* storeAt(port)
-      const { executions, operation } = yield* counting
+      const { executions, operation } = yield* Counting.operation("faults")
       const key = randomUUID()
       const run = operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
 
@@ -147,7 +136,7 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
       const server = yield* Server
       const admin = yield* rawClient(server.url)
       const { client, context } = yield* storeAt(server.port, { connectionName: "idem-faults-kill" })
-      const { executions, operation } = yield* counting
+      const { executions, operation } = yield* Counting.operation("faults")
       const run = (key: string) => operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
       yield* run(randomUUID())
       const before = yield* Ref.get(executions)
@@ -180,20 +169,14 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
       const server = yield* Server
       const admin = yield* rawClient(server.url)
       const { context } = yield* storeAt(server.port, { connectionName: "idem-faults-kill-downstream" })
-      const executions = yield* Ref.make(0)
-      const operation = Idempotency.make({
-        name: `faults-${randomUUID()}`,
-        payload: Payload,
-        success: Schema.Number,
-        execute: () =>
-          Effect.zipLeft(
-            Ref.updateAndGet(executions, (n) => n + 1),
-            Effect.flatMap(
-              clientIds(admin, "idem-faults-kill-downstream"),
-              (ids) => Effect.promise(() => admin.call("CLIENT", "KILL", "ID", ids[0]!))
-            )
+      const { executions, operation } = yield* Counting.operation("faults", (count) =>
+        Effect.zipLeft(
+          count,
+          Effect.flatMap(
+            clientIds(admin, "idem-faults-kill-downstream"),
+            (ids) => Effect.promise(() => admin.call("CLIENT", "KILL", "ID", ids[0]!))
           )
-      })
+        ))
       const key = randomUUID()
       const first = yield* operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
       assert.isTrue(first.recorded)
@@ -207,7 +190,7 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
     Effect.gen(function*() {
       const server = yield* Server
       const { context } = yield* storeAt(server.port)
-      const { executions, operation } = yield* counting
+      const { executions, operation } = yield* Counting.operation("faults")
       const run = (key: string) => operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
       yield* run(randomUUID())
 
@@ -231,7 +214,7 @@ layer(ServerLive, { excludeTestServices: true, timeout: "2 minutes" })("RedisSto
       const server = yield* Server
       const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: server.port })
       const { context } = yield* storeAt(proxy.port, { commandTimeout: "300 millis" })
-      const { executions, operation } = yield* counting
+      const { executions, operation } = yield* Counting.operation("faults")
       const run = (key: string) => operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
       yield* run(randomUUID())
 

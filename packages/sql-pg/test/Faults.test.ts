@@ -4,17 +4,17 @@
  * surfaces as a typed `StoreUnavailable`, never a defect; the downstream is not called without a
  * reservation; the next attempt after recovery proceeds normally.
  */
-import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import * as Counting from "@effect-idempotency/test-support/Counting"
 import { TcpProxy, Timing } from "@effect-idempotency/testing"
 import { assert, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Ref from "effect/Ref"
-import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
 import type * as Pg from "pg"
-import { failureOf, Payload, payload, rawClient, rawQuery } from "./utils/fixtures.js"
+import { failureOf, rawClient, rawQuery } from "./utils/fixtures.js"
 import {
   awaitLockWaits,
   layerSetUp,
@@ -28,22 +28,13 @@ import {
 
 const TABLE = runTable("idem_faults")
 
+const { payload } = Counting
+
 const expectUnavailable = <A, E>(exit: Exit.Exit<A, E>, method = "reserve") => {
   const error = failureOf(exit) as { readonly _tag: string; readonly method?: string }
   assert.strictEqual(error._tag, "StoreUnavailable")
   assert.strictEqual(error.method, method)
 }
-
-/** An operation that counts its executions. */
-const counting = Effect.map(Ref.make(0), (executions) => ({
-  executions,
-  operation: Idempotency.make({
-    name: `faults-${randomUUID()}`,
-    payload: Payload,
-    success: Schema.Number,
-    execute: () => Ref.updateAndGet(executions, (n) => n + 1)
-  })
-}))
 
 /** A store (on the test table) over a `pg` pool that connects lazily to `port` on loopback. */
 const storeAt = (port: number, applicationName: string) => poolStore({ applicationName, port, store: { table: TABLE } })
@@ -57,7 +48,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
       const proxy = yield* TcpProxy.make(database)
       yield* proxy.refuse
       const { context } = yield* storeAt(proxy.port, runApplication("idem-faults-refused"))
-      const { executions, operation } = yield* counting
+      const { executions, operation } = yield* Counting.operation("faults")
       const key = randomUUID()
       const run = operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
 
@@ -87,7 +78,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
       const database = yield* TestDatabase
       const proxy = yield* TcpProxy.make(database)
       const { context } = yield* storeAt(proxy.port, runApplication("idem-faults-cut"))
-      const { executions, operation } = yield* counting
+      const { executions, operation } = yield* Counting.operation("faults")
       const run = (key: string) => operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
       // warm: the pool holds open connections
       yield* run(randomUUID())
@@ -111,13 +102,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
       const database = yield* TestDatabase
       const proxy = yield* TcpProxy.make(database)
       const { context } = yield* storeAt(proxy.port, runApplication("idem-faults-cut-downstream"))
-      const executions = yield* Ref.make(0)
-      const operation = Idempotency.make({
-        name: `faults-${randomUUID()}`,
-        payload: Payload,
-        success: Schema.Number,
-        execute: () => Effect.zipLeft(Ref.updateAndGet(executions, (n) => n + 1), proxy.cut)
-      })
+      const { executions, operation } = yield* Counting.operation("faults", (count) => Effect.zipLeft(count, proxy.cut))
       const key = randomUUID()
       const first = yield* operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
       assert.isTrue(first.recorded)
@@ -147,7 +132,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
         const database = yield* TestDatabase
         const admin = yield* rawClient(database.url, runApplication("idem-faults-admin"))
         const { context, pool } = yield* storeAt(database.port, APPLICATION)
-        const { executions, operation } = yield* counting
+        const { executions, operation } = yield* Counting.operation("faults")
         const run = (key: string) => operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
         const keys = Array.from({ length: 10 }, () => randomUUID())
         // hold the table so that every reservation is in flight when its backend is terminated
@@ -177,18 +162,11 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
         const database = yield* TestDatabase
         const admin = yield* rawClient(database.url, runApplication("idem-faults-admin"))
         const { context } = yield* storeAt(database.port, APPLICATION)
-        const executions = yield* Ref.make(0)
         const terminated = yield* Ref.make(0)
-        const operation = Idempotency.make({
-          name: `faults-${randomUUID()}`,
-          payload: Payload,
-          success: Schema.Number,
-          execute: () =>
-            Effect.zipLeft(
-              Ref.updateAndGet(executions, (n) => n + 1),
-              Effect.flatMap(terminate(admin), (n) => Ref.set(terminated, n))
-            )
-        })
+        const { executions, operation } = yield* Counting.operation(
+          "faults",
+          (count) => Effect.zipLeft(count, Effect.flatMap(terminate(admin), (n) => Ref.set(terminated, n)))
+        )
         const run = (key: string) => operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
         const key = randomUUID()
         const first = yield* run(key)

@@ -6,19 +6,16 @@
  * is then in a state the protocol allows: a call that timed out may have been applied, as a call
  * whose answer was lost.
  */
-import { Idempotency, IdempotencyRecord } from "@effect-idempotency/core"
+import { IdempotencyRecord } from "@effect-idempotency/core"
+import * as StoreFaults from "@effect-idempotency/test-support/StoreFaults"
 import { TcpProxy, Timing } from "@effect-idempotency/testing"
 import { assert, layer } from "@effect/vitest"
-import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
-import * as Schema from "effect/Schema"
-import { randomUUID } from "node:crypto"
-import { freshId, Payload, payload, reserveRequest } from "./utils/fixtures.js"
+import { freshId, reserveRequest } from "./utils/fixtures.js"
 import {
   awaitPoolIdle,
   layerSetUp,
@@ -83,30 +80,10 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyS
     }))
 
   it.scoped("through Idempotency: StoreUnavailable, the downstream is never called, and a retry succeeds", () =>
-    Effect.gen(function*() {
-      const { context, proxy } = yield* storeThroughProxy()
-      const executions = yield* Ref.make(0)
-      const operation = Idempotency.make({
-        name: `stall-${randomUUID()}`,
-        payload: Payload,
-        success: Schema.Number,
-        execute: () => Ref.updateAndGet(executions, (n) => n + 1)
-      })
-      const run = (key: string) => operation.runDetailed({ key, payload }).pipe(Effect.provide(context))
-      yield* proxy.stall()
-      const result = yield* Timing.timed(run(randomUUID()))
-      assert.isTrue(Exit.isFailure(result.exit))
-      const error = Cause.squash((result.exit as Exit.Failure<unknown, unknown>).cause) as { readonly _tag: string }
-      assert.strictEqual(error._tag, "StoreUnavailable")
-      assert.isBelow(result.millis, Duration.toMillis(Duration.sum(CALL_TIMEOUT, SLACK)))
-      assert.strictEqual(yield* Ref.get(executions), 0)
-
-      yield* proxy.resume
-      const key = randomUUID()
-      assert.isFalse((yield* run(key)).replayed)
-      assert.isTrue((yield* run(key)).replayed)
-      assert.strictEqual(yield* Ref.get(executions), 1)
-    }))
+    Effect.flatMap(
+      storeThroughProxy(),
+      (proxied) => StoreFaults.stalledThenRetried(proxied, Duration.sum(CALL_TIMEOUT, SLACK))
+    ))
 
   it.scoped("interrupting a call blocked on the stalled server returns at once; nothing is cancelled", () =>
     Effect.gen(function*() {
