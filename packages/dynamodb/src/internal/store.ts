@@ -78,6 +78,12 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
   const atNow = <A, E>(f: (now: number) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
     Effect.clockWith((clock) => f(clock.unsafeCurrentTimeMillis()))
 
+  /** A write of the record of `request`, at the clock's time: that time, the calls' deadline and the record's id. */
+  const atWrite = <A, E>(
+    request: { readonly id: IdempotencyRecord.RecordId },
+    f: (now: number, deadline: number, id: string) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E> => atNow((now) => f(now, deadlineFrom(now), request.id.value))
+
   const leaseLost = (method: Method, id: string) => new IdempotencyError.LeaseLost({ method, recordId: id })
 
   // no stack trace: it would point into this file, at a cost on every call
@@ -149,9 +155,7 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
       ))
 
   const reserve: Store["reserve"] = (request) =>
-    atNow((now) => {
-      const deadline = deadlineFrom(now)
-      const id = request.id.value
+    atWrite(request, (now, deadline, id) => {
       const lease = Duration.toMillis(request.lease)
       const leaseUntil = now + lease
       const expiresAt = now + Math.max(lease, Duration.toMillis(request.ttl))
@@ -309,9 +313,7 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
       ))
 
   const complete: Store["complete"] = (request) =>
-    atNow((now) => {
-      const deadline = deadlineFrom(now)
-      const id = request.id.value
+    atWrite(request, (now, deadline, id) => {
       const expiresAt = now + Duration.toMillis(request.ttl)
       const write = (outcome: IdempotencyRecord.StoredOutcome) => {
         const { body, kind } = IdempotencyRecord.outcomeToColumns(outcome)
@@ -353,12 +355,9 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
     }).pipe(spans.complete)
 
   const markFailed: Store["markFailed"] = (request) =>
-    Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      const deadline = deadlineFrom(now)
-      const id = request.id.value
+    atWrite(request, (now, deadline, id) => {
       const expiresAt = now + Duration.toMillis(request.ttl)
-      yield* fenced(
+      return fenced(
         "markFailed",
         deadline,
         id,
@@ -375,14 +374,11 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
         ),
         { applied: heldBy("FAILED", request.token) }
       )
-    }).pipe(spans.markFailed)
+    }).pipe(Effect.asVoid, spans.markFailed)
 
   const release: Store["release"] = (request) =>
-    Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      const deadline = deadlineFrom(now)
-      const id = request.id.value
-      yield* fenced(
+    atWrite(request, (now, deadline, id) =>
+      fenced(
         "release",
         deadline,
         id,
@@ -396,56 +392,43 @@ export const make = (config: Config): Store & { readonly [IdempotencyAdmin.Admin
             { abortSignal }
           )),
         { applied: Option.isNone }
-      )
-    }).pipe(spans.release)
+      )).pipe(Effect.asVoid, spans.release)
 
   const extend: Store["extend"] = (request) =>
-    Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      const deadline = deadlineFrom(now)
-      const id = request.id.value
-      const leaseUntil = now + Duration.toMillis(request.lease)
-      const written = yield* fenced(
-        "extend",
-        deadline,
-        id,
-        updateRecord(
+    atWrite(request, (now, deadline, id) =>
+      Effect.gen(function*() {
+        const leaseUntil = now + Duration.toMillis(request.lease)
+        const lease = { now: N(now), token: S(request.token), leaseUntil: N(leaseUntil) }
+        const written = yield* fenced(
           "extend",
           deadline,
           id,
-          statements.extendLease({ now: N(now), token: S(request.token), leaseUntil: N(leaseUntil) }),
-          { onSuccess: true }
+          updateRecord("extend", deadline, id, statements.extendLease(lease), { onSuccess: true })
         )
-      )
-      const previous = Option.flatMapNullable(written, (output) => output.Attributes)
-      const old = Option.isNone(previous) ? undefined : yield* decodeItem("extend", previous.value)
-      if (old === undefined || old.expiresAt >= leaseUntil) return
-      // the same clock reading as the first write, so the record is as live as it was then
-      yield* fenced(
-        "extend",
-        deadline,
-        id,
-        updateRecord(
+        const previous = Option.flatMapNullable(written, (output) => output.Attributes)
+        const old = Option.isNone(previous) ? undefined : yield* decodeItem("extend", previous.value)
+        if (old === undefined || old.expiresAt >= leaseUntil) return
+        // the same clock reading as the first write, so the record is as live as it was then
+        yield* fenced(
           "extend",
           deadline,
           id,
-          statements.extendExpiry({
-            now: N(now),
-            token: S(request.token),
-            leaseUntil: N(leaseUntil),
-            ttl: N(toTtlSeconds(leaseUntil))
-          }),
-          { onConditionFailure: true }
-        ),
-        {
-          // already moved at least as far (by a retried or a concurrent extend of this owner)
-          always: true,
-          applied: Option.exists((record) =>
-            record.status === "IN_PROGRESS" && record.token === request.token && record.expiresAt >= leaseUntil
-          )
-        }
-      )
-    }).pipe(spans.extend)
+          updateRecord(
+            "extend",
+            deadline,
+            id,
+            statements.extendExpiry({ ...lease, ttl: N(toTtlSeconds(leaseUntil)) }),
+            { onConditionFailure: true }
+          ),
+          {
+            // already moved at least as far (by a retried or a concurrent extend of this owner)
+            always: true,
+            applied: Option.exists((record) =>
+              record.status === "IN_PROGRESS" && record.token === request.token && record.expiresAt >= leaseUntil
+            )
+          }
+        )
+      })).pipe(spans.extend)
 
   const get: Store["get"] = (id) =>
     Effect.flatMap(
