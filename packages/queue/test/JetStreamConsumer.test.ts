@@ -1,0 +1,184 @@
+/**
+ * The JetStream adapter on a real `nats-server -js`: one effect per `Nats-Msg-Id` when JetStream
+ * delivers a message twice (a duplicate published after the duplicate window), a redelivery after a
+ * lost acknowledgement replayed, a message another consumer holds nak'd until its outcome is
+ * recorded, a poison body terminated without running the handler, a failing handler retried then
+ * terminated after `maxDeliveries`, and two consumers on one durable with 200 messages.
+ */
+import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
+import * as JetStreamConsumer from "@effect-idempotency/queue/JetStreamConsumer"
+import { assert, layer } from "@effect/vitest"
+import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Schema from "effect/Schema"
+import type { TestStream } from "./utils/nats.js"
+import { DUPLICATE_WINDOW, eventually, NatsServerLive, pullConsumer, tapped, testStream } from "./utils/nats.js"
+
+const Order = Schema.Struct({ orderId: Schema.String, cents: Schema.Int })
+
+const Charged = Schema.Struct({ chargeId: Schema.String })
+
+class Unavailable extends Data.TaggedError("Unavailable")<{}> {}
+
+/** The operation of every test: charges an order once, counting each charge in `effects`. */
+const charge = (
+  effects: Array<string>,
+  execute: (order: typeof Order.Type) => Effect.Effect<void, Unavailable> = () => Effect.void
+) =>
+  ({
+    name: "charge-order",
+    payload: Order,
+    success: Charged,
+    execute: (order: typeof Order.Type) =>
+      Effect.map(
+        Effect.zipRight(execute(order), Effect.sync(() => effects.push(order.orderId))),
+        () => ({ chargeId: `ch_${order.orderId}` })
+      ),
+    timeout: "1 second",
+    retryDelay: "100 millis"
+  }) as const
+
+const order = (orderId: string) => ({ orderId, cents: 1999 })
+
+/** Each id's number of effects, for ids that have any. */
+const counts = (effects: ReadonlyArray<string>) => {
+  const byId = new Map<string, number>()
+  for (const id of effects) byId.set(id, (byId.get(id) ?? 0) + 1)
+  return byId
+}
+
+/** Every message of the stream acknowledged (or terminated), nothing pending or in flight. */
+const settledAll = (stream: TestStream, messages: number) =>
+  eventually(
+    `${messages} messages settled`,
+    Effect.map(
+      stream.info,
+      (info) => info.num_ack_pending === 0 && info.num_pending === 0 && info.ack_floor.stream_seq === messages
+    )
+  ).pipe(Effect.tapError(() => Effect.flatMap(stream.info, (info) => Effect.logError("the consumer at the end", info))))
+
+layer(NatsServerLive, { excludeTestServices: true, timeout: "1 minute" })("JetStreamConsumer on nats-server", (it) => {
+  it.scoped("a duplicate JetStream delivers again (published after the duplicate window) runs once, and every message is acked", () =>
+    Effect.gen(function*() {
+      const stream = yield* testStream("once")
+      const effects: Array<string> = []
+      const { source, tap } = tapped(yield* pullConsumer(stream))
+      yield* JetStreamConsumer.consume(source, { ...charge(effects), concurrency: 4 })
+      const ids = Array.from({ length: 20 }, (_, i) => `m-${i}`)
+      for (const id of ids) assert.isTrue(yield* stream.publish(id, order(id)))
+      yield* eventually("the first deliveries charged", Effect.sync(() => effects.length === ids.length))
+      yield* Effect.sleep(Duration.sum(DUPLICATE_WINDOW, "200 millis"))
+      // stored again, not deduplicated by JetStream: the consumer gets each id twice
+      for (const id of ids) assert.isTrue(yield* stream.publish(id, order(id)))
+      yield* settledAll(stream, 2 * ids.length)
+      assert.deepStrictEqual(Object.fromEntries(counts(effects)), Object.fromEntries(ids.map((id) => [id, 1])))
+      assert.strictEqual(tap.deliveries.length, 2 * ids.length)
+      assert.strictEqual(tap.settled.filter((s) => s.how === "ack").length, 2 * ids.length)
+    }).pipe(Effect.scoped, Effect.provide(IdempotencyStore.layerMemory)))
+
+  it.scoped("a redelivery after a lost acknowledgement replays the recorded outcome and is acked", () =>
+    Effect.gen(function*() {
+      const stream = yield* testStream("lost-ack")
+      const effects: Array<string> = []
+      const { source, tap } = tapped(yield* pullConsumer(stream), {
+        loseAck: (_, deliveryCount) => deliveryCount === 1
+      })
+      yield* JetStreamConsumer.consume(source, charge(effects))
+      yield* stream.publish("m-1", order("m-1"))
+      yield* settledAll(stream, 1)
+      assert.deepStrictEqual(effects, ["m-1"])
+      assert.deepStrictEqual(tap.settled.map((s) => [s.how, s.deliveryCount]), [["lost-ack", 1], ["ack", 2]])
+      assert.strictEqual((yield* stream.info).num_redelivered, 0)
+    }).pipe(Effect.scoped, Effect.provide(IdempotencyStore.layerMemory)))
+
+  it.scoped("a message whose key another consumer holds is nak'd with the lease's delay, comes back and replays", () =>
+    Effect.gen(function*() {
+      const stream = yield* testStream("held")
+      const effects: Array<string> = []
+      const gate = yield* Deferred.make<void>()
+      const held = yield* Deferred.make<void>()
+      // another consumer's attempt holds m-1 until the gate opens
+      const other = Idempotency.make(
+        charge(effects, () => Effect.zipRight(Deferred.succeed(held, undefined), Deferred.await(gate)))
+      )
+      const holder = yield* Effect.fork(other.run({ key: "m-1", payload: order("m-1") }))
+      yield* Deferred.await(held)
+      const { source, tap } = tapped(yield* pullConsumer(stream))
+      yield* JetStreamConsumer.consume(source, charge(effects))
+      yield* stream.publish("m-1", order("m-1"))
+      yield* eventually("the held message nak'd", Effect.sync(() => tap.settled.some((s) => s.how === "nak")))
+      const nak = tap.settled[0]!
+      assert.strictEqual(nak.how, "nak")
+      assert.isAbove(nak.delay ?? 0, 10)
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(holder)
+      yield* settledAll(stream, 1)
+      assert.deepStrictEqual(effects, ["m-1"])
+      assert.deepStrictEqual(tap.settled.map((s) => s.how), ["nak", "ack"])
+      assert.deepStrictEqual(tap.deliveries.map((d) => d.deliveryCount), [1, 2])
+    }).pipe(Effect.scoped, Effect.provide(IdempotencyStore.layerMemory)))
+
+  it.scoped("a body that does not parse or decode is terminated, and the handler never runs", () =>
+    Effect.gen(function*() {
+      const stream = yield* testStream("poison")
+      const effects: Array<string> = []
+      const { source, tap } = tapped(yield* pullConsumer(stream))
+      yield* JetStreamConsumer.consume(source, charge(effects))
+      yield* stream.publish("not-json", new TextEncoder().encode("{ not json"))
+      yield* stream.publish("not-an-order", { orderId: 42 })
+      yield* stream.publish("m-1", order("m-1"))
+      yield* settledAll(stream, 3)
+      assert.deepStrictEqual(effects, ["m-1"])
+      assert.deepStrictEqual(tap.settled.map((s) => [s.key, s.how]), [
+        ["not-json", "term"],
+        ["not-an-order", "term"],
+        ["m-1", "ack"]
+      ])
+      assert.strictEqual(tap.deliveries.length, 3)
+    }).pipe(Effect.scoped, Effect.provide(IdempotencyStore.layerMemory)))
+
+  it.scoped("a handler that keeps failing is delivered again, then terminated after maxDeliveries", () =>
+    Effect.gen(function*() {
+      const stream = yield* testStream("failing")
+      const effects: Array<string> = []
+      let attempts = 0
+      const { source, tap } = tapped(yield* pullConsumer(stream))
+      yield* JetStreamConsumer.consume(source, {
+        ...charge(effects, () => Effect.zipRight(Effect.sync(() => attempts++), Effect.fail(new Unavailable()))),
+        maxDeliveries: 3
+      })
+      yield* stream.publish("m-1", order("m-1"))
+      yield* settledAll(stream, 1)
+      // nothing comes back after the termination
+      yield* Effect.sleep("500 millis")
+      assert.strictEqual(attempts, 3)
+      assert.deepStrictEqual(effects, [])
+      assert.deepStrictEqual(tap.settled.map((s) => [s.how, s.deliveryCount]), [["nak", 1], ["nak", 2], ["term", 3]])
+      assert.strictEqual(tap.settled[0]!.delay, 100)
+    }).pipe(Effect.scoped, Effect.provide(IdempotencyStore.layerMemory)))
+
+  it.scoped("two consumers on one durable: 200 messages and 50 duplicates, one effect per id", () =>
+    Effect.gen(function*() {
+      const stream = yield* testStream("two")
+      const effects: Array<string> = []
+      const slow = charge(effects, () => Effect.sleep("10 millis"))
+      const first = tapped(yield* pullConsumer(stream, true))
+      const second = tapped(yield* pullConsumer(stream, true))
+      yield* JetStreamConsumer.consume(first.source, { ...slow, concurrency: 4 })
+      yield* JetStreamConsumer.consume(second.source, { ...slow, concurrency: 4 })
+      const ids = Array.from({ length: 200 }, (_, i) => `m-${i}`)
+      for (const id of ids) yield* stream.publish(id, order(id))
+      yield* Effect.sleep(Duration.sum(DUPLICATE_WINDOW, "50 millis"))
+      // while the first deliveries are still being handled
+      for (const id of ids.slice(0, 50)) assert.isTrue(yield* stream.publish(id, order(id)))
+      yield* settledAll(stream, 250)
+      assert.strictEqual(effects.length, ids.length)
+      assert.deepStrictEqual([...counts(effects).values()].filter((n) => n !== 1), [])
+      assert.strictEqual(first.tap.deliveries.length + second.tap.deliveries.length >= 250, true)
+      assert.isAbove(first.tap.deliveries.length, 0)
+      assert.isAbove(second.tap.deliveries.length, 0)
+    }).pipe(Effect.scoped, Effect.provide(IdempotencyStore.layerMemory)))
+})
