@@ -59,12 +59,15 @@ const manualClock = () => {
   }
 }
 
-/** A registry on a manual clock; `register` sets a call's deadline `ms` from now. */
+/** A registry on a manual clock; `register` sets a call's deadline `ms` from now and lets the watchers run. */
 const registry = () => {
   const deadlines = StoreDeadlines.make(Duration.millis(10))
   const manual = manualClock()
   const register = (ms: number, onExpire: () => void) =>
-    deadlines.register(manual.clock, manual.clock.unsafeCurrentTimeMillis() + ms, onExpire)
+    Effect.zipRight(
+      Effect.sync(() => deadlines.register(manual.clock, manual.clock.unsafeCurrentTimeMillis() + ms, onExpire)),
+      settle
+    )
   return { manual, register }
 }
 
@@ -73,8 +76,7 @@ describe("StoreDeadlines", () => {
     Effect.gen(function*() {
       const { manual, register } = registry()
       let expired = 0
-      register(50, () => expired++)
-      yield* settle
+      yield* register(50, () => expired++)
       yield* manual.advance(30)
       assert.strictEqual(expired, 0)
       yield* manual.advance(30)
@@ -89,13 +91,11 @@ describe("StoreDeadlines", () => {
       let second = 0
       // the watcher's first sleep is dropped: it never wakes, as after a finished Worker request
       manual.dropNextSleep()
-      register(50, () => first++)
-      yield* settle
+      yield* register(50, () => first++)
       yield* manual.advance(2_000)
       assert.strictEqual(first, 0, "the dead watcher expired nothing")
       // a later call, past the staleness window: a new watcher serves both calls
-      register(50, () => second++)
-      yield* settle
+      yield* register(50, () => second++)
       yield* manual.advance(10)
       assert.strictEqual(first, 1, "the earlier call expired once its deadline had passed")
       yield* manual.advance(60)
@@ -108,12 +108,10 @@ describe("StoreDeadlines", () => {
     Effect.gen(function*() {
       const { manual, register } = registry()
       let expired = 0
-      register(5_000, () => expired++)
-      yield* settle
+      yield* register(5_000, () => expired++)
       // the event loop is blocked for 2 s: the watcher has not woken, and looks dead
       manual.advanceBlocked(2_000)
-      register(5_000, () => expired++)
-      yield* settle
+      yield* register(5_000, () => expired++)
       assert.strictEqual(manual.sleeping(), 2, "a second watcher started")
       for (let i = 0; i < 3; i++) {
         yield* manual.advance(10)
