@@ -40,3 +40,23 @@ export const stalledThenRetried = (
     assert.isTrue((yield* run(key)).replayed)
     assert.strictEqual(yield* Ref.get(executions), 1)
   })
+
+/**
+ * Through `Idempotency`, a connection lost while the downstream runs (`fault`, run by the downstream
+ * after its count): the outcome is still recorded, once, and a retry replays it.
+ */
+export const recordedDespite = <E, R>(
+  context: Context.Context<IdempotencyStore.IdempotencyStore>,
+  fault: Effect.Effect<unknown, E, R>
+) =>
+  Effect.gen(function*() {
+    const { executions, operation } = yield* Counting.operation("faults", (count) => Effect.zipLeft(count, fault))
+    const run = (key: string) => operation.runDetailed({ key, payload: Counting.payload }).pipe(Effect.provide(context))
+    const key = randomUUID()
+    const first = yield* run(key)
+    assert.isTrue(first.recorded)
+    const replay = yield* run(key)
+    assert.isTrue(replay.replayed)
+    assert.strictEqual(replay.value, first.value)
+    assert.strictEqual(yield* Ref.get(executions), 1)
+  })

@@ -5,8 +5,9 @@
  * other call sees that winner.
  */
 import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import * as Counting from "@effect-idempotency/test-support/Counting"
+import * as StoreRaces from "@effect-idempotency/test-support/StoreRaces"
 import { assert, layer } from "@effect/vitest"
-import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -14,15 +15,12 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
-import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
 import {
   clientLayer,
   expectExisting,
   expectReserved,
   freshId,
-  Payload,
-  payload,
   rawCall,
   rawLayer,
   reserveRequest,
@@ -34,6 +32,7 @@ const CONCURRENCY = 500
 const ROUNDS = 3
 const PREFIX = uniquePrefix("race")
 const CONNECTIONS = ["idem-race-a", "idem-race-b"] as const
+const { payload } = Counting
 
 /** Two stores on the same records, each with a connection of its own. */
 class Stores extends Context.Tag("test/Stores")<Stores, ReadonlyArray<IdempotencyStore.IdempotencyStore["Type"]>>() {}
@@ -47,19 +46,6 @@ const StoresLive = Layer.scoped(
     ))
 )
 
-/** Every exit is the value of the one execution (fresh or replayed) or an `IdempotencyConflict`. */
-const assertOneOutcome = <A>(exits: ReadonlyArray<Exit.Exit<A, unknown>>, expected: A) => {
-  for (const exit of exits) {
-    if (Exit.isSuccess(exit)) {
-      assert.deepStrictEqual(exit.value, expected)
-    } else {
-      const failure = Cause.failureOption(exit.cause)
-      assert.isTrue(Option.isSome(failure), `not a typed failure: ${Cause.pretty(exit.cause)}`)
-      assert.strictEqual((failure as Option.Some<{ readonly _tag: string }>).value._tag, "IdempotencyConflict")
-    }
-  }
-}
-
 /** `CONCURRENCY` calls at once, alternating between the two stores. */
 const race = <A, E>(call: (store: IdempotencyStore.IdempotencyStore["Type"]) => Effect.Effect<A, E>) =>
   Effect.flatMap(Stores, (stores) =>
@@ -67,15 +53,6 @@ const race = <A, E>(call: (store: IdempotencyStore.IdempotencyStore["Type"]) => 
       Array.from({ length: CONCURRENCY }, (_, i) => call(stores[i % stores.length]!)),
       { concurrency: "unbounded" }
     ))
-
-const countingOperation = (executions: Ref.Ref<number>) =>
-  Idempotency.make({
-    name: `race-${randomUUID()}`,
-    payload: Payload,
-    success: Schema.Number,
-    // a short downstream call: early attempts meet it in progress, late ones replay it
-    execute: () => Effect.zipRight(Effect.sleep("5 millis"), Ref.updateAndGet(executions, (n) => n + 1))
-  })
 
 const Live = Layer.merge(StoresLive, rawLayer())
 
@@ -92,8 +69,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("RedisStore rac
     Effect.gen(function*() {
       const stores = yield* Stores
       for (let round = 0; round < ROUNDS; round++) {
-        const executions = yield* Ref.make(0)
-        const operation = countingOperation(executions)
+        const { executions, operation } = yield* StoreRaces.operation
         const key = randomUUID()
         const exits = yield* race((store) =>
           Effect.exit(
@@ -101,7 +77,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("RedisStore rac
           )
         )
         assert.strictEqual(yield* Ref.get(executions), 1)
-        assertOneOutcome(exits, 1)
+        StoreRaces.assertOneOutcome(exits, 1)
         for (const store of stores) {
           const replay = yield* operation.runDetailed({ key, payload }).pipe(
             Effect.provideService(IdempotencyStore.IdempotencyStore, store)
@@ -117,17 +93,7 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("RedisStore rac
       for (let round = 0; round < ROUNDS; round++) {
         const id = freshId()
         const results = yield* race((store) => store.reserve(reserveRequest(id)))
-        const owners = results.filter((result) => result._tag === "Reserved")
-        assert.strictEqual(owners.length, 1)
-        const owner = expectReserved(owners[0]!)
-        assert.strictEqual(owner.attempt, 1)
-        for (const result of results) {
-          if (result._tag === "Existing") {
-            assert.strictEqual(result.record.token, owner.token)
-            assert.strictEqual(result.record.status, "IN_PROGRESS")
-            assert.isTrue(result.record.leaseUntil > result.now)
-          }
-        }
+        StoreRaces.assertOneOwner(results, 1)
       }
     }))
 
@@ -139,17 +105,8 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("RedisStore rac
         // a crashed attempt whose lease ended at once, on the server's clock
         const crashed = expectReserved(yield* stores[0]!.reserve(reserveRequest(id, { lease: Duration.zero })))
         const results = yield* race((store) => store.reserve(reserveRequest(id)))
-        const owners = results.filter((result) => result._tag === "Reserved")
-        assert.strictEqual(owners.length, 1)
-        const owner = expectReserved(owners[0]!)
-        assert.strictEqual(owner.attempt, 2)
+        const owner = StoreRaces.assertOneOwner(results, 2)
         assert.notStrictEqual(owner.token, crashed.token)
-        for (const result of results) {
-          if (result._tag === "Existing") {
-            assert.strictEqual(result.record.token, owner.token)
-            assert.strictEqual(result.record.attempt, 2)
-          }
-        }
         // the crashed owner is fenced out, on either connection; the new one completes
         const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "2" })
         for (const store of stores) {
@@ -165,11 +122,10 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })("RedisStore rac
   it.effect(`${CONCURRENCY} concurrent retries of a crashed attempt: one takeover, one execution`, () =>
     Effect.gen(function*() {
       const stores = yield* Stores
-      const executions = yield* Ref.make(0)
-      const operation = countingOperation(executions)
+      const { executions, operation } = yield* StoreRaces.operation
       const key = randomUUID()
       const id = IdempotencyRecord.makeRecordId({ operation: operation.name, key: IdempotencyKey.unsafeMake(key) })
-      const fingerprint = yield* Idempotency.fingerprint(Payload, payload)
+      const fingerprint = yield* Idempotency.fingerprint(Counting.Payload, payload)
       expectReserved(yield* stores[1]!.reserve(reserveRequest(id, { fingerprint, lease: Duration.zero })))
       const exits = yield* race((store) =>
         Effect.exit(

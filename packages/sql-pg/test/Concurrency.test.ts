@@ -10,8 +10,9 @@
  */
 import { Idempotency, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
+import * as Counting from "@effect-idempotency/test-support/Counting"
+import * as StoreRaces from "@effect-idempotency/test-support/StoreRaces"
 import { assert, layer } from "@effect/vitest"
-import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -19,7 +20,6 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
-import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
 import {
   DB_NOW,
@@ -27,8 +27,6 @@ import {
   expectReserved,
   FP_A,
   freshId,
-  Payload,
-  payload,
   rawClient,
   rawQuery,
   reserveRequest
@@ -47,6 +45,7 @@ import {
 const TABLE = runTable("idem_concurrency")
 const APPLICATION = runApplication("idem-concurrency")
 const CONCURRENCY = 200
+const { payload } = Counting
 // PGlite runs one statement at a time: there a race is a queue, and one round shows as much as three
 const ROUNDS = serverUrl === undefined ? 1 : 3
 
@@ -58,56 +57,32 @@ const StoreLive = Layer.effect(
   Layer.provideMerge(layerPrimary)
 )
 
-/** Every exit is the value of the one execution (fresh or replayed) or an `IdempotencyConflict`. */
-const assertOneOutcome = <A>(exits: ReadonlyArray<Exit.Exit<A, unknown>>, expected: A) => {
-  let conflicts = 0
-  for (const exit of exits) {
-    if (Exit.isSuccess(exit)) {
-      assert.deepStrictEqual(exit.value, expected)
-    } else {
-      const failure = Cause.failureOption(exit.cause)
-      assert.isTrue(Option.isSome(failure), `not a typed failure: ${Cause.pretty(exit.cause)}`)
-      assert.strictEqual((failure as Option.Some<{ readonly _tag: string }>).value._tag, "IdempotencyConflict")
-      conflicts++
-    }
-  }
-  return conflicts
-}
-
-/** `CONCURRENCY` reservations of `id` at once: their answers, and the one that reserved it (asserted alone). */
-const raceReservations = (store: IdempotencyStore.IdempotencyStore["Type"], id: IdempotencyRecord.RecordId) =>
-  Effect.gen(function*() {
-    const results = yield* Effect.all(
+/** `CONCURRENCY` reservations of `id` at once: the one that reserved it, as attempt `attempt`, seen by all. */
+const raceReservations = (
+  store: IdempotencyStore.IdempotencyStore["Type"],
+  id: IdempotencyRecord.RecordId,
+  attempt: number
+) =>
+  Effect.map(
+    Effect.all(
       Array.from({ length: CONCURRENCY }, () => store.reserve(reserveRequest(id))),
       { concurrency: "unbounded" }
-    )
-    const owners = results.filter((result) => result._tag === "Reserved")
-    assert.strictEqual(owners.length, 1)
-    return { results, owner: expectReserved(owners[0]!) }
-  })
-
-const makeOperation = (executions: Ref.Ref<number>) =>
-  Idempotency.make({
-    name: `race-${randomUUID()}`,
-    payload: Payload,
-    success: Schema.Number,
-    // a short downstream call: early attempts meet it in progress, late ones replay it
-    execute: () => Effect.zipRight(Effect.sleep("5 millis"), Ref.updateAndGet(executions, (n) => n + 1))
-  })
+    ),
+    (results) => StoreRaces.assertOneOwner(results, attempt)
+  )
 
 layer(StoreLive, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyStore concurrency", (it) => {
   it.effect(`${CONCURRENCY} concurrent runs of one key execute the downstream once`, () =>
     Effect.gen(function*() {
       for (let round = 0; round < ROUNDS; round++) {
-        const executions = yield* Ref.make(0)
-        const operation = makeOperation(executions)
+        const { executions, operation } = yield* StoreRaces.operation
         const key = randomUUID()
         const exits = yield* Effect.all(
           Array.from({ length: CONCURRENCY }, () => Effect.exit(operation.run({ key, payload }))),
           { concurrency: "unbounded" }
         )
         assert.strictEqual(yield* Ref.get(executions), 1)
-        assertOneOutcome(exits, 1)
+        StoreRaces.assertOneOutcome(exits, 1)
         const replay = yield* operation.runDetailed({ key, payload })
         assert.isTrue(replay.replayed)
         assert.strictEqual(replay.value, 1)
@@ -119,15 +94,7 @@ layer(StoreLive, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempot
       const store = yield* IdempotencyStore.IdempotencyStore
       for (let round = 0; round < ROUNDS; round++) {
         const id = freshId()
-        const { owner, results } = yield* raceReservations(store, id)
-        assert.strictEqual(owner.attempt, 1)
-        for (const result of results) {
-          if (result._tag === "Existing") {
-            assert.strictEqual(result.record.token, owner.token)
-            assert.strictEqual(result.record.status, "IN_PROGRESS")
-            assert.isTrue(result.record.leaseUntil > result.now)
-          }
-        }
+        yield* raceReservations(store, id, 1)
       }
     }))
 
@@ -138,16 +105,9 @@ layer(StoreLive, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempot
         const id = freshId()
         // a lease of 0 ends at once on the database's clock: the next statement may take it over
         const crashed = expectReserved(yield* store.reserve(reserveRequest(id, { lease: Duration.zero })))
-        const { owner, results } = yield* raceReservations(store, id)
-        assert.strictEqual(owner.attempt, 2)
+        // never the stale snapshot of the crashed attempt
+        const owner = yield* raceReservations(store, id, 2)
         assert.notStrictEqual(owner.token, crashed.token)
-        for (const result of results) {
-          if (result._tag === "Existing") {
-            // never the stale snapshot of the crashed attempt
-            assert.strictEqual(result.record.token, owner.token)
-            assert.isTrue(result.record.leaseUntil > result.now)
-          }
-        }
       }
     }))
 
@@ -162,11 +122,7 @@ layer(StoreLive, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempot
       const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
       yield* store.complete({ id: expired, token: done.token, outcome, ttl: Duration.zero })
       for (const [id, attempt] of [[failed, 2], [expired, 1]] as const) {
-        const { owner, results } = yield* raceReservations(store, id)
-        assert.strictEqual(owner.attempt, attempt)
-        for (const result of results) {
-          if (result._tag === "Existing") assert.strictEqual(result.record.token, owner.token)
-        }
+        yield* raceReservations(store, id, attempt)
       }
     }))
 
@@ -174,10 +130,9 @@ layer(StoreLive, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempot
     Effect.gen(function*() {
       const store = yield* IdempotencyStore.IdempotencyStore
       for (let round = 0; round < ROUNDS; round++) {
-        const executions = yield* Ref.make(0)
-        const operation = makeOperation(executions)
+        const { executions, operation } = yield* StoreRaces.operation
         const key = randomUUID()
-        const fingerprint = yield* Idempotency.fingerprint(Payload, payload)
+        const fingerprint = yield* Idempotency.fingerprint(Counting.Payload, payload)
         const id = IdempotencyRecord.makeRecordId({ operation: operation.name, key: IdempotencyKey.unsafeMake(key) })
         // the crashed attempt: IN_PROGRESS, lease already over
         yield* store.reserve(reserveRequest(id, { fingerprint, lease: Duration.zero }))
@@ -189,7 +144,7 @@ layer(StoreLive, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempot
         const fresh = exits.filter((exit) => Exit.isSuccess(exit) && !exit.value.replayed)
         assert.strictEqual(fresh.length, 1)
         assert.strictEqual((fresh[0] as Exit.Success<Idempotency.Result<number>, never>).value.attempt, 2)
-        assertOneOutcome(exits.map((exit) => Exit.map(exit, (result) => result.value)), 1)
+        StoreRaces.assertOneOutcome(exits.map((exit) => Exit.map(exit, (result) => result.value)), 1)
       }
     }))
 })
