@@ -38,10 +38,38 @@ export interface Database {
 }
 
 /** The server at `url`, or PGlite (started now, stopped with the scope) when there is none. */
-const database = (url: string | undefined): Effect.Effect<Omit<Database, "version">, never, Scope.Scope> =>
+export const database = (url: string | undefined): Effect.Effect<Omit<Database, "version">, never, Scope.Scope> =>
   url !== undefined
     ? Effect.succeed({ kind: "server", url })
     : Effect.map(Postgres.pglite(), ({ kind, url }) => ({ kind, url }))
+
+/**
+ * A pool of `max` connections on `url` whose clients count the statements they send into `sent`,
+ * ended with the scope; its `query`; and `schema`, created now and dropped (with everything in it)
+ * with the scope.
+ */
+export const countedPool = (url: string, max: number, sent: Counting.PgSent) =>
+  Effect.gen(function*() {
+    const pool = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const pool = new Pg.Pool({ connectionString: url, max, Client: Counting.pgClient(sent) })
+        pool.on("error", () => {})
+        return pool
+      }),
+      (pool) => Effect.promise(() => pool.end())
+    )
+    const query = <A>(text: string, params?: Array<unknown>) =>
+      Effect.tryPromise({
+        try: () => pool.query(text, params).then((result) => result.rows as Array<A>),
+        catch: (cause) => new BenchError({ message: `PostgreSQL refused: ${text.slice(0, 60)}`, cause })
+      })
+    const schema = (name: string) =>
+      Effect.asVoid(Effect.acquireRelease(
+        query(`CREATE SCHEMA ${PgIdempotencyTable.quote(name)}`),
+        () => Effect.ignore(query(`DROP SCHEMA IF EXISTS ${PgIdempotencyTable.quote(name)} CASCADE`))
+      ))
+    return { pool, query, schema }
+  })
 
 /** The statements the pool sent; while `capture` is set, the text of each is kept in `texts`. */
 interface Counter extends Counting.PgSent {
@@ -121,26 +149,11 @@ export const run = (
   Effect.scoped(Effect.gen(function*() {
     const db = yield* database(url)
     const counter: Counter = { statements: 0, capture: false, texts: [] }
-    const pool = yield* Effect.acquireRelease(
-      Effect.sync(() => {
-        const pool = new Pg.Pool({ connectionString: db.url, max: poolSize, Client: Counting.pgClient(counter) })
-        pool.on("error", () => {})
-        return pool
-      }),
-      (pool) => Effect.promise(() => pool.end())
-    )
-    const query = <A>(text: string, params?: Array<unknown>) =>
-      Effect.tryPromise({
-        try: () => pool.query(text, params).then((result) => result.rows as Array<A>),
-        catch: (cause) => new BenchError({ message: `PostgreSQL refused: ${text.slice(0, 60)}`, cause })
-      })
+    const { pool, query, schema: scopedSchema } = yield* countedPool(db.url, poolSize, counter)
     const version = (yield* query<{ readonly version: string }>("SELECT version()"))[0]?.version ?? "unknown"
     // a schema of the run's own, dropped with everything the migrations created in it
     const schema = `bench_${plan.runId.replaceAll("-", "_")}`
-    yield* Effect.acquireRelease(
-      query(`CREATE SCHEMA ${PgIdempotencyTable.quote(schema)}`),
-      () => Effect.ignore(query(`DROP SCHEMA IF EXISTS ${PgIdempotencyTable.quote(schema)} CASCADE`))
-    )
+    yield* scopedSchema(schema)
     const tables = {
       store: "store_records",
       storeTraced: "store_traced_records",

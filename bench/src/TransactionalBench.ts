@@ -26,17 +26,15 @@ import {
   PgIdempotencyTable,
   PgTransactional
 } from "@effect-idempotency/sql-pg"
-import * as Postgres from "@effect-idempotency/test-support/Postgres"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
-import type * as Scope from "effect/Scope"
-import * as Pg from "pg"
-import type { Summary } from "./Measure.js"
-import { BenchError, pairedRatio, rotation, runBatch, summarize } from "./Measure.js"
+import type { BenchError, Summary } from "./Measure.js"
+import { pairedRatio, rotation, runBatch, summarize } from "./Measure.js"
+import { countedPool, database } from "./PostgresBench.js"
 import { Payload, payloadFor, Receipt } from "./Workload.js"
 
 export const TRANSACTIONAL = "pg-transactional"
@@ -55,13 +53,6 @@ export interface Result {
   }>
 }
 
-const database = (
-  url: string | undefined
-): Effect.Effect<{ readonly kind: "server" | "pglite"; readonly url: string }, never, Scope.Scope> =>
-  url !== undefined
-    ? Effect.succeed({ kind: "server", url })
-    : Effect.map(Postgres.pglite(), ({ kind, url }) => ({ kind, url }))
-
 /**
  * Runs the comparison on the server at `url` with a pool of `poolSize`, or on PGlite with a pool of
  * one (see above); everything lives in a schema dropped at the end.
@@ -73,24 +64,8 @@ export const run = (
   Effect.scoped(Effect.gen(function*() {
     const db = yield* database(url)
     const poolSize = db.kind === "pglite" ? 1 : options.poolSize
-    let statements = 0
-    const pool = yield* Effect.acquireRelease(
-      Effect.sync(() => {
-        const pool = new Pg.Pool({
-          connectionString: db.url,
-          max: poolSize,
-          Client: class extends Pg.Client {
-            override query(...args: Array<any>): any {
-              statements++
-              return (Pg.Client.prototype.query as (...args: Array<any>) => any).apply(this, args)
-            }
-          }
-        })
-        pool.on("error", () => {})
-        return pool
-      }),
-      (pool) => Effect.promise(() => pool.end())
-    )
+    const sent = { statements: 0 }
+    const { pool, query, schema: scopedSchema } = yield* countedPool(db.url, poolSize, sent)
     const runtime = yield* Effect.acquireRelease(
       Effect.sync(() => ManagedRuntime.make(PgClient.layerFromPool({ acquire: Effect.succeed(pool) }))),
       (runtime) => Effect.promise(() => runtime.dispose())
@@ -98,15 +73,7 @@ export const run = (
     const schema = `bench_tx_${options.runId.replaceAll("-", "_")}`
     const quoted = PgIdempotencyTable.quote(schema)
     const table = Either.getOrThrow(PgIdempotencyTable.make({ schema, table: "records" }))
-    const query = (text: string) =>
-      Effect.tryPromise({
-        try: () => pool.query(text),
-        catch: (cause) => new BenchError({ message: `PostgreSQL refused: ${text.slice(0, 60)}`, cause })
-      })
-    yield* Effect.acquireRelease(
-      query(`CREATE SCHEMA ${quoted}`),
-      () => Effect.ignore(query(`DROP SCHEMA IF EXISTS ${quoted} CASCADE`))
-    )
+    yield* scopedSchema(schema)
     yield* query(PgIdempotencyMigration.toSql(table))
     yield* query(`CREATE TABLE ${quoted}.charges (id text PRIMARY KEY, amount_cents int NOT NULL)`)
 
@@ -164,12 +131,12 @@ export const run = (
             (_, i) => `${options.runId}-${contender.name}-${concurrency}-${round}-${i}`
           )
           for (const path of ["first", "replay"] as const) {
-            const before = statements
+            const before = sent.statements
             const batch = yield* runBatch(options.calls, concurrency, (i) => contender.call(keys[i]!))
             // round 0 warms up
             if (round === 0) continue
             const slot = (batches[contender.name] ??= { first: [], replay: [] })
-            slot[path].push({ batch, trips: (statements - before) / options.calls })
+            slot[path].push({ batch, trips: (sent.statements - before) / options.calls })
           }
         }
       }
