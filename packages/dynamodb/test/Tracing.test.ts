@@ -1,28 +1,15 @@
 import { IdempotencyKey, IdempotencyRecord } from "@effect-idempotency/core"
+import * as StoreSpans from "@effect-idempotency/test-support/StoreSpans"
 import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
-import * as Tracer from "effect/Tracer"
 import { conditionFailed, scriptedStore, succeed } from "./utils/scripted.js"
 
 const id = IdempotencyRecord.makeRecordId({ operation: "tracing", key: IdempotencyKey.unsafeMake("key-1") })
 const token = "token-1"
 
-/** The spans started through the current tracer, and their parents' names. */
-const recording = Effect.map(Effect.tracer, (base) => {
-  const spans: Array<{ readonly span: Tracer.Span; readonly parent: string | undefined }> = []
-  const tracer = Tracer.make({
-    span: (name, parent, context, links, startTime, kind, options) => {
-      const span = base.span(name, parent, context, links, startTime, kind, options)
-      spans.push({ span, parent: Option.getOrUndefined(Option.map(parent, (p) => p._tag === "Span" ? p.name : "")) })
-      return span
-    },
-    context: (f, fiber) => base.context(f, fiber)
-  })
-  return { tracer, spans }
-})
+const { recording } = StoreSpans
 
 describe("tracing", () => {
   it.effect("every store method is one span, a child of the caller's, named and tagged with the table", () =>

@@ -5,6 +5,7 @@
  */
 import { IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { RedisClient, RedisStore } from "@effect-idempotency/redis"
+import * as StoreCalls from "@effect-idempotency/test-support/StoreCalls"
 import { assert, describe, it, layer } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -29,21 +30,9 @@ import {
 const PREFIX = uniquePrefix("errors")
 const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
 
-/** Every method on `id`, each exit expected to be a `StoreError` of that method. */
-const everyMethod = (
-  store: IdempotencyStore.IdempotencyStore["Type"],
-  id: IdempotencyRecord.RecordId
-): ReadonlyArray<readonly [string, Effect.Effect<unknown, unknown>]> => {
-  const token = { id, token: "t" }
-  return [
-    ["reserve", store.reserve(reserveRequest(id))],
-    ["complete", store.complete({ ...token, outcome, ttl: Duration.hours(1) })],
-    ["release", store.release(token)],
-    ["markFailed", store.markFailed({ ...token, ttl: Duration.hours(1) })],
-    ["extend", store.extend({ ...token, lease: Duration.seconds(30) })],
-    ["get", store.get(id)]
-  ]
-}
+/** Every method but the purge (which reads no record by its key) on `id`. */
+const everyMethod = (store: IdempotencyStore.IdempotencyStore["Type"], id: IdempotencyRecord.RecordId) =>
+  StoreCalls.everyMethod(store, { id, token: "t" }).filter(([method]) => method !== "purgeExpired")
 
 layer(Layer.merge(storeLayer({ prefix: PREFIX, clock: "effect" }), rawLayer()), { timeout: "1 minute" })(
   "RedisStore on keys that hold something else",

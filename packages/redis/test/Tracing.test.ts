@@ -4,28 +4,15 @@
  */
 import { IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { RedisClient, RedisStore } from "@effect-idempotency/redis"
+import * as StoreSpans from "@effect-idempotency/test-support/StoreSpans"
 import { assert, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
-import * as Tracer from "effect/Tracer"
 import { clientLayer, expectReserved, freshId, reserveRequest, uniquePrefix } from "./utils/fixtures.js"
 
-/** The spans started through the current tracer, and their parents' names. */
-const recording = Effect.map(Effect.tracer, (base) => {
-  const spans: Array<{ readonly span: Tracer.Span; readonly parent: string | undefined }> = []
-  const tracer = Tracer.make({
-    span: (name, parent, context, links, startTime, kind, options) => {
-      const span = base.span(name, parent, context, links, startTime, kind, options)
-      spans.push({ span, parent: Option.getOrUndefined(Option.map(parent, (p) => p._tag === "Span" ? p.name : "")) })
-      return span
-    },
-    context: (f, fiber) => base.context(f, fiber)
-  })
-  return { tracer, spans }
-})
+const { recording } = StoreSpans
 
 /** Every method once, inside a span named `caller`. */
 const everyMethod = (store: IdempotencyStore.IdempotencyStore["Type"]) =>
