@@ -144,7 +144,9 @@ export const settle = (msg: JsMsg, settlement: IdempotentConsumer.Settlement): E
  * the operation, then settled (`IdempotentConsumer.Settlement`). A body that does not parse or decode
  * is terminated without running the handler; a message another consumer holds is nak'd with the
  * lease's delay. No message's failure stops the consumer. Closing the scope stops pulling, waits
- * `drainTimeout` for the messages in flight to be settled, then interrupts them and naks them.
+ * `drainTimeout` for the messages in flight to be settled, then interrupts them and naks them (the
+ * interrupted attempt's lease is kept as its timeout policy says, so the next delivery may wait for
+ * it). A failure of the pull loop after the start (the connection closed) is logged and ends it.
  *
  * @since 0.1.0
  * @category constructors

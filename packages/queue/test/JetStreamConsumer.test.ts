@@ -12,8 +12,10 @@ import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
 import type { TestStream } from "./utils/nats.js"
 import { DUPLICATE_WINDOW, eventually, NatsServerLive, pullConsumer, tapped, testStream } from "./utils/nats.js"
 
@@ -181,4 +183,58 @@ layer(NatsServerLive, { excludeTestServices: true, timeout: "1 minute" })("JetSt
       assert.isAbove(first.tap.deliveries.length, 0)
       assert.isAbove(second.tap.deliveries.length, 0)
     }).pipe(Effect.scoped, Effect.provide(IdempotencyStore.layerMemory)))
+  it.scoped("closing the scope lets the message in flight be settled, then pulls no more", () =>
+    Effect.gen(function*() {
+      const stream = yield* testStream("close")
+      const effects: Array<string> = []
+      const started = yield* Deferred.make<void>()
+      const gate = yield* Deferred.make<void>()
+      const { source, tap } = tapped(yield* pullConsumer(stream))
+      const scope = yield* Scope.make()
+      yield* JetStreamConsumer.consume(
+        source,
+        charge(effects, () => Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(gate)))
+      ).pipe(Scope.extend(scope))
+      yield* stream.publish("m-1", order("m-1"))
+      yield* Deferred.await(started).pipe(Effect.timeout("10 seconds"))
+      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+      yield* Effect.sleep("100 millis")
+      // still waiting for the handler
+      assert.isUndefined(closing.unsafePoll() ?? undefined)
+      yield* Deferred.succeed(gate, undefined)
+      yield* Fiber.join(closing).pipe(Effect.timeout("5 seconds"))
+      assert.deepStrictEqual(tap.settled.map((s) => [s.key, s.how]), [["m-1", "ack"]])
+      yield* stream.publish("m-2", order("m-2"))
+      yield* Effect.sleep("500 millis")
+      assert.deepStrictEqual(effects, ["m-1"])
+      assert.strictEqual(tap.deliveries.length, 1)
+      const info = yield* stream.info
+      assert.strictEqual(info.num_pending, 1)
+      assert.strictEqual(info.num_ack_pending, 0)
+    }).pipe(Effect.provide(IdempotencyStore.layerMemory)))
+
+  it.scoped("a handler still running after drainTimeout is interrupted and nak'd; the next consumer runs it once", () =>
+    Effect.gen(function*() {
+      const stream = yield* testStream("interrupted")
+      const effects: Array<string> = []
+      const started = yield* Deferred.make<void>()
+      const first = tapped(yield* pullConsumer(stream))
+      const scope = yield* Scope.make()
+      yield* JetStreamConsumer.consume(first.source, {
+        ...charge(effects, () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)),
+        drainTimeout: "200 millis"
+      }).pipe(Scope.extend(scope))
+      yield* stream.publish("m-1", order("m-1"))
+      yield* Deferred.await(started).pipe(Effect.timeout("10 seconds"))
+      yield* Scope.close(scope, Exit.void).pipe(Effect.timeout("5 seconds"))
+      assert.deepStrictEqual(first.tap.settled.map((s) => [s.how, s.deliveryCount]), [["nak", 1]])
+      const second = tapped(yield* pullConsumer(stream))
+      yield* JetStreamConsumer.consume(second.source, charge(effects))
+      yield* settledAll(stream, 1)
+      assert.deepStrictEqual(effects, ["m-1"])
+      // the interrupted attempt's lease is kept (its timeout policy): nak'd until it ends, then taken over
+      const settled = second.tap.settled.map((s) => s.how)
+      assert.strictEqual(settled.at(-1), "ack")
+      assert.deepStrictEqual(settled.slice(0, -1).filter((how) => how !== "nak"), [])
+    }).pipe(Effect.provide(IdempotencyStore.layerMemory)))
 })
