@@ -9,9 +9,9 @@
  * cases inside the same layer. `faults` is the same mode when the database stops answering, through a
  * proxy in front of it.
  */
-import type { IdempotencyContext } from "@effect-idempotency/core"
 import {
   Idempotency,
+  IdempotencyContext,
   IdempotencyKey,
   IdempotencyPolicy,
   IdempotencyRecord,
@@ -454,6 +454,21 @@ export interface FaultsMode<R> {
    */
   readonly rollsBackCutLater?: boolean
 }
+
+/** The faults suite's operation, as the options of the mode's `make` (without its table): payload `{ n }`, success a string. */
+export const faultsOperation = <E>(
+  name: string,
+  execute: Effect.Effect<string, E, SqlClient.SqlClient | IdempotencyContext.IdempotencyContext>,
+  settings?: Settings
+) => ({ name, payload: Schema.Struct({ n: Schema.Int }), success: Schema.String, execute: () => execute, ...settings })
+
+/** Writes an order row (`id`, `key`, `sku`, `quantity`) of the attempt's key into `orders`, through the attempt's `SqlClient`. */
+export const insertKeyOrder = (orders: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const { key } = yield* IdempotencyContext.IdempotencyContext
+    yield* sql`INSERT INTO ${sql(orders)} ${sql.insert({ id: randomUUID(), key, sku: payload.sku, quantity: 1 })}`
+  })
 
 /** Runs `run` with a deadline `millis` away; it must answer while the proxy still holds (or 20 s at most). */
 const answeredWhileHeld = <A, E>(run: (deadline: number) => Effect.Effect<A, E>, millis: number) =>

@@ -2,36 +2,22 @@
  * The transactional mode when the database stops answering, through a proxy in front of the test
  * database: the shared faults suite of `@effect-idempotency/test-support`.
  */
-import { IdempotencyContext } from "@effect-idempotency/core"
 import { PgIdempotencyTable, PgTransactional } from "@effect-idempotency/sql-pg"
 import * as TransactionalSuite from "@effect-idempotency/test-support/TransactionalSuite"
 import { TcpProxy } from "@effect-idempotency/testing"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
-import * as Schema from "effect/Schema"
-import { randomUUID } from "node:crypto"
 import { transactionalCounts } from "./utils/fixtures.js"
-import { layerClient, layerPrimary, resetTable, runTable, TestDatabase } from "./utils/TestDatabase.js"
+import { layerSetUp, resetOrderTables, runTable, TestDatabase } from "./utils/TestDatabase.js"
 
 const TABLE = runTable("idem_tx_faults")
 const ORDERS = runTable("orders_tx_faults")
 const table = Either.getOrThrow(PgIdempotencyTable.make({ table: TABLE }))
 
-const Live = Layer.effectDiscard(
-  Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    yield* resetTable({ table: TABLE })
-    yield* sql.unsafe(`DROP TABLE IF EXISTS ${ORDERS}`)
-    yield* sql.unsafe(`CREATE TABLE ${ORDERS} (id text PRIMARY KEY, key text NOT NULL)`)
-  })
-).pipe(
-  Layer.provideMerge(layerClient()),
-  Layer.provideMerge(layerPrimary)
-)
+const Live = layerSetUp(resetOrderTables(TABLE, ORDERS))
 
 TransactionalSuite.faults("PgTransactional faults", Live, {
   proxied: Effect.gen(function*() {
@@ -43,18 +29,7 @@ TransactionalSuite.faults("PgTransactional faults", Live, {
     return { proxy, context }
   }),
   operation: (name, execute, settings) =>
-    PgTransactional.make({
-      name,
-      table,
-      payload: Schema.Struct({ n: Schema.Int }),
-      success: Schema.String,
-      execute: () => execute,
-      ...settings
-    }),
-  insertOrder: Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const context = yield* IdempotencyContext.IdempotencyContext
-    yield* sql`INSERT INTO ${sql(ORDERS)} (id, key) VALUES (${randomUUID()}, ${context.key})`
-  }),
+    PgTransactional.make({ ...TransactionalSuite.faultsOperation(name, execute, settings), table }),
+  insertOrder: TransactionalSuite.insertKeyOrder(ORDERS),
   counts: transactionalCounts(ORDERS, table.qualified)
 })
