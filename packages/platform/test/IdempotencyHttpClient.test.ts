@@ -11,40 +11,41 @@ import * as Schema from "effect/Schema"
 
 class Transient extends Schema.TaggedError<Transient>()("Transient", {}) {}
 
-/** A client that answers 200 to everything and keeps the requests it was asked to send. */
-const recordingClient = Effect.map(Ref.make<ReadonlyArray<HttpClientRequest.HttpClientRequest>>([]), (sent) => ({
-  sent,
-  client: HttpClient.make((request) =>
+/**
+ * A client that answers 200 to everything and keeps the requests it was asked to send, and
+ * `forwarding`, the client with the key forwarded.
+ */
+const recordingClient = Effect.map(Ref.make<ReadonlyArray<HttpClientRequest.HttpClientRequest>>([]), (sent) => {
+  const client = HttpClient.make((request) =>
     Effect.as(
       Ref.update(sent, (all) => [...all, request]),
       HttpClientResponse.fromWeb(request, new Response("ok"))
     )
   )
-}))
+  return { sent, client, forwarding: IdempotencyHttpClient.forwardKey(client) }
+})
 
 const keysOf = (sent: Ref.Ref<ReadonlyArray<HttpClientRequest.HttpClientRequest>>) =>
   Effect.map(Ref.get(sent), (all) => all.map((request): string | undefined => request.headers["idempotency-key"]))
 
 const Payload = Schema.Struct({ sku: Schema.String })
+
+/** An operation from `Payload` to a string. */
+const stringOperation = <E, R>(name: string, execute: () => Effect.Effect<string, E, R>) =>
+  Idempotency.make({ name, payload: Payload, success: Schema.String, execute })
 const store = IdempotencyStore.layerMemoryWith({ warn: false })
 
 describe("IdempotencyHttpClient", () => {
   it.effect("sets the step key of the current attempt on a request inside an operation", () =>
     Effect.gen(function*() {
-      const { client, sent } = yield* recordingClient
-      const forwarding = IdempotencyHttpClient.forwardKey(client)
+      const { forwarding, sent } = yield* recordingClient
       let expected = ""
-      const operation = Idempotency.make({
-        name: "create-order",
-        payload: Payload,
-        success: Schema.String,
-        execute: () =>
-          Effect.gen(function*() {
-            expected = yield* IdempotencyContext.stepKey("create")
-            yield* forwarding.post("http://127.0.0.1:1/orders")
-            return "done"
-          }).pipe(IdempotencyHttpClient.withStep("create"))
-      })
+      const operation = stringOperation("create-order", () =>
+        Effect.gen(function*() {
+          expected = yield* IdempotencyContext.stepKey("create")
+          yield* forwarding.post("http://127.0.0.1:1/orders")
+          return "done"
+        }).pipe(IdempotencyHttpClient.withStep("create")))
       yield* operation.run({ key: "client-key-1", payload: { sku: "A" } })
       const keys = yield* keysOf(sent)
       assert.deepStrictEqual(keys, [expected])
@@ -86,21 +87,15 @@ describe("IdempotencyHttpClient", () => {
 
   it.effect("derives a different key per step, per URL, per client key and per scope", () =>
     Effect.gen(function*() {
-      const { client, sent } = yield* recordingClient
-      const forwarding = IdempotencyHttpClient.forwardKey(client)
-      const operation = Idempotency.make({
-        name: "checkout",
-        payload: Payload,
-        success: Schema.String,
-        execute: () =>
-          Effect.gen(function*() {
-            yield* forwarding.post("http://127.0.0.1:1/charges").pipe(IdempotencyHttpClient.withStep("charge"))
-            yield* forwarding.post("http://127.0.0.1:1/charges").pipe(IdempotencyHttpClient.withStep("refund-fee"))
-            yield* forwarding.post("http://127.0.0.1:1/orders")
-            yield* forwarding.post("http://127.0.0.1:1/shipments")
-            return "done"
-          })
-      })
+      const { forwarding, sent } = yield* recordingClient
+      const operation = stringOperation("checkout", () =>
+        Effect.gen(function*() {
+          yield* forwarding.post("http://127.0.0.1:1/charges").pipe(IdempotencyHttpClient.withStep("charge"))
+          yield* forwarding.post("http://127.0.0.1:1/charges").pipe(IdempotencyHttpClient.withStep("refund-fee"))
+          yield* forwarding.post("http://127.0.0.1:1/orders")
+          yield* forwarding.post("http://127.0.0.1:1/shipments")
+          return "done"
+        }))
       yield* operation.run({ key: "k-1", payload: { sku: "A" } })
       yield* operation.run({ key: "k-2", payload: { sku: "A" } })
       yield* operation.run({ key: "k-1", payload: { sku: "A" }, scope: "tenant-b" })
@@ -111,8 +106,7 @@ describe("IdempotencyHttpClient", () => {
 
   it.effect("leaves requests outside an operation untouched", () =>
     Effect.gen(function*() {
-      const { client, sent } = yield* recordingClient
-      const forwarding = IdempotencyHttpClient.forwardKey(client)
+      const { forwarding, sent } = yield* recordingClient
       yield* forwarding.post("http://127.0.0.1:1/orders")
       yield* forwarding.post("http://127.0.0.1:1/orders").pipe(IdempotencyHttpClient.withStep("named"))
       assert.deepStrictEqual(yield* keysOf(sent), [undefined, undefined])
@@ -120,23 +114,17 @@ describe("IdempotencyHttpClient", () => {
 
   it.effect("keys mutating methods only, keeps a key the caller set, and can quote it", () =>
     Effect.gen(function*() {
-      const { client, sent } = yield* recordingClient
-      const forwarding = IdempotencyHttpClient.forwardKey(client)
+      const { client, forwarding, sent } = yield* recordingClient
       const quoted = client.pipe(IdempotencyHttpClient.forwardKey({ quoted: true, header: "X-Request-Key" }))
       let stepKey = ""
-      const operation = Idempotency.make({
-        name: "methods",
-        payload: Payload,
-        success: Schema.String,
-        execute: () =>
-          Effect.gen(function*() {
-            yield* forwarding.get("http://127.0.0.1:1/orders")
-            yield* forwarding.post("http://127.0.0.1:1/orders", { headers: { "Idempotency-Key": "callers-own" } })
-            stepKey = yield* IdempotencyContext.stepKey("POST http://127.0.0.1:1/orders")
-            yield* quoted.post("http://127.0.0.1:1/orders")
-            return "done"
-          })
-      })
+      const operation = stringOperation("methods", () =>
+        Effect.gen(function*() {
+          yield* forwarding.get("http://127.0.0.1:1/orders")
+          yield* forwarding.post("http://127.0.0.1:1/orders", { headers: { "Idempotency-Key": "callers-own" } })
+          stepKey = yield* IdempotencyContext.stepKey("POST http://127.0.0.1:1/orders")
+          yield* quoted.post("http://127.0.0.1:1/orders")
+          return "done"
+        }))
       yield* operation.run({ key: "k-methods", payload: { sku: "A" } })
       const all = yield* Ref.get(sent)
       assert.strictEqual(all[0].headers["idempotency-key"], undefined)
@@ -148,12 +136,10 @@ describe("IdempotencyHttpClient", () => {
   it.effect("layer replaces the HttpClient service with a forwarding one", () =>
     Effect.gen(function*() {
       const { client, sent } = yield* recordingClient
-      const operation = Idempotency.make({
-        name: "layered",
-        payload: Payload,
-        success: Schema.String,
-        execute: () => Effect.as(HttpClient.post("http://127.0.0.1:1/orders"), "done")
-      })
+      const operation = stringOperation(
+        "layered",
+        () => Effect.as(HttpClient.post("http://127.0.0.1:1/orders"), "done")
+      )
       const layer = IdempotencyHttpClient.layer.pipe(Layer.provide(Layer.succeed(HttpClient.HttpClient, client)))
       yield* operation.run({ key: "k-layer", payload: { sku: "A" } }).pipe(Effect.provide(layer))
       const [key] = yield* keysOf(sent)
