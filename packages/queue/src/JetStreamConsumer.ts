@@ -206,11 +206,15 @@ export const consume = <P, IP, A, IA, E, R, EF = never, IEF = never>(
       Effect.gen(function*() {
         // no more pulls; what was pulled is handled, then the iteration ends
         yield* Effect.sync(() => void messages.close())
-        const drained = yield* Fiber.await(fiber).pipe(Effect.timeoutTo({
-          duration: drainTimeout,
-          onTimeout: () => false,
-          onSuccess: () => true
-        }))
+        // a finalizer is uninterruptible: the wait is made interruptible, or the timeout could not end it
+        const drained = yield* Fiber.await(fiber).pipe(
+          Effect.interruptible,
+          Effect.timeoutTo({
+            duration: drainTimeout,
+            onTimeout: () => false,
+            onSuccess: () => true
+          })
+        )
         if (!drained) yield* Fiber.interrupt(fiber)
       })
     )

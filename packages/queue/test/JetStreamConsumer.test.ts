@@ -8,6 +8,7 @@
 import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
 import * as JetStreamConsumer from "@effect-idempotency/queue/JetStreamConsumer"
 import { assert, layer } from "@effect/vitest"
+import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -187,13 +188,18 @@ layer(NatsServerLive, { excludeTestServices: true, timeout: "1 minute" })("JetSt
     Effect.gen(function*() {
       const stream = yield* testStream("close")
       const effects: Array<string> = []
+      let interrupted = false
       const started = yield* Deferred.make<void>()
       const gate = yield* Deferred.make<void>()
       const { source, tap } = tapped(yield* pullConsumer(stream))
       const scope = yield* Scope.make()
       yield* JetStreamConsumer.consume(
         source,
-        charge(effects, () => Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(gate)))
+        charge(effects, () =>
+          Effect.zipRight(
+            Deferred.succeed(started, undefined),
+            Deferred.await(gate).pipe(Effect.onInterrupt(() => Effect.sync(() => void (interrupted = true))))
+          ))
       ).pipe(Scope.extend(scope))
       yield* stream.publish("m-1", order("m-1"))
       yield* Deferred.await(started).pipe(Effect.timeout("10 seconds"))
@@ -203,6 +209,8 @@ layer(NatsServerLive, { excludeTestServices: true, timeout: "1 minute" })("JetSt
       assert.isUndefined(closing.unsafePoll() ?? undefined)
       yield* Deferred.succeed(gate, undefined)
       yield* Fiber.join(closing).pipe(Effect.timeout("5 seconds"))
+      assert.isFalse(interrupted)
+      assert.deepStrictEqual(effects, ["m-1"])
       assert.deepStrictEqual(tap.settled.map((s) => [s.key, s.how]), [["m-1", "ack"]])
       yield* stream.publish("m-2", order("m-2"))
       yield* Effect.sleep("500 millis")
@@ -222,11 +230,16 @@ layer(NatsServerLive, { excludeTestServices: true, timeout: "1 minute" })("JetSt
       const scope = yield* Scope.make()
       yield* JetStreamConsumer.consume(first.source, {
         ...charge(effects, () => Effect.zipRight(Deferred.succeed(started, undefined), Effect.never)),
+        timeout: "3 seconds",
         drainTimeout: "200 millis"
       }).pipe(Scope.extend(scope))
       yield* stream.publish("m-1", order("m-1"))
       yield* Deferred.await(started).pipe(Effect.timeout("10 seconds"))
-      yield* Scope.close(scope, Exit.void).pipe(Effect.timeout("5 seconds"))
+      const closedAt = yield* Clock.currentTimeMillis
+      // a scope closes uninterruptibly: its fiber is awaited with the bound
+      yield* Effect.fork(Scope.close(scope, Exit.void)).pipe(Effect.flatMap(Fiber.join), Effect.timeout("5 seconds"))
+      // at drainTimeout, long before the operation's timeout (3 seconds) would have ended the handler
+      assert.isBelow((yield* Clock.currentTimeMillis) - closedAt, 1_500)
       assert.deepStrictEqual(first.tap.settled.map((s) => [s.how, s.deliveryCount]), [["nak", 1]])
       const second = tapped(yield* pullConsumer(stream))
       yield* JetStreamConsumer.consume(second.source, charge(effects))
