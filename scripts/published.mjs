@@ -14,5 +14,6 @@ export const published = [
   "lambda",
   "testing",
   "cli",
-  "workflow"
+  "workflow",
+  "queue"
 ]

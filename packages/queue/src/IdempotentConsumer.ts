@@ -1,0 +1,229 @@
+/**
+ * The consumer every transport shares: one idempotent operation per message, keyed by the message's
+ * id, and how the message is settled once the outcome is known (README.md#settling). A transport
+ * adapter reads the key and the delivery count off its message and applies the `Settlement`.
+ *
+ * @example
+ * ```ts
+ * import { IdempotencyStore } from "@effect-idempotency/core"
+ * import { IdempotentConsumer } from "@effect-idempotency/queue"
+ * import { Effect, Schema } from "effect"
+ *
+ * const Order = Schema.Struct({ orderId: Schema.String, amountCents: Schema.Int })
+ *
+ * const consumer = IdempotentConsumer.make({
+ *   name: "charge-order",
+ *   payload: Order,
+ *   success: Schema.Struct({ chargeId: Schema.String }),
+ *   execute: (order) => Effect.succeed({ chargeId: `ch_${order.orderId}` })
+ * })
+ *
+ * // what a transport does with each message
+ * const settlement = consumer.handle({ key: "msg-1", deliveryCount: 1 }, { orderId: "o-1", amountCents: 1999 }).pipe(
+ *   Effect.provide(IdempotencyStore.layerMemory)
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ */
+import type { IdempotencyContext, IdempotencyStore } from "@effect-idempotency/core"
+import { Idempotency, IdempotencyError } from "@effect-idempotency/core"
+import * as Cause from "effect/Cause"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+
+/**
+ * What a transport knows of one delivery: the message's key (its id header, or `undefined` when it
+ * has none) and how many times it has been delivered (`undefined` where the broker does not say).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Delivery {
+  readonly key: string | undefined
+  readonly deliveryCount: number | undefined
+}
+
+/**
+ * What to do with a message: acknowledge it (its outcome is recorded, or was replayed), deliver it
+ * again after `delay` (nothing recorded stands in its way), or reject it (dead-letter or terminate).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Settlement = Data.TaggedEnum<{
+  Ack: { readonly replayed: boolean }
+  Retry: { readonly delay: Duration.Duration; readonly reason: string }
+  Reject: { readonly reason: string }
+}>
+
+/**
+ * Constructors and matchers of `Settlement`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Settlement = Data.taggedEnum<Settlement>()
+
+/**
+ * What the consumer does with a domain failure of the handler: deliver the message again (the
+ * default: a failure the policy recorded is replayed on the next delivery, so it ends in a
+ * rejection after `maxDeliveries`), reject it at once, or acknowledge it as handled.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type FailureSettlement = "retry" | "reject" | "ack"
+
+/**
+ * The default number of deliveries after which a message that keeps failing is rejected.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const DEFAULT_MAX_DELIVERIES = 5
+
+/**
+ * The default delay before a message that failed is delivered again.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const DEFAULT_RETRY_DELAY: Duration.Duration = Duration.seconds(1)
+
+/**
+ * What `make` takes: the operation's options (as `Idempotency.make`), and how messages are settled.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<P, IP, A, IA, E, R, EF, IEF> extends Idempotency.Options<P, IP, A, IA, E, R, EF, IEF> {
+  /** The key of a message, when its id header is not it. Default: the delivery's key. */
+  readonly keyOf?: ((payload: P, delivery: Delivery) => string | undefined) | undefined
+  /** A tenant id: the same message id under different scopes never shares a record. */
+  readonly scopeOf?: ((payload: P) => string | undefined) | undefined
+  /** Deliveries after which a failing message is rejected. Default `DEFAULT_MAX_DELIVERIES`. */
+  readonly maxDeliveries?: number | undefined
+  /** The delay before a failed message comes back. Default `DEFAULT_RETRY_DELAY`. */
+  readonly retryDelay?: Duration.DurationInput | undefined
+  /** What a domain failure does to the message. Default `"retry"`. */
+  readonly onError?: ((error: E | EF) => FailureSettlement) | undefined
+}
+
+/**
+ * An idempotent consumer: `handle` runs one message through the operation and says how to settle it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Consumer<P, A, E, R> {
+  readonly operation: Idempotency.Operation<P, A, E, R>
+  /** Never fails: every exit of the operation becomes a `Settlement`. */
+  readonly handle: (
+    delivery: Delivery,
+    payload: P
+  ) => Effect.Effect<Settlement, never, R | IdempotencyStore.IdempotencyStore>
+}
+
+// errors after which the message must not run again by itself: an operator or a new message id decides
+const rejected: ReadonlySet<IdempotencyError.IdempotencyError["_tag"]> = new Set([
+  "InvalidIdempotencyKey",
+  "KeyReused",
+  "InvalidPayload",
+  "InvalidSettings",
+  "StoredOutcomeInvalid",
+  "OutcomeNotReplayable"
+])
+
+/**
+ * Builds a consumer from an operation's options.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
+  options: Options<P, IP, A, IA, E, R, EF, IEF>
+): Consumer<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>> => {
+  const operation = Idempotency.make(options)
+  const maxDeliveries = options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES
+  const retryDelay = Duration.decode(options.retryDelay ?? DEFAULT_RETRY_DELAY)
+  const onError = options.onError ?? (() => "retry" as const)
+  const exhausted = (delivery: Delivery) =>
+    delivery.deliveryCount !== undefined && delivery.deliveryCount >= maxDeliveries
+  const retry = (delivery: Delivery, reason: string, delay = retryDelay): Settlement =>
+    exhausted(delivery)
+      ? Settlement.Reject({ reason: `${reason}, after ${delivery.deliveryCount} deliveries` })
+      : Settlement.Retry({ delay, reason })
+  const settle = (delivery: Delivery, exit: Exit.Exit<Idempotency.Result<A>, unknown>): Settlement => {
+    if (Exit.isSuccess(exit)) return Settlement.Ack({ replayed: exit.value.replayed })
+    const failure = Cause.failureOption(exit.cause)
+    if (Option.isNone(failure)) {
+      return retry(delivery, Cause.isInterruptedOnly(exit.cause) ? "interrupted" : "the handler died")
+    }
+    const error = failure.value
+    if (IdempotencyError.isIdempotencyError(error)) {
+      if (error._tag === "IdempotencyConflict") {
+        // another consumer holds the key: come back when its lease says, however many deliveries
+        return Settlement.Retry({ delay: Duration.millis(Math.max(10, error.retryAfterMillis)), reason: error._tag })
+      }
+      return rejected.has(error._tag) ? Settlement.Reject({ reason: error._tag }) : retry(delivery, error._tag)
+    }
+    const choice = onError(error as E | EF)
+    const reason = tagOf(error)
+    return choice === "ack"
+      ? Settlement.Ack({ replayed: false })
+      : choice === "reject"
+      ? Settlement.Reject({ reason })
+      : retry(delivery, reason)
+  }
+  return {
+    operation,
+    handle: (delivery, payload) => {
+      const key = options.keyOf !== undefined ? options.keyOf(payload, delivery) : delivery.key
+      if (key === undefined) return Effect.succeed(Settlement.Reject({ reason: "the message has no key" }))
+      return Effect.map(
+        Effect.exit(operation.runDetailed({ key, payload, scope: options.scopeOf?.(payload) })),
+        (exit) => settle(delivery, exit)
+      )
+    }
+  }
+}
+
+const tagOf = (error: unknown): string =>
+  typeof error === "object" && error !== null && "_tag" in error && typeof error._tag === "string"
+    ? error._tag.slice(0, 64)
+    : "the handler failed"
+
+/**
+ * How a transport applies a settlement to its message.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Settle<E> {
+  readonly ack: Effect.Effect<void, E>
+  readonly retry: (delay: Duration.Duration) => Effect.Effect<void, E>
+  readonly reject: Effect.Effect<void, E>
+}
+
+/**
+ * Applies `settlement` with the transport's `settle`. A failure to settle (a connection cut
+ * mid-acknowledgement) is logged and swallowed: the broker delivers the message again, and the
+ * recorded outcome answers it.
+ *
+ * @since 0.1.0
+ * @category combinators
+ */
+export const apply = <E>(settlement: Settlement, settle: Settle<E>): Effect.Effect<void> =>
+  Settlement.$match(settlement, {
+    Ack: () => settle.ack,
+    Retry: ({ delay }) => settle.retry(delay),
+    Reject: () => settle.reject
+  }).pipe(
+    Effect.catchAllCause((cause) =>
+      Effect.logWarning("idempotent consumer: settling a message failed; the broker delivers it again", cause)
+    )
+  )

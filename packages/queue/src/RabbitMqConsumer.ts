@@ -1,0 +1,170 @@
+/**
+ * Idempotent RabbitMQ (AMQP 0-9-1) consumers on `rabbitmq-client`: each message runs through the
+ * operation keyed by its `message-id` property, and is acknowledged only once its outcome is
+ * recorded; a redelivery replays and is acknowledged (README.md#rabbitmq). Import it as
+ * `@effect-idempotency/queue/RabbitMqConsumer`: the package's index does not load the client.
+ *
+ * @example
+ * ```ts
+ * import { IdempotencyStore } from "@effect-idempotency/core"
+ * import * as RabbitMqConsumer from "@effect-idempotency/queue/RabbitMqConsumer"
+ * import { Effect, Layer, Schema } from "effect"
+ * import { Connection } from "rabbitmq-client"
+ *
+ * const Order = Schema.Struct({ orderId: Schema.String, amountCents: Schema.Int })
+ *
+ * const consumer = Effect.gen(function*() {
+ *   const connection = new Connection("amqp://guest:guest@127.0.0.1:5672")
+ *   yield* Effect.addFinalizer(() => Effect.promise(() => connection.close()))
+ *   yield* RabbitMqConsumer.consume(connection, {
+ *     queue: { queue: "orders", queueOptions: { durable: true, arguments: { "x-queue-type": "quorum" } } },
+ *     name: "charge-order",
+ *     payload: Order,
+ *     success: Schema.Struct({ chargeId: Schema.String }),
+ *     execute: (order) => Effect.succeed({ chargeId: `ch_${order.orderId}` })
+ *   })
+ *   yield* Effect.never
+ * }).pipe(Effect.scoped, Effect.provide(IdempotencyStore.layerMemory))
+ * ```
+ *
+ * @since 0.1.0
+ */
+import type { IdempotencyContext, IdempotencyStore } from "@effect-idempotency/core"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Runtime from "effect/Runtime"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
+import type { AsyncMessage, Connection, Consumer, ConsumerProps } from "rabbitmq-client"
+import * as IdempotentConsumer from "./IdempotentConsumer.js"
+
+// rabbitmq-client's ConsumerStatus, by value: its enum is a runtime object of the client
+const ACK = 0
+const REQUEUE = 1
+const DROP = 2
+type Status = typeof ACK | typeof REQUEUE | typeof DROP
+
+/**
+ * What `consume` takes: the operation and its settlement (`IdempotentConsumer.Options`), the queue
+ * (`rabbitmq-client`'s consumer properties), and how a body becomes the payload.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<P, IP, A, IA, E, R, EF, IEF> extends IdempotentConsumer.Options<P, IP, A, IA, E, R, EF, IEF> {
+  /** The queue and its declaration, QoS and bindings. `requeue` is the adapter's own. */
+  readonly queue: Omit<ConsumerProps, "requeue">
+  /**
+   * The body as the `payload` schema decodes it. Default: the body `rabbitmq-client` decoded (JSON
+   * with `contentType: "application/json"`), or a Buffer or string parsed as UTF-8 JSON.
+   */
+  readonly parse?: ((body: unknown) => unknown) | undefined
+}
+
+const defaultParse = (body: unknown): unknown =>
+  Buffer.isBuffer(body) ? JSON.parse(body.toString("utf8")) : typeof body === "string" ? JSON.parse(body) : body
+
+/**
+ * The delivery count of a message: quorum queues count in `x-delivery-count` (absent on the first
+ * delivery); a classic queue only says whether a message was delivered before (count unknown).
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const deliveryOf = (message: AsyncMessage): IdempotentConsumer.Delivery => {
+  const counted = message.headers?.["x-delivery-count"]
+  const key = typeof message.messageId === "string" && message.messageId !== "" ? message.messageId : undefined
+  return {
+    key,
+    deliveryCount: typeof counted === "number" ? counted + 1 : message.redelivered ? undefined : 1
+  }
+}
+
+/**
+ * Starts an idempotent consumer of a queue on `connection`, stopped (its handlers finished) when the
+ * scope closes; yields the `rabbitmq-client` consumer (for its `stats`) once it is subscribed (the
+ * client retries until the broker answers: bound the wait with `Effect.timeout` if it must be).
+ *
+ * A settlement becomes a status: `Ack` acknowledges, `Retry` holds the message for its delay, then
+ * requeues it, `Reject` nacks it without requeue (to the queue's dead-letter exchange, if any). A
+ * body that cannot be decoded is rejected without running anything. Nothing fails the consumer.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const consume = <P, IP, A, IA, E, R, EF = never, IEF = never>(
+  connection: Connection,
+  options: Options<P, IP, A, IA, E, R, EF, IEF>
+): Effect.Effect<
+  Consumer,
+  never,
+  Scope.Scope | Exclude<R, IdempotencyContext.IdempotencyContext> | IdempotencyStore.IdempotencyStore
+> =>
+  Effect.gen(function*() {
+    const runtime = yield* Effect.runtime<
+      Exclude<R, IdempotencyContext.IdempotencyContext> | IdempotencyStore.IdempotencyStore
+    >()
+    const run = Runtime.runPromise(runtime)
+    const consumer = IdempotentConsumer.make(options)
+    const decode = Schema.decodeUnknown(options.payload)
+    const parse = options.parse ?? defaultParse
+    const handle = (
+      message: AsyncMessage
+    ): Effect.Effect<
+      Status,
+      never,
+      Exclude<R, IdempotencyContext.IdempotencyContext> | IdempotencyStore.IdempotencyStore
+    > =>
+      Effect.try(() => parse(message.body)).pipe(
+        Effect.flatMap(decode),
+        Effect.matchEffect({
+          onFailure: () =>
+            Effect.as(
+              Effect.logWarning("idempotent consumer: a message whose body cannot be decoded is rejected").pipe(
+                Effect.annotateLogs({ queue: options.queue.queue ?? "", messageId: String(message.messageId ?? "") })
+              ),
+              DROP as Status
+            ),
+          onSuccess: (payload) =>
+            Effect.flatMap(consumer.handle(deliveryOf(message), payload), (settlement) =>
+              IdempotentConsumer.Settlement.$match(settlement, {
+                Ack: () => Effect.succeed(ACK as Status),
+                Retry: ({ delay }) => Effect.as(Effect.sleep(Duration.min(delay, MAX_HOLD)), REQUEUE as Status),
+                Reject: ({ reason }) =>
+                  Effect.as(
+                    Effect.logWarning("idempotent consumer: a message is rejected").pipe(
+                      Effect.annotateLogs({ reason, messageId: String(message.messageId ?? "") })
+                    ),
+                    DROP as Status
+                  )
+              }))
+        })
+      )
+    const subscription = yield* Effect.acquireRelease(
+      Effect.sync(() =>
+        connection.createConsumer({ ...options.queue, requeue: true }, (message) => run(handle(message)))
+      ),
+      (subscription) => Effect.promise(() => subscription.close())
+    )
+    // a handler never throws; what the client reports (a channel set up again) is only logged
+    subscription.on("error", (error: unknown) => {
+      run(Effect.logWarning("idempotent consumer: the RabbitMQ consumer reported an error", error)).catch(() => {})
+    })
+    // the queue is declared and the consumer subscribed when the client says so: until then a message
+    // published to the queue could find no queue
+    yield* Effect.async<void>((resume) => {
+      const ready = () => resume(Effect.void)
+      subscription.once("ready", ready)
+      return Effect.sync(() => subscription.off("ready", ready))
+    })
+    return subscription
+  })
+
+/**
+ * The longest a message is held before it is requeued: a longer delay would keep it from other
+ * consumers and count against the channel's prefetch for nothing.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const MAX_HOLD: Duration.Duration = Duration.seconds(5)
