@@ -7,8 +7,7 @@ import * as Layer from "effect/Layer"
 import * as TestClock from "effect/TestClock"
 import { backends, storeLayer } from "./utils/backends.js"
 import { connectionReset, injectFailures, recordRequests, startAtWallClock } from "./utils/requests.js"
-import type { Sent } from "./utils/scripted.js"
-import { scriptedStore, succeed } from "./utils/scripted.js"
+import { resolve, scriptedStore, succeed } from "./utils/scripted.js"
 
 const { expectReserved, freshId, reserveRequest } = StoreFixtures
 
@@ -139,19 +138,6 @@ for (const backend of backends) {
           yield* admin.unblock({ operation, key: stuck.key }, { reason: "r", expect: { attempt: 1 } })
           assert.deepStrictEqual(yield* listAll({ operation }), [])
         }))
-    }
-  )
-}
-
-/** Replaces placeholders by what they stand for. */
-const resolve = (sent: Sent, field: string): string => {
-  const names = (sent.input.ExpressionAttributeNames ?? {}) as Record<string, string>
-  const values = (sent.input.ExpressionAttributeValues ?? {}) as Record<string, { S?: string; N?: string }>
-  return String(sent.input[field]).replace(/#\w+/g, (placeholder) => names[placeholder] ?? `?${placeholder}`).replace(
-    /:\w+/g,
-    (placeholder) => {
-      const value = values[placeholder]
-      return value === undefined ? `?${placeholder}` : value.S !== undefined ? `'${value.S}'` : String(value.N)
     }
   )
 }

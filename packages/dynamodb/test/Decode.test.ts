@@ -8,7 +8,7 @@ import * as FastCheck from "effect/FastCheck"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { scriptedStore } from "./utils/scripted.js"
+import { item, scriptedStore } from "./utils/scripted.js"
 
 // Every item the store reads (a GetItem's, a failed condition's, an extend's old item) is read by
 // one decoder. The oracle is the item as documented (README, "The item"), as a schema: the store
@@ -138,13 +138,7 @@ describe("reading items", () => {
   it.effect("a well-formed record", () =>
     Effect.gen(function*() {
       const exit = yield* read({
-        id: { S: id.value },
-        status: { S: "COMPLETED" },
-        token: { S: "tok" },
-        fingerprint: { S: "sha256:x" },
-        attempt: { N: "2" },
-        lease_until: { N: "10" },
-        expires_at: { N: "20" },
+        ...item(id, { status: "COMPLETED", token: "tok", attempt: 2, leaseUntil: 10, expiresAt: 20 }),
         ttl: { N: "1" },
         outcome_kind: { S: "Failure" },
         outcome_body: { S: "{\"code\":1}" }
@@ -165,15 +159,7 @@ describe("reading items", () => {
 
   it.effect("malformed items: a StoreError that explains them, never a defect", () =>
     Effect.gen(function*() {
-      const base = {
-        id: { S: id.value },
-        status: { S: "IN_PROGRESS" },
-        token: { S: "tok" },
-        fingerprint: { S: "sha256:x" },
-        attempt: { N: "1" },
-        lease_until: { N: "10" },
-        expires_at: { N: "20" }
-      }
+      const base = item(id, { status: "IN_PROGRESS", token: "tok", leaseUntil: 10, expiresAt: 20 })
       const malformed: ReadonlyArray<readonly [string, unknown]> = [
         ["an unknown status", { ...base, status: { S: "SOMETHING_ELSE" } }],
         ["a missing token", { ...base, token: undefined }],

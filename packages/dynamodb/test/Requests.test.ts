@@ -5,7 +5,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as TestClock from "effect/TestClock"
 import type { Sent } from "./utils/scripted.js"
-import { conditionFailed, scriptedStore, succeed } from "./utils/scripted.js"
+import { conditionFailed, item, resolve, scriptedStore, succeed } from "./utils/scripted.js"
 
 const id = IdempotencyRecord.makeRecordId({ operation: "requests", key: IdempotencyKey.unsafeMake("key-1") })
 const token = "token-1"
@@ -19,19 +19,6 @@ const reserveRequest = (overrides?: Partial<IdempotencyStore.ReserveRequest>): I
   takeover: true,
   ...overrides
 })
-
-/** Replaces placeholders by what they stand for: `#n0` by its name, `:now` by its value's text. */
-const resolve = (sent: Sent, field: string): string => {
-  const names = (sent.input.ExpressionAttributeNames ?? {}) as Record<string, string>
-  const values = (sent.input.ExpressionAttributeValues ?? {}) as Record<string, { S?: string; N?: string }>
-  return String(sent.input[field]).replace(/#\w+/g, (placeholder) => names[placeholder] ?? `?${placeholder}`).replace(
-    /:\w+/g,
-    (placeholder) => {
-      const value = values[placeholder]
-      return value === undefined ? `?${placeholder}` : value.S !== undefined ? `'${value.S}'` : String(value.N)
-    }
-  )
-}
 
 const expressionFields = ["ConditionExpression", "UpdateExpression", "FilterExpression", "ProjectionExpression"]
 
@@ -50,15 +37,14 @@ const assertPlaceholdersExact = (sent: Sent) => {
 const everyMethod = (options?: { readonly keyAttribute?: string; readonly ttlAttribute?: string }) =>
   Effect.gen(function*() {
     yield* TestClock.setTime(1000)
-    const expiredItem = {
-      id: { S: id.value },
-      status: { S: "FAILED" },
-      token: { S: "old" },
-      fingerprint: { S: "sha256:requests" },
-      attempt: { N: "3" },
-      lease_until: { N: "500" },
-      expires_at: { N: "900" }
-    }
+    const expiredItem = item(id, {
+      status: "FAILED",
+      token: "old",
+      fingerprint: "sha256:requests",
+      attempt: 3,
+      leaseUntil: 500,
+      expiresAt: 900
+    })
     // live records the reservations may take over: an ended lease, a FAILED record
     const lapsedItem = { ...expiredItem, status: { S: "IN_PROGRESS" }, expires_at: { N: "9000" } }
     const failedItem = { ...expiredItem, expires_at: { N: "9000" } }
@@ -194,15 +180,13 @@ describe("the requests DynamoDbStore sends", () => {
   it.effect("values equal to one another keep their own placeholders", () =>
     Effect.gen(function*() {
       // the put meets an ended lease, so the claim follows
-      const lapsed = {
-        id: { S: id.value },
-        status: { S: "IN_PROGRESS" },
-        token: { S: "old" },
-        fingerprint: { S: "sha256:requests" },
-        attempt: { N: "1" },
-        lease_until: { N: "500" },
-        expires_at: { N: "9000" }
-      }
+      const lapsed = item(id, {
+        status: "IN_PROGRESS",
+        token: "old",
+        fingerprint: "sha256:requests",
+        leaseUntil: 500,
+        expiresAt: 9000
+      })
       const { sent, store } = yield* scriptedStore((request, n) =>
         n === 1 ? Promise.reject(conditionFailed(lapsed)) : succeed(request)
       )

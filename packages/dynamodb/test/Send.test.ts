@@ -14,6 +14,7 @@ import {
   conditionFailed,
   connectionRefused,
   connectionReset,
+  item as storedItem,
   onAbort,
   scriptedStore,
   succeed,
@@ -38,13 +39,7 @@ const reserveRequest: IdempotencyStore.ReserveRequest = {
 
 /** The record as DynamoDB returns it with a failed condition, at the clock time 1000. */
 const item = (status: IdempotencyRecord.Status, owner: string) => ({
-  id: { S: id.value },
-  status: { S: status },
-  token: { S: owner },
-  fingerprint: { S: "sha256:send" },
-  attempt: { N: "1" },
-  lease_until: { N: "31000" },
-  expires_at: { N: "3601000" },
+  ...storedItem(id, { status, token: owner, fingerprint: "sha256:send" }),
   ...(status === "COMPLETED" ? { outcome_kind: { S: "Success" }, outcome_body: { S: "1" } } : {})
 })
 

@@ -4,7 +4,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as TestClock from "effect/TestClock"
-import { conditionFailed, scriptedStore, succeed } from "./utils/scripted.js"
+import { conditionFailed, item, scriptedStore, succeed } from "./utils/scripted.js"
 
 const id = IdempotencyRecord.makeRecordId({ operation: "tracing", key: IdempotencyKey.unsafeMake("key-1") })
 const token = "token-1"
@@ -19,15 +19,7 @@ describe("tracing", () => {
       const { store } = yield* scriptedStore((sent, n) =>
         // the second reservation meets a live record
         n === 2
-          ? Promise.reject(conditionFailed({
-            id: { S: id.value },
-            status: { S: "IN_PROGRESS" },
-            token: { S: "other" },
-            fingerprint: { S: "sha256:x" },
-            attempt: { N: "1" },
-            lease_until: { N: "31000" },
-            expires_at: { N: "3601000" }
-          }))
+          ? Promise.reject(conditionFailed(item(id, { status: "IN_PROGRESS", token: "other" })))
           : succeed(sent), { tableName: "traced" })
       const reserve = {
         id,

@@ -14,7 +14,7 @@ import {
   ThrottlingException,
   UpdateItemCommand
 } from "@aws-sdk/client-dynamodb"
-import type { IdempotencyStore } from "@effect-idempotency/core"
+import type { IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { DynamoDbClient, DynamoDbStore } from "@effect-idempotency/dynamodb"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
@@ -59,6 +59,39 @@ const commandName = (command: unknown): Sent["command"] =>
 /** Answers every request with an empty success, except a reservation, which gets attempt 1. */
 export const succeed = (sent: Sent): Promise<unknown> =>
   Promise.resolve(sent.input.ReturnValues === "UPDATED_NEW" ? { Attributes: { attempt: { N: "1" } } } : {})
+
+/**
+ * A record's item as the table holds it (the store's attribute names, DynamoDB's attribute values):
+ * `status` and `token` as given; by default fingerprint `sha256:x`, attempt 1, and a lease and a TTL
+ * of 30 seconds and an hour from the clock time 1000.
+ */
+export const item = (
+  id: IdempotencyRecord.RecordId,
+  record:
+    & Pick<IdempotencyRecord.IdempotencyRecord, "status" | "token">
+    & Partial<Pick<IdempotencyRecord.IdempotencyRecord, "fingerprint" | "attempt" | "leaseUntil" | "expiresAt">>
+) => ({
+  id: { S: id.value },
+  status: { S: record.status },
+  token: { S: record.token },
+  fingerprint: { S: record.fingerprint ?? "sha256:x" },
+  attempt: { N: String(record.attempt ?? 1) },
+  lease_until: { N: String(record.leaseUntil ?? 31_000) },
+  expires_at: { N: String(record.expiresAt ?? 3_601_000) }
+})
+
+/** Replaces an expression's placeholders by what they stand for: `#n0` by its name, `:now` by its value's text. */
+export const resolve = (sent: Sent, field: string): string => {
+  const names = (sent.input.ExpressionAttributeNames ?? {}) as Record<string, string>
+  const values = (sent.input.ExpressionAttributeValues ?? {}) as Record<string, { S?: string; N?: string }>
+  return String(sent.input[field]).replace(/#\w+/g, (placeholder) => names[placeholder] ?? `?${placeholder}`).replace(
+    /:\w+/g,
+    (placeholder) => {
+      const value = values[placeholder]
+      return value === undefined ? `?${placeholder}` : value.S !== undefined ? `'${value.S}'` : String(value.N)
+    }
+  )
+}
 
 /** DynamoDB's answer to a failed condition, with the item as it was (`ALL_OLD`) when given. */
 export const conditionFailed = (item?: Record<string, unknown>): Error =>
