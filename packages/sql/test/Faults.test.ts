@@ -5,8 +5,10 @@
  * `StoreUnavailable` (within `callTimeout` for a server that stops answering), and an operation
  * run over it fails without executing.
  */
-import { Idempotency, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyStore } from "@effect-idempotency/core"
 import { SqlIdempotencyStore } from "@effect-idempotency/sql"
+import * as Counting from "@effect-idempotency/test-support/Counting"
+import * as StoreCalls from "@effect-idempotency/test-support/StoreCalls"
 import { StoreFixtures, TcpProxy } from "@effect-idempotency/testing"
 import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -21,7 +23,6 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Ref from "effect/Ref"
-import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
 import { inject } from "vitest"
 import { layerClient, scopedDatabaseFile, uniqueTable } from "./utils/databases.js"
@@ -37,21 +38,22 @@ const unavailable = <A, E>(exit: Exit.Exit<A, E>): string | true => {
     : Cause.pretty(exit.cause)
 }
 
-/** An operation that counts its executions, and a run of it on a new key over `store`. */
-const counted = Effect.map(Ref.make(0), (executions) => {
-  const operation = Idempotency.make({
-    name: `faults-${randomUUID()}`,
-    payload: Schema.Struct({ n: Schema.Number }),
-    success: Schema.Number,
-    execute: () => Ref.updateAndGet(executions, (n) => n + 1)
-  })
-  return {
-    executions,
-    runOn: (store: IdempotencyStore.IdempotencyStore["Type"]) =>
-      operation.run({ key: randomUUID(), payload: { n: 1 } }).pipe(
-        Effect.provideService(IdempotencyStore.IdempotencyStore, store)
-      )
-  }
+/**
+ * An operation that counts its executions: a run of it on a new key over `store`, and the check that
+ * such a run fails with `StoreUnavailable` and executes nothing.
+ */
+const counted = Effect.map(Counting.operation("faults"), ({ executions, operation }) => {
+  const runOn = (store: IdempotencyStore.IdempotencyStore["Type"]) =>
+    operation.run({ key: randomUUID(), payload: Counting.payload }).pipe(
+      Effect.provideService(IdempotencyStore.IdempotencyStore, store)
+    )
+  const failsClosed = (store: IdempotencyStore.IdempotencyStore["Type"]) =>
+    Effect.gen(function*() {
+      const run = yield* Effect.exit(runOn(store))
+      assert.strictEqual(unavailable(Exit.mapError(run, (e) => e as unknown)), true)
+      assert.strictEqual(yield* Ref.get(executions), 0)
+    })
+  return { failsClosed, runOn }
 })
 
 /** A store through a proxy to the run's MariaDB database. */
@@ -74,33 +76,15 @@ describe("SqlIdempotencyStore faults", () => {
     () =>
       Effect.gen(function*() {
         const { proxy, store } = yield* throughProxy
-        const { executions, runOn } = yield* counted
+        const { failsClosed } = yield* counted
         yield* proxy.stall()
-        const id = freshId()
-        for (
-          const call of [
-            store.reserve(reserveRequest(id)),
-            store.get(id),
-            store.complete({
-              id,
-              token: "t",
-              outcome: IdempotencyRecord.StoredOutcome.Success({ value: "1" }),
-              ttl: Duration.hours(1)
-            }),
-            store.release({ id, token: "t" }),
-            store.purgeExpired()
-          ]
-        ) {
+        for (const [, call] of StoreCalls.everyMethod(store, { token: "t" })) {
           const started = Date.now()
           const exit = yield* Effect.exit(call)
           assert.strictEqual(unavailable(exit), true)
           assert.isBelow(Date.now() - started, 10_000)
         }
-        const run = yield* Effect.exit(
-          runOn(store)
-        )
-        assert.strictEqual(unavailable(Exit.mapError(run, (e) => e as unknown)), true)
-        assert.strictEqual(yield* Ref.get(executions), 0)
+        yield* failsClosed(store)
         yield* proxy.resume
       }).pipe(Effect.scoped),
     60_000
@@ -111,18 +95,14 @@ describe("SqlIdempotencyStore faults", () => {
     () =>
       Effect.gen(function*() {
         const { proxy, store } = yield* throughProxy
-        const { executions, runOn } = yield* counted
+        const { failsClosed, runOn } = yield* counted
         for (const fault of [proxy.cut, proxy.refuse]) {
           yield* fault
           const exit = yield* Effect.exit(store.reserve(reserveRequest(freshId())))
           // a cut connection may be replaced by a new one that works: then the call succeeds
           if (Exit.isFailure(exit)) assert.strictEqual(unavailable(exit), true)
         }
-        const run = yield* Effect.exit(
-          runOn(store)
-        )
-        assert.strictEqual(unavailable(Exit.mapError(run, (e) => e as unknown)), true)
-        assert.strictEqual(yield* Ref.get(executions), 0)
+        yield* failsClosed(store)
         yield* proxy.resume
         // back: the key executes once
         assert.strictEqual(
@@ -144,7 +124,7 @@ describe("SqlIdempotencyStore faults", () => {
           Effect.provide(client),
           Effect.orDie
         )
-        const { executions, runOn } = yield* counted
+        const { failsClosed, runOn } = yield* counted
         // another connection holds the write lock: a transaction that wrote, and waits (better-sqlite3
         // waits 5 s for the lock, then fails with SQLITE_BUSY)
         const other = Context.get(yield* Layer.build(layerClient("sqlite", { file })), SqlClient.SqlClient)
@@ -159,11 +139,7 @@ describe("SqlIdempotencyStore faults", () => {
           )
         )
         yield* Deferred.await(locked)
-        const run = yield* Effect.exit(
-          runOn(store)
-        )
-        assert.strictEqual(unavailable(Exit.mapError(run, (e) => e as unknown)), true)
-        assert.strictEqual(yield* Ref.get(executions), 0)
+        yield* failsClosed(store)
         yield* Deferred.succeed(release, void 0)
         yield* Fiber.join(holder)
         assert.strictEqual(

@@ -24,16 +24,21 @@ const { expectExisting, expectReserved, FP_A, reserveRequest } = StoreFixtures
 const idOf = (operation: string, key: string) =>
   IdempotencyRecord.makeRecordId({ operation, key: IdempotencyKey.unsafeMake(key) })
 
+/** A store on a MariaDB pool of one connection, and that connection's client (for its session's settings). */
+const mariaDbSession = Effect.gen(function*() {
+  const client = yield* Layer.build(layerClient("mariadb", { maxConnections: 1 }))
+  const store = yield* SqlIdempotencyStore.make({ table: uniqueTable("idem_mode"), migrate: true }).pipe(
+    Effect.provide(client),
+    Effect.orDie
+  )
+  return { sql: Context.get(client, SqlClient.SqlClient), store }
+})
+
 describe("SqlIdempotencyStore reservation", () => {
   for (const mode of ["SIMULTANEOUS_ASSIGNMENT", "STRICT_ALL_TABLES,SIMULTANEOUS_ASSIGNMENT"]) {
     it.scoped(`MariaDB under sql_mode ${mode}: a FAILED record is taken over by exactly one attempt`, () =>
       Effect.gen(function*() {
-        const client = yield* Layer.build(layerClient("mariadb", { maxConnections: 1 }))
-        const sql = Context.get(client, SqlClient.SqlClient)
-        const store = yield* SqlIdempotencyStore.make({ table: uniqueTable("idem_mode"), migrate: true }).pipe(
-          Effect.provide(client),
-          Effect.orDie
-        )
+        const { sql, store } = yield* mariaDbSession
         const id = StoreFixtures.freshId()
         // one connection, in a transaction, so that the session's mode holds for every statement
         yield* sql.withTransaction(Effect.gen(function*() {
@@ -52,12 +57,7 @@ describe("SqlIdempotencyStore reservation", () => {
 
   it.scoped("MariaDB under a sql_mode that is not strict: an id too long is a StoreError, not another key's record", () =>
     Effect.gen(function*() {
-      const client = yield* Layer.build(layerClient("mariadb", { maxConnections: 1 }))
-      const sql = Context.get(client, SqlClient.SqlClient)
-      const store = yield* SqlIdempotencyStore.make({ table: uniqueTable("idem_mode"), migrate: true }).pipe(
-        Effect.provide(client),
-        Effect.orDie
-      )
+      const { sql, store } = yield* mariaDbSession
       const operation = "o".repeat(3000)
       yield* sql.withTransaction(Effect.gen(function*() {
         yield* sql.unsafe("SET SESSION sql_mode = ''").withoutTransform
