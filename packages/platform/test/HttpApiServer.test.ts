@@ -20,10 +20,9 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
 import type { Backend } from "./utils/backends.js"
-import { backends, proxiedStore } from "./utils/backends.js"
-import type { Client } from "./utils/server.js"
-import { serve } from "./utils/server.js"
-import { assertSameResponse, Executions, order, ordersCases, problem } from "./utils/serverCases.js"
+import { backends, servedOn } from "./utils/backends.js"
+import type { ServerEnv } from "./utils/serverCases.js"
+import { assertSameResponse, Executions, order, ordersCases, problem, serverTest } from "./utils/serverCases.js"
 
 class OutOfStock extends Schema.TaggedError<OutOfStock>()(
   "OutOfStock",
@@ -73,31 +72,28 @@ const ordersLive = (calls: Executions) =>
       .handle("note", ({ request }) => Effect.sync(() => ({ n: calls.count("note", request) })))
       .handle("get", ({ path }) => Effect.succeed({ orderId: path.id, sku: "A-1", quantity: 1 })))
 
-class Env extends Context.Tag("test/HttpApiServer/Env")<Env, {
-  readonly client: Client
-  readonly calls: Executions
-  readonly proxy: { readonly refuse: Effect.Effect<void>; readonly resume: Effect.Effect<void> }
-}>() {}
+class Env extends Context.Tag("test/HttpApiServer/Env")<Env, ServerEnv<{ readonly calls: Executions }>>() {}
 
 const envLayer = (backend: Backend) =>
   Layer.scoped(
     Env,
-    Effect.gen(function*() {
-      const { context, proxy } = yield* proxiedStore(backend)
+    Effect.suspend(() => {
       const calls = new Executions()
-      const ApiLive = HttpApiBuilder.api(Api).pipe(
-        Layer.provide(ordersLive(calls)),
-        Layer.provide(IdempotencyHttpApi.layer(Api, {
-          scope: (request) => Effect.succeed(request.headers["x-tenant"]),
-          timeLimit: "6 seconds"
-        })),
-        Layer.provide(Layer.succeedContext(context))
-      )
-      const app = yield* HttpApiBuilder.httpApp.pipe(
-        Effect.provide(Layer.mergeAll(ApiLive, HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer))
-      )
-      const client = yield* serve(Effect.provide(app, NodeHttpServer.layerContext))
-      return { client, calls, proxy }
+      const app = (context: Context.Context<IdempotencyStore.IdempotencyStore>) => {
+        const ApiLive = HttpApiBuilder.api(Api).pipe(
+          Layer.provide(ordersLive(calls)),
+          Layer.provide(IdempotencyHttpApi.layer(Api, {
+            scope: (request) => Effect.succeed(request.headers["x-tenant"]),
+            timeLimit: "6 seconds"
+          })),
+          Layer.provide(Layer.succeedContext(context))
+        )
+        return HttpApiBuilder.httpApp.pipe(
+          Effect.provide(Layer.mergeAll(ApiLive, HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer)),
+          Effect.map((app) => Effect.provide(app, NodeHttpServer.layerContext))
+        )
+      }
+      return Effect.map(servedOn(backend, app), (server) => ({ ...server, calls }))
     })
   )
 
@@ -105,43 +101,44 @@ for (const backend of backends) {
   layer(envLayer(backend), { excludeTestServices: true, timeout: "120 seconds" })(
     `IdempotencyHttpApi, ${backend.name}`,
     (it) => {
-      it.effect("an idempotent endpoint runs once; a retry gets the same response with the replay header", () =>
-        Effect.gen(function*() {
-          const { calls, client } = yield* Env
-          const key = randomUUID()
+      const test = serverTest(it, Env)
+
+      test(
+        "an idempotent endpoint runs once; a retry gets the same response with the replay header",
+        function*({ calls, client }, key) {
           const first = yield* client.send("POST", "/orders", { key, body: order })
           assert.strictEqual(first.status, 201)
           assert.isUndefined(first.headers["idempotent-replayed"])
           assertSameResponse(yield* client.send("POST", "/orders", { key, body: order }), first)
           assert.strictEqual(calls.runs("create", key), 1)
-        }))
+        }
+      )
 
-      it.effect("a declared domain failure is answered with its status, recorded, and replayed", () =>
-        Effect.gen(function*() {
-          const { calls, client } = yield* Env
-          const key = randomUUID()
+      test(
+        "a declared domain failure is answered with its status, recorded, and replayed",
+        function*({ calls, client }, key) {
           const body = JSON.stringify({ sku: "SOLD-OUT", quantity: 1 })
           const first = yield* client.send("POST", "/orders", { key, body })
           assert.strictEqual(first.status, 409)
           assert.deepStrictEqual(JSON.parse(first.text), { _tag: "OutOfStock", sku: "SOLD-OUT" })
           assertSameResponse(yield* client.send("POST", "/orders", { key, body }), first)
           assert.strictEqual(calls.runs("create", key), 1)
-        }))
+        }
+      )
 
-      it.effect("the fingerprint is the decoded payload's: the same order laid out differently replays", () =>
-        Effect.gen(function*() {
-          const { calls, client } = yield* Env
-          const key = randomUUID()
+      test(
+        "the fingerprint is the decoded payload's: the same order laid out differently replays",
+        function*({ calls, client }, key) {
           const first = yield* client.send("POST", "/orders", { key, body: order })
           const relaid = yield* client.send("POST", "/orders", { key, body: "{ \"quantity\": 2,\n \"sku\": \"A-1\" }" })
           assertSameResponse(relaid, first)
           assert.strictEqual(calls.runs("create", key), 1)
-        }))
+        }
+      )
 
-      it.effect("a body whose decoding crashes gets 400 before anything is reserved; a valid retry runs once", () =>
-        Effect.gen(function*() {
-          const { calls, client } = yield* Env
-          const key = randomUUID()
+      test(
+        "a body whose decoding crashes gets 400 before anything is reserved; a valid retry runs once",
+        function*({ calls, client }, key) {
           // nested 5,000 deep: formatting its issues overflows the stack where HttpApiBuilder decodes it
           const deep = "[".repeat(5000) + "]".repeat(5000)
           const crashed = yield* client.send("POST", "/orders", { key, body: `{"sku":${deep},"quantity":1}` })
@@ -150,11 +147,12 @@ for (const backend of backends) {
           const valid = yield* client.send("POST", "/orders", { key, body: order })
           assert.strictEqual(valid.status, 201)
           assert.strictEqual(calls.runs("create", key), 1)
-        }))
+        }
+      )
 
-      it.effect("400 without a key, 422 for the key with another body, and 409 is not confused with them", () =>
-        Effect.gen(function*() {
-          const { calls, client } = yield* Env
+      test(
+        "400 without a key, 422 for the key with another body, and 409 is not confused with them",
+        function*({ calls, client }) {
           const missing = yield* client.send("POST", "/orders", { body: order })
           assert.strictEqual(missing.status, 400)
           assert.strictEqual(missing.headers["content-type"], "application/problem+json")
@@ -165,12 +163,12 @@ for (const backend of backends) {
           const reused = yield* client.send("POST", "/orders", { key, body: JSON.stringify({ sku: "B", quantity: 1 }) })
           assert.strictEqual(reused.status, 422)
           assert.strictEqual(calls.runs("create", key), 1)
-        }))
+        }
+      )
 
-      it.effect("the endpoints that did not opt in are untouched; an optional key runs without one", () =>
-        Effect.gen(function*() {
-          const { calls, client } = yield* Env
-          const key = randomUUID()
+      test(
+        "the endpoints that did not opt in are untouched; an optional key runs without one",
+        function*({ calls, client }, key) {
           // the static route /orders/notes next to the idempotent /orders and /orders/:id
           assert.strictEqual((yield* client.send("POST", "/orders/notes", { key, body: order })).status, 200)
           assert.strictEqual((yield* client.send("POST", "/orders/notes", { key, body: order })).status, 200)
@@ -183,7 +181,8 @@ for (const backend of backends) {
           const keyed = yield* client.send("PATCH", "/orders/ord-1", { key, body: order })
           assertSameResponse(yield* client.send("PATCH", "/orders/ord-1", { key, body: order }), keyed)
           assert.strictEqual(calls.runs("update", key), 1)
-        }))
+        }
+      )
 
       ordersCases(
         it,

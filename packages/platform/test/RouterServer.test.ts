@@ -18,10 +18,9 @@ import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import { randomBytes, randomUUID } from "node:crypto"
 import type { Backend } from "./utils/backends.js"
-import { backends, proxiedStore } from "./utils/backends.js"
-import type { Client } from "./utils/server.js"
-import { serve } from "./utils/server.js"
-import { assertSameResponse, Executions, order, ordersCases, problem } from "./utils/serverCases.js"
+import { backends, servedOn } from "./utils/backends.js"
+import type { ServerEnv } from "./utils/serverCases.js"
+import { assertSameResponse, Executions, order, ordersCases, problem, serverTest } from "./utils/serverCases.js"
 
 /** What the routes did, by route and key, and the latches that hold `/slow` by key. */
 class Routes extends Executions {
@@ -130,20 +129,17 @@ const makeApp = (routes: Routes) => {
   )
 }
 
-class Env extends Context.Tag("test/RouterServer/Env")<Env, {
-  readonly client: Client
-  readonly routes: Routes
-  readonly proxy: { readonly refuse: Effect.Effect<void>; readonly resume: Effect.Effect<void> }
-}>() {}
+class Env extends Context.Tag("test/RouterServer/Env")<Env, ServerEnv<{ readonly routes: Routes }>>() {}
 
 const envLayer = (backend: Backend) =>
   Layer.scoped(
     Env,
-    Effect.gen(function*() {
-      const { context, proxy } = yield* proxiedStore(backend)
+    Effect.suspend(() => {
       const routes = new Routes()
-      const client = yield* serve(Effect.provide(makeApp(routes), context))
-      return { client, routes, proxy }
+      return Effect.map(
+        servedOn(backend, (context) => Effect.succeed(Effect.provide(makeApp(routes), context))),
+        (server) => ({ ...server, routes })
+      )
     })
   )
 
@@ -151,10 +147,11 @@ for (const backend of backends) {
   layer(envLayer(backend), { excludeTestServices: true, timeout: "120 seconds" })(
     `IdempotencyMiddleware on HttpRouter, ${backend.name}`,
     (it) => {
-      it.effect("the first POST runs; a retry gets its status, allowed headers and bytes with the replay header", () =>
-        Effect.gen(function*() {
-          const { client, routes } = yield* Env
-          const key = randomUUID()
+      const test = serverTest(it, Env)
+
+      test(
+        "the first POST runs; a retry gets its status, allowed headers and bytes with the replay header",
+        function*({ client, routes }, key) {
           const first = yield* client.send("POST", "/orders", { key, body: order })
           assert.strictEqual(first.status, 201)
           assert.isUndefined(first.headers["idempotent-replayed"])
@@ -168,49 +165,41 @@ for (const backend of backends) {
             assert.isUndefined(replay.headers["x-trace"])
           }
           assert.strictEqual(routes.runs("orders", key), 1)
-        }))
+        }
+      )
 
-      it.effect("a binary body is replayed byte-identical", () =>
-        Effect.gen(function*() {
-          const { client, routes } = yield* Env
-          const key = randomUUID()
-          const first = yield* client.send("POST", "/files", { key, body: order })
-          const replay = yield* client.send("POST", "/files", { key, body: order })
-          assert.strictEqual(first.bytes.byteLength, 8 * 1024)
-          assertSameResponse(replay, first, ["content-type"])
-          assert.strictEqual(routes.runs("files", key), 1)
-        }))
+      test("a binary body is replayed byte-identical", function*({ client, routes }, key) {
+        const first = yield* client.send("POST", "/files", { key, body: order })
+        const replay = yield* client.send("POST", "/files", { key, body: order })
+        assert.strictEqual(first.bytes.byteLength, 8 * 1024)
+        assertSameResponse(replay, first, ["content-type"])
+        assert.strictEqual(routes.runs("files", key), 1)
+      })
 
-      it.effect("other methods and other routes are untouched", () =>
-        Effect.gen(function*() {
-          const { client, routes } = yield* Env
-          const key = randomUUID()
-          assert.strictEqual((yield* client.send("GET", "/orders", { key })).status, 200)
-          assert.strictEqual((yield* client.send("GET", "/orders", { key })).status, 200)
-          assert.strictEqual(routes.runs("list", key), 2)
-          assert.strictEqual((yield* client.send("POST", "/notes", { body: order })).status, 201)
-          assert.strictEqual((yield* client.send("POST", "/notes", { body: order })).status, 201)
-          assert.strictEqual(routes.runs("notes", ""), 2)
-        }))
+      test("other methods and other routes are untouched", function*({ client, routes }, key) {
+        assert.strictEqual((yield* client.send("GET", "/orders", { key })).status, 200)
+        assert.strictEqual((yield* client.send("GET", "/orders", { key })).status, 200)
+        assert.strictEqual(routes.runs("list", key), 2)
+        assert.strictEqual((yield* client.send("POST", "/notes", { body: order })).status, 201)
+        assert.strictEqual((yield* client.send("POST", "/notes", { body: order })).status, 201)
+        assert.strictEqual(routes.runs("notes", ""), 2)
+      })
 
-      it.effect("400 problems for a missing or invalid key; the handler does not run", () =>
-        Effect.gen(function*() {
-          const { client, routes } = yield* Env
-          const missing = yield* client.send("POST", "/orders", { body: order })
-          assert.strictEqual(missing.status, 400)
-          assert.strictEqual(missing.headers["content-type"], "application/problem+json")
-          assert.include(problem(missing).detail, "Idempotency-Key")
-          const invalid = yield* client.send("POST", "/orders", { key: "two words", body: order })
-          assert.strictEqual(invalid.status, 400)
-          assert.strictEqual(problem(invalid).status, 400)
-          assert.strictEqual(routes.runs("orders", ""), 0)
-          assert.strictEqual(routes.runs("orders", "two words"), 0)
-        }))
+      test("400 problems for a missing or invalid key; the handler does not run", function*({ client, routes }) {
+        const missing = yield* client.send("POST", "/orders", { body: order })
+        assert.strictEqual(missing.status, 400)
+        assert.strictEqual(missing.headers["content-type"], "application/problem+json")
+        assert.include(problem(missing).detail, "Idempotency-Key")
+        const invalid = yield* client.send("POST", "/orders", { key: "two words", body: order })
+        assert.strictEqual(invalid.status, 400)
+        assert.strictEqual(problem(invalid).status, 400)
+        assert.strictEqual(routes.runs("orders", ""), 0)
+        assert.strictEqual(routes.runs("orders", "two words"), 0)
+      })
 
-      it.effect("409 with Retry-After while the first request runs; then its response is replayed", () =>
-        Effect.gen(function*() {
-          const { client, routes } = yield* Env
-          const key = randomUUID()
+      test(
+        "409 with Retry-After while the first request runs; then its response is replayed",
+        function*({ client, routes }, key) {
           const latch = { started: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
           routes.latches.set(key, latch)
           const first = yield* Effect.fork(client.send("POST", "/slow", { key, body: order }))
@@ -225,12 +214,12 @@ for (const backend of backends) {
           const replay = yield* client.send("POST", "/slow", { key, body: order })
           assert.deepStrictEqual([replay.status, replay.headers["idempotent-replayed"]], [201, "true"])
           assert.strictEqual(routes.runs("slow", key), 1)
-        }))
+        }
+      )
 
-      it.effect("a client that goes away does not stop the request: its retry gets the recorded response", () =>
-        Effect.gen(function*() {
-          const { client, routes } = yield* Env
-          const key = randomUUID()
+      test(
+        "a client that goes away does not stop the request: its retry gets the recorded response",
+        function*({ client, routes }, key) {
           const latch = { started: yield* Deferred.make<void>(), release: yield* Deferred.make<void>() }
           routes.latches.set(key, latch)
           const first = yield* Effect.fork(client.send("POST", "/slow", { key, body: order }))
@@ -245,12 +234,12 @@ for (const backend of backends) {
           )
           assert.deepStrictEqual([retry.status, retry.headers["idempotent-replayed"]], [201, "true"])
           assert.strictEqual(routes.runs("slow", key), 1)
-        }))
+        }
+      )
 
-      it.effect("422 for the key with another body or on another route of the same middleware", () =>
-        Effect.gen(function*() {
-          const { client, routes } = yield* Env
-          const key = randomUUID()
+      test(
+        "422 for the key with another body or on another route of the same middleware",
+        function*({ client, routes }, key) {
           yield* client.send("POST", "/orders", { key, body: order })
           const reused = yield* client.send("POST", "/orders", {
             key,
@@ -262,12 +251,12 @@ for (const backend of backends) {
           assert.strictEqual(otherRoute.status, 422)
           assert.strictEqual(routes.runs("orders", key), 1)
           assert.strictEqual(routes.runs("files", key), 0)
-        }))
+        }
+      )
 
-      it.effect("413 past maxBodyBytes, without echoing the body; the handler does not run", () =>
-        Effect.gen(function*() {
-          const { client, routes } = yield* Env
-          const key = randomUUID()
+      test(
+        "413 past maxBodyBytes, without echoing the body; the handler does not run",
+        function*({ client, routes }, key) {
           const reply = yield* client.send("POST", "/orders", {
             key,
             body: JSON.stringify({ secret: "sk_live_" + "x".repeat(100 * 1024) })
@@ -288,12 +277,12 @@ for (const backend of backends) {
           const first = yield* client.send("POST", "/orders", { key, body: order, chunked: true })
           assert.strictEqual(first.status, 201)
           assertSameResponse(yield* client.send("POST", "/orders", { key, body: order }), first, ["content-type"])
-        }))
+        }
+      )
 
-      it.effect("a 5xx is not recorded and a retry runs again; a 4xx is recorded and replayed", () =>
-        Effect.gen(function*() {
-          const { client, routes } = yield* Env
-          const key = randomUUID()
+      test(
+        "a 5xx is not recorded and a retry runs again; a 4xx is recorded and replayed",
+        function*({ client, routes }, key) {
           assert.strictEqual((yield* client.send("POST", "/flaky", { key, body: order })).status, 503)
           const retry = yield* client.send("POST", "/flaky", { key, body: order })
           assert.deepStrictEqual([retry.status, retry.headers["idempotent-replayed"]], [201, undefined])
@@ -307,21 +296,18 @@ for (const backend of backends) {
           assert.strictEqual(rejected.status, 409)
           assertSameResponse(again, rejected, ["content-type"])
           assert.strictEqual(routes.runs("reject", rejectKey), 1)
-        }))
+        }
+      )
 
-      it.effect("a failure of the handler releases the key: the retry runs again", () =>
-        Effect.gen(function*() {
-          const { client, routes } = yield* Env
-          const key = randomUUID()
-          assert.strictEqual((yield* client.send("POST", "/fails", { key, body: order })).status, 500)
-          assert.strictEqual((yield* client.send("POST", "/fails", { key, body: order })).status, 201)
-          assert.strictEqual(routes.runs("fails", key), 2)
-        }))
+      test("a failure of the handler releases the key: the retry runs again", function*({ client, routes }, key) {
+        assert.strictEqual((yield* client.send("POST", "/fails", { key, body: order })).status, 500)
+        assert.strictEqual((yield* client.send("POST", "/fails", { key, body: order })).status, 201)
+        assert.strictEqual(routes.runs("fails", key), 2)
+      })
 
-      it.effect("a response larger than the store keeps is answered whole once; retries get 500, no second run", () =>
-        Effect.gen(function*() {
-          const { client, routes } = yield* Env
-          const key = randomUUID()
+      test(
+        "a response larger than the store keeps is answered whole once; retries get 500, no second run",
+        function*({ client, routes }, key) {
           const first = yield* client.send("POST", "/large", { key, body: order })
           assert.strictEqual(first.status, 200)
           assert.strictEqual(first.bytes.byteLength, 64 * 1024)
@@ -330,19 +316,20 @@ for (const backend of backends) {
           assert.strictEqual(retry.status, 500)
           assert.strictEqual(retry.headers["idempotent-replayed"], "true")
           assert.strictEqual(routes.runs("large", key), 1)
-        }))
+        }
+      )
 
-      it.effect("504 when the handler outlives its timeout; markUnknown replays it without running again", () =>
-        Effect.gen(function*() {
-          const { client, routes } = yield* Env
-          const key = randomUUID()
+      test(
+        "504 when the handler outlives its timeout; markUnknown replays it without running again",
+        function*({ client, routes }, key) {
           const first = yield* client.send("POST", "/timeout", { key, body: order })
           assert.strictEqual(first.status, 504)
           assert.isUndefined(first.headers["idempotent-replayed"])
           const retry = yield* client.send("POST", "/timeout", { key, body: order })
           assert.deepStrictEqual([retry.status, retry.headers["idempotent-replayed"]], [504, "true"])
           assert.strictEqual(routes.runs("timeout", key), 1)
-        }))
+        }
+      )
 
       ordersCases(
         it,

@@ -6,7 +6,9 @@
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type { Vitest } from "@effect/vitest"
 import { assert } from "@effect/vitest"
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import type { YieldWrap } from "effect/Utils"
 import { randomUUID } from "node:crypto"
 import type { Client, Reply } from "./server.js"
 
@@ -38,10 +40,19 @@ export const assertSameResponse = (replay: Reply, first: Reply, kept: ReadonlyAr
   assert.strictEqual(replay.headers["idempotent-replayed"], "true")
 }
 
+/** The proxy in front of a server's store: refuses its connections, then lets them through again. */
+export interface StoreProxy {
+  readonly refuse: Effect.Effect<void>
+  readonly resume: Effect.Effect<void>
+}
+
+/** A server under test, served on loopback: its client, the proxy to its store, and what `X` adds. */
+export type ServerEnv<X> = { readonly client: Client; readonly proxy: StoreProxy } & X
+
 /** A server under test: its client, the proxy to its store, and the runs of its `POST /orders` handler. */
 export interface OrdersServer {
   readonly client: Client
-  readonly proxy: { readonly refuse: Effect.Effect<void>; readonly resume: Effect.Effect<void> }
+  readonly proxy: StoreProxy
   readonly runs: (key: string, tenant?: string) => number
 }
 
@@ -106,3 +117,13 @@ export const ordersCases = <R>(
     { timeout: 60_000 }
   )
 }
+
+/**
+ * `it.effect` for the tests of a server of `env`: the body, a generator as `Effect.gen` takes, is
+ * given the server and a fresh key.
+ */
+export const serverTest = <R, I extends R, S>(it: Vitest.MethodsNonLive<R, true>, env: Context.Tag<I, S>) =>
+(
+  name: string,
+  body: (server: S, key: string) => Generator<YieldWrap<Effect.Effect<unknown, unknown, R>>, void, unknown>
+) => it.effect(name, () => Effect.flatMap(env, (server) => Effect.gen(() => body(server, randomUUID()))))
