@@ -5,9 +5,10 @@
  * `nak(delay)` or `term`. Import it from `@effect-idempotency/queue/JetStreamConsumer`: the
  * package's index does not load the NATS client.
  *
- * The consumer's `ack_wait` must exceed the operation's `timeout` (30 seconds by default): a message
- * still running when `ack_wait` ends is delivered again, and that delivery meets the first one's
- * lease (`IdempotencyConflict`) and is nak'd until the outcome is recorded.
+ * The consumer's `ack_wait` must exceed the operation's `timeout` (30 seconds by default), or
+ * `workingEvery` be shorter than `ack_wait`: a message still running when `ack_wait` ends is
+ * delivered again, and that delivery meets the first one's lease (`IdempotencyConflict`) and is
+ * nak'd until the outcome is recorded.
  *
  * @example
  * ```ts
@@ -86,6 +87,12 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF> extends IdempotentConsumer
   readonly parse?: ((data: Uint8Array) => unknown) | undefined
   /** How long closing the scope waits for the messages in flight. Default `DEFAULT_DRAIN_TIMEOUT`. */
   readonly drainTimeout?: Duration.DurationInput | undefined
+  /**
+   * While a message's handler runs, tell JetStream it is still being worked on (`working()`) this
+   * often, so a handler longer than the consumer's `ack_wait` is not delivered again meanwhile.
+   * Default: never (the consumer's `ack_wait` must then exceed the operation's `timeout`).
+   */
+  readonly workingEvery?: Duration.DurationInput | undefined
 }
 
 /**
@@ -172,6 +179,16 @@ export const consume = <P, IP, A, IA, E, R, EF = never, IEF = never>(
         Effect.sync(() => msg.term())
       )
 
+    const working = <X, R2>(msg: JsMsg, handled: Effect.Effect<X, never, R2>): Effect.Effect<X, never, R2> =>
+      options.workingEvery === undefined
+        ? handled
+        : Effect.scoped(
+          Effect.zipRight(
+            Effect.forkScoped(Effect.forever(Effect.delay(Effect.sync(() => msg.working()), options.workingEvery))),
+            handled
+          )
+        )
+
     const handle = (msg: JsMsg) =>
       Effect.try(() => parse(msg.data)).pipe(
         Effect.matchEffect({
@@ -180,7 +197,7 @@ export const consume = <P, IP, A, IA, E, R, EF = never, IEF = never>(
             Effect.matchEffect(decode(body), {
               onFailure: (error) => poison(msg, "its body does not decode", error),
               onSuccess: (payload) =>
-                consumer.handle(deliveryOf(msg), payload).pipe(
+                working(msg, consumer.handle(deliveryOf(msg), payload)).pipe(
                   // interrupted before it was settled (the scope closed): deliver it again at once
                   Effect.onInterrupt(() => Effect.sync(() => msg.nak())),
                   Effect.flatMap((settlement) => settle(msg, settlement))

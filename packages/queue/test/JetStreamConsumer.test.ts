@@ -250,4 +250,21 @@ layer(NatsServerLive, { excludeTestServices: true, timeout: "1 minute" })("JetSt
       assert.strictEqual(settled.at(-1), "ack")
       assert.deepStrictEqual(settled.slice(0, -1).filter((how) => how !== "nak"), [])
     }).pipe(Effect.provide(IdempotencyStore.layerMemory)))
+  it.scoped("a handler longer than ack_wait is not delivered again while it runs when workingEvery is set", () =>
+    Effect.gen(function*() {
+      const stream = yield* testStream("working", { ack_wait: 1_000_000_000 })
+      const effects: Array<string> = []
+      const { source, tap } = tapped(yield* pullConsumer(stream))
+      yield* JetStreamConsumer.consume(source, {
+        ...charge(effects, () => Effect.sleep("2500 millis")),
+        timeout: "5 seconds",
+        workingEvery: "300 millis"
+      })
+      yield* stream.publish("m-1", order("m-1"))
+      yield* settledAll(stream, 1)
+      assert.deepStrictEqual(effects, ["m-1"])
+      assert.deepStrictEqual(tap.deliveries.map((d) => d.deliveryCount), [1])
+      assert.deepStrictEqual(tap.settled.map((s) => s.how), ["ack"])
+      assert.strictEqual((yield* stream.info).num_redelivered, 0)
+    }).pipe(Effect.provide(IdempotencyStore.layerMemory)))
 })
