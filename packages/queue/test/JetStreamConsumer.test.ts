@@ -258,7 +258,9 @@ layer(NatsServerLive, { excludeTestServices: true, timeout: "1 minute" })("JetSt
       yield* JetStreamConsumer.consume(source, {
         ...charge(effects, () => Effect.sleep("2500 millis")),
         timeout: "5 seconds",
-        workingEvery: "300 millis"
+        workingEvery: "300 millis",
+        // a pull stays open while the message runs, as it would on another consumer of the durable
+        concurrency: 2
       })
       yield* stream.publish("m-1", order("m-1"))
       yield* settledAll(stream, 1)
