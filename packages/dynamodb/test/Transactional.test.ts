@@ -110,6 +110,22 @@ const suite = (backend: Backend) => {
 
   const payload = { sku: "A-1" }
 
+  /** A normal-mode attempt of `operation` on `key` that crashed: IN_PROGRESS, its lease of 200 ms running out. */
+  const leftInProgress = (operation: string, key: string, takeover: boolean) =>
+    Effect.gen(function*() {
+      const store = yield* IdempotencyStore.IdempotencyStore
+      const id = IdempotencyRecord.makeRecordId({ operation, key: IdempotencyKey.unsafeMake(key) })
+      yield* store.reserve({
+        id,
+        token: "crashed",
+        fingerprint: yield* Idempotency.fingerprint(NewOrder, payload),
+        lease: Duration.millis(200),
+        ttl: Duration.hours(1),
+        takeover
+      })
+      return id
+    })
+
   layer(Live, { excludeTestServices: true, timeout: Duration.seconds(90) })(
     `DynamoDbTransactional on ${backend.name}`,
     (it) => {
@@ -406,17 +422,8 @@ const suite = (backend: Backend) => {
 
       it.effect("a normal-mode record left in progress past its lease (a crash) is taken over: attempt 2", () =>
         Effect.gen(function*() {
-          const store = yield* IdempotencyStore.IdempotencyStore
           const key = randomUUID()
-          const id = IdempotencyRecord.makeRecordId({ operation: "tx-takeover", key: IdempotencyKey.unsafeMake(key) })
-          yield* store.reserve({
-            id,
-            token: "crashed",
-            fingerprint: yield* Idempotency.fingerprint(NewOrder, payload),
-            lease: Duration.millis(200),
-            ttl: Duration.hours(1),
-            takeover: true
-          })
+          yield* leftInProgress("tx-takeover", key, true)
           const op = operation("tx-takeover", (order) => orderWrite(tables.orders, order.sku))
           const live = failureOf(yield* Effect.exit(op.run({ key, payload }))) as { readonly _tag: string }
           assert.strictEqual(live._tag, "IdempotencyConflict")
@@ -433,18 +440,7 @@ const suite = (backend: Backend) => {
         Effect.gen(function*() {
           const store = yield* IdempotencyStore.IdempotencyStore
           const key = randomUUID()
-          const id = IdempotencyRecord.makeRecordId({
-            operation: "tx-left-unknown",
-            key: IdempotencyKey.unsafeMake(key)
-          })
-          yield* store.reserve({
-            id,
-            token: "crashed",
-            fingerprint: yield* Idempotency.fingerprint(NewOrder, payload),
-            lease: Duration.millis(200),
-            ttl: Duration.hours(1),
-            takeover: false
-          })
+          const id = yield* leftInProgress("tx-left-unknown", key, false)
           const plans = yield* Ref.make(0)
           const op = operation(
             "tx-left-unknown",

@@ -3,7 +3,6 @@
  * ioredis `Cluster` client: the conformance suite, the admin suite, records spread over every node
  * (each script touches one key, so one slot), and a purge that scans every master.
  */
-import { IdempotencyRecord } from "@effect-idempotency/core"
 import { RedisClient, RedisStore } from "@effect-idempotency/redis"
 import type { RedisCluster } from "@effect-idempotency/test-support/Redis"
 import { redisCluster, requireRedisServer } from "@effect-idempotency/test-support/Redis"
@@ -16,7 +15,7 @@ import * as Layer from "effect/Layer"
 import * as TestClock from "effect/TestClock"
 import * as TestServices from "effect/TestServices"
 import { Cluster } from "ioredis"
-import { expectReserved, freshId, recordKey, reserveRequest, uniquePrefix } from "./utils/fixtures.js"
+import { completeRecord, freshId, recordKey, uniquePrefix } from "./utils/fixtures.js"
 
 class Nodes extends Context.Tag("test/Nodes")<Nodes, RedisCluster>() {}
 
@@ -68,13 +67,7 @@ layer(Live, { timeout: "2 minutes" })("RedisStore on a Redis Cluster", (it) => {
       const scoped = yield* RedisStore.make({ clock: "effect", prefix })
       const ids = Array.from({ length: 60 }, () => freshId())
       for (const id of ids) {
-        const owner = expectReserved(yield* scoped.reserve(reserveRequest(id)))
-        yield* scoped.complete({
-          id,
-          token: owner.token,
-          outcome: IdempotencyRecord.StoredOutcome.Success({ value: "1" }),
-          ttl: Duration.seconds(10)
-        })
+        yield* completeRecord(scoped, id, Duration.seconds(10))
       }
       const masters = cluster.nodes("master")
       assert.strictEqual(masters.length, 3)

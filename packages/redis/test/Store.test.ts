@@ -24,6 +24,7 @@ import { Redis } from "ioredis"
 import { randomUUID } from "node:crypto"
 import {
   clientLayer,
+  completeRecord,
   expectExisting,
   expectFailure,
   expectReserved,
@@ -175,13 +176,7 @@ describe("RedisStore on a client with a keyPrefix of its own", () => {
       const store = Context.get(context, IdempotencyStore.IdempotencyStore)
       const raw = Context.get(context, RawRedis)
       const id = freshId()
-      const owner = expectReserved(yield* store.reserve(reserveRequest(id)))
-      yield* store.complete({
-        id,
-        token: owner.token,
-        outcome: IdempotencyRecord.StoredOutcome.Success({ value: "1" }),
-        ttl: Duration.seconds(10)
-      })
+      yield* completeRecord(store, id, Duration.seconds(10))
       const key = `${prefix}records:{${id.value}}`
       assert.strictEqual(yield* Effect.promise(() => raw.exists(key)), 1)
       yield* TestClock.adjust(Duration.seconds(11))

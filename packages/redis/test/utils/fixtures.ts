@@ -1,8 +1,10 @@
-import type { IdempotencyRecord } from "@effect-idempotency/core"
+import type { IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyRecord } from "@effect-idempotency/core"
 import { RedisClient, RedisStore } from "@effect-idempotency/redis"
 import { StoreFixtures } from "@effect-idempotency/testing"
 import { assert } from "@effect/vitest"
 import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
@@ -40,6 +42,20 @@ export const expectFailure = <A, E>(exit: Exit.Exit<A, E>, tag: string, method?:
   if (method !== undefined) assert.strictEqual(error.method, method)
   return error
 }
+
+/** Reserves `id` on `store` and completes it (a success), to expire after `ttl`. */
+export const completeRecord = (
+  store: IdempotencyStore.IdempotencyStore["Type"],
+  id: IdempotencyRecord.RecordId,
+  ttl: Duration.Duration
+) =>
+  Effect.flatMap(store.reserve(reserveRequest(id)), (reserved) =>
+    store.complete({
+      id,
+      token: expectReserved(reserved).token,
+      outcome: IdempotencyRecord.StoredOutcome.Success({ value: "1" }),
+      ttl
+    }))
 
 export const Payload = Schema.Struct({ amount: Schema.Number, currency: Schema.String })
 
