@@ -4,7 +4,7 @@
  * time, an execution environment's runtime built once (and again after a failed build), and the
  * fingerprint of the decoded event.
  */
-import { IdempotencyContext, IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyContext } from "@effect-idempotency/core"
 import { LambdaEvent, LambdaInvocation } from "@effect-idempotency/lambda"
 import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
@@ -12,7 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { invoke, invokeAsync, makeDownstream, slowMemoryStore } from "./utils/LambdaRunner.js"
+import { dispose, invoke, invokeAsync, makeDownstream, memoryStore, slowMemoryStore } from "./utils/LambdaRunner.js"
 
 /** Events of an id, keyed by it. */
 const byId = { event: Schema.Struct({ id: Schema.String }), key: (event: { readonly id: string }) => event.id }
@@ -41,7 +41,7 @@ const shipping = (
   const carrier = makeDownstream({ deduplicate: false })
   const handler = LambdaEvent.idempotent({
     name: "ship-order",
-    layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+    layer: memoryStore,
     event: ShipEvent,
     key: (event) => event.detail.orderId,
     payload: (event) => event.detail,
@@ -69,7 +69,7 @@ describe("LambdaEvent.idempotent", () => {
       assert.deepStrictEqual(first._tag === "Ok" && first.value, { trackingId: "track-o-1", replayedByCarrier: false })
       assert.deepStrictEqual(retry._tag === "Ok" && retry.value, { trackingId: "track-o-1", replayedByCarrier: false })
       assert.strictEqual(carrier.total(), 1)
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("a stored failure is rejected again on every retry, and the handler does not run again", () =>
@@ -80,7 +80,7 @@ describe("LambdaEvent.idempotent", () => {
       assert.isTrue(first._tag === "Error" && first.error instanceof Refused)
       assert.isTrue(retry._tag === "Error" && retry.error instanceof Refused)
       assert.strictEqual(carrier.total(), 0)
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("the same key with another payload is KeyReused; an event that does not decode is InvalidEvent", () =>
@@ -92,7 +92,7 @@ describe("LambdaEvent.idempotent", () => {
       const invalid = yield* invoke(handler, { detail: { orderId: 1, secret: "sk_live_x" } }, "3 seconds")
       assert.isTrue(invalid._tag === "Error" && (invalid.error as { _tag?: string })._tag === "InvalidEvent")
       assert.notInclude(String((invalid as { error: Error }).error.message), "sk_live")
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("the deadline comes from the remaining time: a late answer is a timeout before Lambda's cut-off", () =>
@@ -111,7 +111,7 @@ describe("LambdaEvent.idempotent", () => {
         ["DownstreamTimeout", "DownstreamTimeout", "DownstreamTimeout"]
       )
       assert.strictEqual(carrier.total(), 1)
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("too little time left is InsufficientTime, before any store call", () =>
@@ -125,7 +125,7 @@ describe("LambdaEvent.idempotent", () => {
       )
       assert.strictEqual(result, "InsufficientTime")
       assert.strictEqual(carrier.total(), 0)
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("a cold start counts against the remaining time once: the time left is what Lambda gave, less the start", () =>
@@ -145,7 +145,7 @@ describe("LambdaEvent.idempotent", () => {
       const left = (cold as { readonly value: number }).value
       assert.isAtMost(left, 1500)
       assert.isAbove(left, 1000)
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("a cold start longer than the invocation: InsufficientTime before the cut-off; the build goes on", () =>
@@ -168,7 +168,7 @@ describe("LambdaEvent.idempotent", () => {
       const warm = yield* invoke(handler, { id: "1" }, "1 second")
       assert.deepStrictEqual(warm._tag === "Ok" && warm.value, 1)
       assert.strictEqual(builds, 1)
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("the runtime is built once per execution environment, and again after a failed build", () =>
@@ -178,7 +178,7 @@ describe("LambdaEvent.idempotent", () => {
         builds++
         return builds === 1
           ? Layer.fail("the store is not reachable")
-          : IdempotencyStore.layerMemoryWith({ warn: false })
+          : memoryStore
       }))
       const handler = LambdaEvent.idempotent({
         name: "ping",
@@ -194,7 +194,7 @@ describe("LambdaEvent.idempotent", () => {
         assert.deepStrictEqual(warm._tag === "Ok" && warm.value, "pong")
       }
       assert.strictEqual(builds, 2)
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("by default the fingerprint is the decoded event: the order of members and undeclared members do not count", () =>
@@ -202,7 +202,7 @@ describe("LambdaEvent.idempotent", () => {
       let runs = 0
       const handler = LambdaEvent.idempotent({
         name: "ship-order",
-        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+        layer: memoryStore,
         event: ShipEvent,
         key: (event) => event.detail.orderId,
         success: Schema.String,
@@ -225,7 +225,7 @@ describe("LambdaEvent.idempotent", () => {
       const reused = yield* invoke(handler, { ...resent, detail: { orderId: "o-6", items: 3 } }, "3 seconds")
       assert.isTrue(reused._tag === "Error" && (reused.error as { _tag?: string })._tag === "KeyReused")
       assert.strictEqual(runs, 1)
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("an event that does not encode back for its fingerprint is InvalidEvent, without its contents", () =>
@@ -239,7 +239,7 @@ describe("LambdaEvent.idempotent", () => {
       })
       const handler = LambdaEvent.idempotent({
         name: "ping",
-        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+        layer: memoryStore,
         event: Schema.Struct({ id: OneWay }),
         key: (event) => event.id,
         success: Schema.String,
@@ -249,6 +249,6 @@ describe("LambdaEvent.idempotent", () => {
       assert.isTrue(result._tag === "Error" && (result.error as { _tag?: string })._tag === "InvalidEvent")
       assert.notInclude(String((result as { error: Error }).error.message), "sk_live")
       assert.strictEqual(runs, 0)
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 })

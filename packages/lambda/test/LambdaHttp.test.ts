@@ -4,12 +4,12 @@
  * cookies, and the seed scenario (a downstream that answers after the function's timeout) on the
  * real stores.
  */
-import { IdempotencyContext, IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyContext } from "@effect-idempotency/core"
 import { LambdaHttp, LambdaTest } from "@effect-idempotency/lambda"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { initialized, invoke, makeDownstream, slowMemoryStore } from "./utils/LambdaRunner.js"
+import { dispose, initialized, invoke, makeDownstream, memoryStore, slowMemoryStore } from "./utils/LambdaRunner.js"
 import { realStores } from "./utils/stores.js"
 
 const v2 = (body: string, headers: Record<string, string>, options: { readonly base64?: boolean } = {}) =>
@@ -86,7 +86,7 @@ for (const store of realStores) {
             { "set-cookie": ["seen=1"] }
           )
           assert.deepStrictEqual(Array.from(downstream.writes.entries()), [["A-1", 1], ["C-3", 1]])
-          yield* Effect.promise(() => handler.dispose())
+          yield* dispose(handler)
         }),
       60_000
     )
@@ -125,7 +125,7 @@ for (const store of realStores) {
           assert.strictEqual(statuses[0], 504)
           assert.strictEqual(statuses[statuses.length - 1], 201)
           assert.strictEqual(downstream.total(), 1)
-          yield* Effect.promise(() => handler.dispose())
+          yield* dispose(handler)
         }),
       60_000
     )
@@ -145,7 +145,7 @@ describe("LambdaHttp's cut-off", () => {
       })
       const result = yield* invoke(handler, v2("{}", { "idempotency-key": "cold-1" }), "2 seconds")
       assert.strictEqual(result._tag === "Ok" ? result.value.statusCode : result._tag, 201)
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("a cold start longer than the invocation: 503 before the cut-off, nothing run; the build goes on", () =>
@@ -167,7 +167,7 @@ describe("LambdaHttp's cut-off", () => {
       const warm = yield* invoke(handler, v2("{}", { "idempotency-key": "cold-2" }), "1 second")
       assert.strictEqual(warm._tag === "Ok" ? warm.value.statusCode : warm._tag, 201)
       assert.deepStrictEqual([runs, builds], [1, 1])
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("ready() builds the runtime before the first invocation, which then has its whole time", () =>
@@ -181,7 +181,7 @@ describe("LambdaHttp's cut-off", () => {
       yield* Effect.promise(() => handler.ready())
       const result = yield* invoke(handler, v2("{}", { "idempotency-key": "init-1" }), "1 second")
       assert.strictEqual(result._tag === "Ok" ? result.value.statusCode : result._tag, 201)
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 })
 
@@ -190,7 +190,7 @@ describe("LambdaHttp's results", () => {
     Effect.gen(function*() {
       const handler = LambdaHttp.idempotent({
         name: "large",
-        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+        layer: memoryStore,
         maxBodyBytes: 1024,
         handler: () => Effect.succeed(Response.json({ ok: true }, { status: 201 }))
       })
@@ -201,6 +201,6 @@ describe("LambdaHttp's results", () => {
       assert.strictEqual(value.statusCode, 413)
       assert.strictEqual(value.headers["content-type"], "application/problem+json")
       assert.isUndefined(value.headers.connection)
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 })

@@ -4,7 +4,6 @@
  * as done, FIFO order (the first failure fails every record after it), and the fingerprint of the
  * decoded body (a message re-sent laid out differently replays).
  */
-import { IdempotencyStore } from "@effect-idempotency/core"
 import { LambdaSqs, LambdaTest } from "@effect-idempotency/lambda"
 import { assert, describe, it } from "@effect/vitest"
 import * as Data from "effect/Data"
@@ -14,7 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { invoke } from "./utils/LambdaRunner.js"
+import { dispose, invoke, memoryStore } from "./utils/LambdaRunner.js"
 
 class Unavailable extends Data.TaggedError("Unavailable")<{}> {}
 
@@ -35,7 +34,7 @@ const consumer = (
   const charged: Array<string> = []
   const handler = LambdaSqs.batch({
     name: "charge",
-    layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+    layer: memoryStore,
     body: Charge,
     key: (charge) => charge.chargeId,
     fifo: options.fifo ?? false,
@@ -61,7 +60,7 @@ const logged = () => {
     }
   })
   const layer = Layer.merge(
-    IdempotencyStore.layerMemoryWith({ warn: false }),
+    memoryStore,
     Logger.replace(Logger.defaultLogger, logger)
   )
   return { failures, layer }
@@ -87,7 +86,7 @@ describe("LambdaSqs.batch", () => {
       const again = yield* invoke(handler, { Records: [record("m-1", "c-1"), record("m-4", "c-4")] }, "3 seconds")
       assert.deepStrictEqual(again._tag === "Ok" && again.value, { batchItemFailures: [] })
       assert.deepStrictEqual(charged, ["c-1", "c-4"])
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("a duplicate delivery in one batch is charged once", () =>
@@ -95,7 +94,7 @@ describe("LambdaSqs.batch", () => {
       const { charged, handler } = consumer()
       yield* invoke(handler, { Records: [record("m-1", "c-1"), record("m-1", "c-1")] }, "3 seconds")
       assert.deepStrictEqual(charged, ["c-1"])
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("a duplicate in one batch waits for the first copy and replays it, instead of going back as a conflict", () =>
@@ -106,7 +105,7 @@ describe("LambdaSqs.batch", () => {
       }, "3 seconds")
       assert.deepStrictEqual(result._tag === "Ok" && result.value, { batchItemFailures: [] })
       assert.deepStrictEqual(charged.sort(), ["c-1", "c-2"])
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("fifo: records run in order, and the first failure fails every record after it", () =>
@@ -119,7 +118,7 @@ describe("LambdaSqs.batch", () => {
         batchItemFailures: [{ itemIdentifier: "m-2" }, { itemIdentifier: "m-3" }]
       })
       assert.deepStrictEqual(charged, ["c-1"])
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("a record's defect fails that record only: the others run to their end and are recorded", () =>
@@ -133,7 +132,7 @@ describe("LambdaSqs.batch", () => {
       const again = yield* invoke(handler, { Records: [record("m-2", "c-2"), record("m-3", "c-3")] }, "3 seconds")
       assert.deepStrictEqual(again._tag === "Ok" && again.value, { batchItemFailures: [] })
       assert.deepStrictEqual(charged.sort(), ["c-2", "c-3"])
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("a failure schema records a rejection: its redelivery fails again without running the handler", () =>
@@ -141,7 +140,7 @@ describe("LambdaSqs.batch", () => {
       let runs = 0
       const handler = LambdaSqs.batch({
         name: "charge",
-        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+        layer: memoryStore,
         body: Charge,
         key: (charge) => charge.chargeId,
         failure: Declined,
@@ -155,7 +154,7 @@ describe("LambdaSqs.batch", () => {
         })
       }
       assert.strictEqual(runs, 1)
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("a redelivery with its members in another order and other whitespace is replayed; another value is KeyReused", () =>
@@ -183,7 +182,7 @@ describe("LambdaSqs.batch", () => {
       assert.deepStrictEqual(reused._tag === "Ok" && reused.value, { batchItemFailures: [{ itemIdentifier: "m-3" }] })
       assert.deepStrictEqual(failures.map((failure) => failure._tag), ["KeyReused"])
       assert.deepStrictEqual(charged, ["c-1"])
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 
   it.live("a body that does not encode back for its fingerprint is InvalidEvent, without its contents", () =>
@@ -209,6 +208,6 @@ describe("LambdaSqs.batch", () => {
       assert.deepStrictEqual(failures.map((failure) => failure._tag), ["InvalidEvent"])
       assert.notInclude(String(failures[0]?.message), "sk_live")
       assert.strictEqual(runs, 0)
-      yield* Effect.promise(() => handler.dispose())
+      yield* dispose(handler)
     }))
 })

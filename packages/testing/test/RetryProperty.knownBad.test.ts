@@ -34,6 +34,10 @@ const brokenStore = (
   defect: (store: IdempotencyStore.IdempotencyStore["Type"]) => IdempotencyStore.IdempotencyStore["Type"]
 ) => Effect.map(IdempotencyStore.makeMemory({ warn: false }), defect)
 
+/** The memory store, reserving every request as `change` makes it. */
+const reservingAs = (change: (request: IdempotencyStore.ReserveRequest) => IdempotencyStore.ReserveRequest) =>
+  brokenStore((store) => ({ ...store, reserve: (request) => store.reserve(change(request)) }))
+
 /** One event on AWS Lambda: the first attempt meets `first`, the platform's retry a minute later succeeds. */
 const retriedOnce = (first: SimulatedDownstream.Behaviour): RetryProperty.Scenario => ({
   platform: PlatformModel.awsLambdaAsync.name,
@@ -164,10 +168,7 @@ const knownBad: ReadonlyArray<KnownBad> = [
     overrides: {
       deduplicate: true,
       faults: { crashPoints: ["afterReserve"], methods: [] },
-      store: brokenStore((store) => ({
-        ...store,
-        reserve: (request) => store.reserve({ ...request, takeover: false })
-      }))
+      store: reservingAs((request) => ({ ...request, takeover: false }))
     },
     violations: { includes: "BlockedPastLease" },
     text: ["the store did not let the attempt take the key over"]
@@ -178,10 +179,7 @@ const knownBad: ReadonlyArray<KnownBad> = [
     overrides: {
       deduplicate: true,
       faults: { crashPoints: ["afterReserve"], methods: [] },
-      store: brokenStore((store) => ({
-        ...store,
-        reserve: (request) => store.reserve({ ...request, lease: Duration.times(request.lease, 1_000) })
-      }))
+      store: reservingAs((request) => ({ ...request, lease: Duration.times(request.lease, 1_000) }))
     },
     violations: { includes: "BlockedPastLease" },
     text: ["IdempotencyConflict"]
@@ -355,11 +353,13 @@ describe("RetryProperty catches known-bad configurations", () => {
     }
   })
 
+  /** Known bad: `release` on timeout without deduplication writes again. */
+  const bad = property({ timeout: "2 seconds", onTimeout: "release" }, { faults: false })
+
   it.effect(
     "`check` fails with the counterexample's timeline as its message, for `it.effect.prop`",
     () =>
       Effect.gen(function*() {
-        const bad = property({ timeout: "2 seconds", onTimeout: "release" }, { faults: false })
         const { found } = yield* counterexample(bad, 1)
         const error = yield* Effect.flip(RetryProperty.check(bad)(found.scenario))
         assert.strictEqual(error._tag, "RetryPropertyFailure")
@@ -374,7 +374,6 @@ describe("RetryProperty catches known-bad configurations", () => {
     "`assert` fails with the counterexample; `run` with the same seed and path replays it",
     () =>
       Effect.gen(function*() {
-        const bad = property({ timeout: "2 seconds", onTimeout: "release" }, { faults: false })
         const error = yield* Effect.flip(RetryProperty.assert(bad, { numRuns: 300, seed: 7 }))
         assert.include(error.message, "Counterexample after")
         const first = yield* RetryProperty.run(bad, { numRuns: 300, seed: 7 })
