@@ -84,6 +84,17 @@ export interface Mode {
   readonly counts: (key: string) => Effect.Effect<Counts, unknown, SqlClient.SqlClient>
 }
 
+/** The mode's operation under `name` whose downstream writes an order row, counting its executions. */
+export const countingOperation = (mode: Mode, name: string, settings?: Settings) =>
+  Effect.map(Ref.make(0), (executions) => ({
+    executions,
+    op: mode.operation(
+      name,
+      (order) => Effect.zipLeft(mode.insertOrder(order), Ref.update(executions, (n) => n + 1)),
+      settings
+    )
+  }))
+
 /** The typed failure of an exit that must be a failure. */
 export const failureOf = (exit: Exit.Exit<unknown, unknown>): unknown => {
   assert.isTrue(Exit.isFailure(exit), "expected a failure")
@@ -146,11 +157,7 @@ export const suite = <E>(
 
     it.effect("a success commits the user's rows and the record together; a retry replays", () =>
       Effect.gen(function*() {
-        const executions = yield* Ref.make(0)
-        const op = operation(
-          "tx-success",
-          (order) => Effect.zipLeft(insertOrder(order), Ref.update(executions, (n) => n + 1))
-        )
+        const { executions, op } = yield* countingOperation(mode, "tx-success")
         const key = randomUUID()
         const first = yield* op.runDetailed({ key, payload })
         assert.isFalse(first.replayed)

@@ -56,11 +56,7 @@ TransactionalSuite.suite("PgTransactional", Live, mode, (it) => {
 
   it.effect(`${RACE} concurrent runs of one key: one committed execution, every other replays it`, () =>
     Effect.gen(function*() {
-      const executions = yield* Ref.make(0)
-      const op = operation(
-        "tx-race",
-        (order) => Effect.zipLeft(insertOrder(order), Ref.update(executions, (n) => n + 1))
-      )
+      const { executions, op } = yield* TransactionalSuite.countingOperation(mode, "tx-race")
       const key = randomUUID()
       const results = yield* Effect.all(
         Array.from({ length: RACE }, () => op.runDetailed({ key, payload })),

@@ -61,19 +61,16 @@ const suite = (engine: Engine) => {
       }),
     counts: transactionalCounts(engine, ORDERS, TABLE)
   }
-  const { counts, insertOrder, operation } = mode
+  const { counts, insertOrder } = mode
 
   TransactionalSuite.suite(`SqlTransactional on ${engine}`, Live, mode, (it) => {
     it.effect(
       `${RACE} concurrent runs of one key: one committed execution; every exit counted`,
       () =>
         Effect.gen(function*() {
-          const executions = yield* Ref.make(0)
-          const op = operation(
-            "tx-race",
-            (order) => Effect.zipLeft(insertOrder(order), Ref.update(executions, (n) => n + 1)),
-            { timeout: "20 seconds" }
-          )
+          const { executions, op } = yield* TransactionalSuite.countingOperation(mode, "tx-race", {
+            timeout: "20 seconds"
+          })
           const key = randomUUID()
           const exits = yield* Effect.all(
             Array.from({ length: RACE }, () => Effect.exit(op.runDetailed({ key, payload }))),
