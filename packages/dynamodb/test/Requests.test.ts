@@ -5,7 +5,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as TestClock from "effect/TestClock"
 import type { Sent } from "./utils/scripted.js"
-import { conditionFailed, item, resolve, scriptedStore, succeed } from "./utils/scripted.js"
+import { callEveryMethod, conditionFailed, item, resolve, scriptedStore, succeed } from "./utils/scripted.js"
 
 const id = IdempotencyRecord.makeRecordId({ operation: "requests", key: IdempotencyKey.unsafeMake("key-1") })
 const token = "token-1"
@@ -63,19 +63,7 @@ const everyMethod = (options?: { readonly keyAttribute?: string; readonly ttlAtt
       }
       return succeed(request)
     }, options)
-    yield* store.reserve(reserveRequest())
-    yield* store.reserve(reserveRequest({ takeover: false }))
-    yield* store.complete({
-      id,
-      token,
-      outcome: IdempotencyRecord.StoredOutcome.Success({ value: "{\"ok\":true}" }),
-      ttl: Duration.hours(1)
-    })
-    yield* store.markFailed({ id, token, ttl: Duration.hours(1) })
-    yield* store.extend({ id, token, lease: Duration.hours(2) })
-    yield* store.release({ id, token })
-    yield* store.get(id)
-    yield* store.purgeExpired()
+    yield* callEveryMethod(store, reserveRequest(), reserveRequest({ takeover: false }))
     return sent
   })
 

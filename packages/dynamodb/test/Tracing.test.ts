@@ -4,7 +4,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as TestClock from "effect/TestClock"
-import { conditionFailed, item, scriptedStore, succeed } from "./utils/scripted.js"
+import { callEveryMethod, conditionFailed, item, scriptedStore, succeed } from "./utils/scripted.js"
 
 const id = IdempotencyRecord.makeRecordId({ operation: "tracing", key: IdempotencyKey.unsafeMake("key-1") })
 const token = "token-1"
@@ -29,22 +29,10 @@ describe("tracing", () => {
         ttl: Duration.hours(1),
         takeover: true
       }
-      const calls = Effect.gen(function*() {
-        yield* store.reserve(reserve)
-        yield* store.reserve({ ...reserve, token: "token-2" })
-        yield* store.complete({
-          id,
-          token,
-          outcome: IdempotencyRecord.StoredOutcome.Success({ value: "1" }),
-          ttl: Duration.hours(1)
-        })
-        yield* store.markFailed({ id, token, ttl: Duration.hours(1) })
-        yield* store.extend({ id, token, lease: Duration.seconds(30) })
-        yield* store.release({ id, token })
-        yield* store.get(id)
-        yield* store.purgeExpired()
-      })
-      yield* calls.pipe(Effect.withSpan("caller"), Effect.withTracer(tracer))
+      yield* callEveryMethod(store, reserve, { ...reserve, token: "token-2" }).pipe(
+        Effect.withSpan("caller"),
+        Effect.withTracer(tracer)
+      )
       const names = ["reserve", "reserve", "complete", "markFailed", "extend", "release", "get", "purgeExpired"]
       assert.deepStrictEqual(spans.map(({ span }) => span.name), ["caller", ...names.map((m) => `DynamoDbStore.${m}`)])
       for (const { parent, span } of spans.slice(1)) {

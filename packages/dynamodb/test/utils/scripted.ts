@@ -14,8 +14,10 @@ import {
   ThrottlingException,
   UpdateItemCommand
 } from "@aws-sdk/client-dynamodb"
-import type { IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
+import type { IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyRecord } from "@effect-idempotency/core"
 import { DynamoDbClient, DynamoDbStore } from "@effect-idempotency/dynamodb"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 
@@ -79,6 +81,33 @@ export const item = (
   lease_until: { N: String(record.leaseUntil ?? 31_000) },
   expires_at: { N: String(record.expiresAt ?? 3_601_000) }
 })
+
+/**
+ * Calls every store method once, in the order the requests tests read: the reservations `first` then
+ * `second`, then on `first`'s id and token a completion (`{"ok":true}`, an hour), a FAILED mark (an
+ * hour), an extension (2 hours), a release and a read; and a purge.
+ */
+export const callEveryMethod = (
+  store: IdempotencyStore.IdempotencyStore["Type"],
+  first: IdempotencyStore.ReserveRequest,
+  second: IdempotencyStore.ReserveRequest
+) =>
+  Effect.gen(function*() {
+    const { id, token } = first
+    yield* store.reserve(first)
+    yield* store.reserve(second)
+    yield* store.complete({
+      id,
+      token,
+      outcome: IdempotencyRecord.StoredOutcome.Success({ value: "{\"ok\":true}" }),
+      ttl: Duration.hours(1)
+    })
+    yield* store.markFailed({ id, token, ttl: Duration.hours(1) })
+    yield* store.extend({ id, token, lease: Duration.hours(2) })
+    yield* store.release({ id, token })
+    yield* store.get(id)
+    yield* store.purgeExpired()
+  })
 
 /** Replaces an expression's placeholders by what they stand for: `#n0` by its name, `:now` by its value's text. */
 export const resolve = (sent: Sent, field: string): string => {
