@@ -4,7 +4,7 @@
  * time, an execution environment's runtime built once (and again after a failed build), and the
  * fingerprint of the decoded event.
  */
-import { IdempotencyContext } from "@effect-idempotency/core"
+import { IdempotencyContext, IdempotencyStore } from "@effect-idempotency/core"
 import { LambdaEvent, LambdaInvocation } from "@effect-idempotency/lambda"
 import { assert, describe, it } from "@effect/vitest"
 import * as Duration from "effect/Duration"
@@ -12,7 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { dispose, invoke, invokeAsync, makeDownstream, memoryStore, slowMemoryStore } from "./utils/LambdaRunner.js"
+import { dispose, invoke, invokeAsync, makeDownstream, slowMemoryStore } from "./utils/LambdaRunner.js"
 
 /** Events of an id, keyed by it. */
 const byId = { event: Schema.Struct({ id: Schema.String }), key: (event: { readonly id: string }) => event.id }
@@ -41,7 +41,7 @@ const shipping = (
   const carrier = makeDownstream({ deduplicate: false })
   const handler = LambdaEvent.idempotent({
     name: "ship-order",
-    layer: memoryStore,
+    layer: IdempotencyStore.layerMemoryWith({ warn: false }),
     event: ShipEvent,
     key: (event) => event.detail.orderId,
     payload: (event) => event.detail,
@@ -178,7 +178,7 @@ describe("LambdaEvent.idempotent", () => {
         builds++
         return builds === 1
           ? Layer.fail("the store is not reachable")
-          : memoryStore
+          : IdempotencyStore.layerMemoryWith({ warn: false })
       }))
       const handler = LambdaEvent.idempotent({
         name: "ping",
@@ -202,7 +202,7 @@ describe("LambdaEvent.idempotent", () => {
       let runs = 0
       const handler = LambdaEvent.idempotent({
         name: "ship-order",
-        layer: memoryStore,
+        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
         event: ShipEvent,
         key: (event) => event.detail.orderId,
         success: Schema.String,
@@ -239,7 +239,7 @@ describe("LambdaEvent.idempotent", () => {
       })
       const handler = LambdaEvent.idempotent({
         name: "ping",
-        layer: memoryStore,
+        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
         event: Schema.Struct({ id: OneWay }),
         key: (event) => event.id,
         success: Schema.String,

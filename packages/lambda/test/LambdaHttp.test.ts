@@ -4,12 +4,12 @@
  * cookies, and the seed scenario (a downstream that answers after the function's timeout) on the
  * real stores.
  */
-import { IdempotencyContext } from "@effect-idempotency/core"
+import { IdempotencyContext, IdempotencyStore } from "@effect-idempotency/core"
 import { LambdaHttp, LambdaTest } from "@effect-idempotency/lambda"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { dispose, initialized, invoke, makeDownstream, memoryStore, slowMemoryStore } from "./utils/LambdaRunner.js"
+import { dispose, initialized, invoke, makeDownstream, slowMemoryStore } from "./utils/LambdaRunner.js"
 import { realStores } from "./utils/stores.js"
 
 const v2 = (body: string, headers: Record<string, string>, options: { readonly base64?: boolean } = {}) =>
@@ -190,7 +190,7 @@ describe("LambdaHttp's results", () => {
     Effect.gen(function*() {
       const handler = LambdaHttp.idempotent({
         name: "large",
-        layer: memoryStore,
+        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
         maxBodyBytes: 1024,
         handler: () => Effect.succeed(Response.json({ ok: true }, { status: 201 }))
       })

@@ -4,6 +4,7 @@
  * as done, FIFO order (the first failure fails every record after it), and the fingerprint of the
  * decoded body (a message re-sent laid out differently replays).
  */
+import { IdempotencyStore } from "@effect-idempotency/core"
 import { LambdaSqs, LambdaTest } from "@effect-idempotency/lambda"
 import { assert, describe, it } from "@effect/vitest"
 import * as Data from "effect/Data"
@@ -13,7 +14,7 @@ import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { dispose, invoke, memoryStore } from "./utils/LambdaRunner.js"
+import { dispose, invoke } from "./utils/LambdaRunner.js"
 
 class Unavailable extends Data.TaggedError("Unavailable")<{}> {}
 
@@ -34,7 +35,7 @@ const consumer = (
   const charged: Array<string> = []
   const handler = LambdaSqs.batch({
     name: "charge",
-    layer: memoryStore,
+    layer: IdempotencyStore.layerMemoryWith({ warn: false }),
     body: Charge,
     key: (charge) => charge.chargeId,
     fifo: options.fifo ?? false,
@@ -60,7 +61,7 @@ const logged = () => {
     }
   })
   const layer = Layer.merge(
-    memoryStore,
+    IdempotencyStore.layerMemoryWith({ warn: false }),
     Logger.replace(Logger.defaultLogger, logger)
   )
   return { failures, layer }
@@ -140,7 +141,7 @@ describe("LambdaSqs.batch", () => {
       let runs = 0
       const handler = LambdaSqs.batch({
         name: "charge",
-        layer: memoryStore,
+        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
         body: Charge,
         key: (charge) => charge.chargeId,
         failure: Declined,

@@ -187,15 +187,12 @@ export const makeDownstream = (options: { readonly deduplicate: boolean }) => {
 export const initialized = <H extends { readonly ready: () => Promise<void> }>(handler: H): Effect.Effect<H> =>
   Effect.as(Effect.promise(() => handler.ready()), handler)
 
-/** The memory store, without its warning. */
-export const memoryStore = IdempotencyStore.layerMemoryWith({ warn: false })
-
 /** Disposes of a handler's runtime. */
 export const dispose = (handler: { readonly dispose: () => Promise<void> }) => Effect.promise(() => handler.dispose())
 
 /** The memory store behind a cold start: each build calls `onBuild`, then takes `duration`. */
 export const slowMemoryStore = (duration: Duration.DurationInput, onBuild: () => unknown = () => undefined) =>
   Layer.provideMerge(
-    memoryStore,
+    IdempotencyStore.layerMemoryWith({ warn: false }),
     Layer.effectDiscard(Effect.zipRight(Effect.sync(onBuild), Effect.sleep(duration)))
   )
