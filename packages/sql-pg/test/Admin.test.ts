@@ -8,7 +8,6 @@
  * statement's snapshot saw it.
  */
 import { IdempotencyAdmin, IdempotencyStore } from "@effect-idempotency/core"
-import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
 import { AdminConformance } from "@effect-idempotency/testing"
 import { assert, layer } from "@effect/vitest"
 import * as Duration from "effect/Duration"
@@ -20,12 +19,11 @@ import { expectReserved, freshId, rawClient, rawQuery, reserveRequest } from "./
 import type { Database } from "./utils/TestDatabase.js"
 import {
   awaitLockWaits,
-  layerClient,
   layerPglite,
   layerServer,
+  layerStoreOn,
   runApplication,
   runTable,
-  scopedTable,
   serverUrl,
   TestDatabase
 } from "./utils/TestDatabase.js"
@@ -35,13 +33,7 @@ const store = (
   name: string,
   clock: IdempotencyStore.ClockSource,
   applicationName?: string
-) => {
-  const table = runTable(name)
-  return Layer.scoped(
-    IdempotencyStore.IdempotencyStore,
-    Effect.zipRight(scopedTable({ table }), PgIdempotencyStore.make({ table, clock }))
-  ).pipe(Layer.provideMerge(layerClient({ applicationName })), Layer.provideMerge(database))
-}
+) => layerStoreOn(database, name, clock, { applicationName })
 
 const suite = (kind: Database["kind"], database: Layer.Layer<TestDatabase>) => {
   AdminConformance.suite(`PgIdempotencyStore admin (${kind})`, store(database, "idem_admin", "effect"), {

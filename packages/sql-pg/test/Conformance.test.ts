@@ -7,15 +7,15 @@
  * conformance suite also runs with the store's default, the database's clock: there, moving time
  * forward shifts every timestamp of the suite's table back by the same amount.
  */
-import { IdempotencyStore } from "@effect-idempotency/core"
-import { PgIdempotencyStore, PgIdempotencyTable } from "@effect-idempotency/sql-pg"
+import type { IdempotencyStore } from "@effect-idempotency/core"
+import { PgIdempotencyTable } from "@effect-idempotency/sql-pg"
 import { ExitPaths, StoreConformance } from "@effect-idempotency/testing"
-import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
+import type * as Layer from "effect/Layer"
 import type { Database, TestDatabase } from "./utils/TestDatabase.js"
-import { layerClient, layerPglite, layerServer, runTable, scopedTable, serverUrl } from "./utils/TestDatabase.js"
+import { layerPglite, layerServer, layerStoreOn, runTable, serverUrl } from "./utils/TestDatabase.js"
 
 /** The SQL client of a database-clock suite, once its layer is built: `advance` needs it. */
 interface Shifter {
@@ -27,20 +27,13 @@ const store = (
   name: string,
   clock: IdempotencyStore.ClockSource,
   shifter?: Shifter
-) => {
-  const table = runTable(name)
-  return Layer.scoped(
-    IdempotencyStore.IdempotencyStore,
-    Effect.gen(function*() {
-      yield* scopedTable({ table })
-      if (shifter !== undefined) shifter.sql = yield* SqlClient.SqlClient
-      return yield* PgIdempotencyStore.make({ table, clock })
-    })
-  ).pipe(
-    Layer.provide(layerClient({ maxConnections: 10 })),
-    Layer.provide(database)
-  )
-}
+) =>
+  layerStoreOn(database, name, clock, {
+    maxConnections: 10,
+    onClient: (sql) => {
+      if (shifter !== undefined) shifter.sql = sql
+    }
+  })
 
 /** Moves the database's clock forward for one table: every timestamp of the table moves back. */
 const shiftBack = (shifter: Shifter, table: string) => (duration: Duration.Duration) =>

@@ -86,6 +86,27 @@ export const layerSetUp = <E>(
   client?: Parameters<typeof layerClient>[0]
 ) => Layer.effectDiscard(setUp).pipe(Layer.provideMerge(layerClient(client)), Layer.provideMerge(layerPrimary))
 
+/**
+ * A store on a table of this run (`name`, re-created for the layer's life) on `database`, with its
+ * client; `onClient` is given that client once the table is there.
+ */
+export const layerStoreOn = (
+  database: Layer.Layer<TestDatabase>,
+  name: string,
+  clock: IdempotencyStore.ClockSource,
+  options?: Parameters<typeof layerClient>[0] & { readonly onClient?: (sql: SqlClient.SqlClient) => void }
+) => {
+  const table = runTable(name)
+  return Layer.scoped(
+    IdempotencyStore.IdempotencyStore,
+    Effect.gen(function*() {
+      yield* scopedTable({ table })
+      options?.onClient?.(yield* SqlClient.SqlClient)
+      return yield* PgIdempotencyStore.make({ table, clock })
+    })
+  ).pipe(Layer.provideMerge(layerClient(options)), Layer.provideMerge(database))
+}
+
 /** How many statements of the connections named `application` wait for a lock. */
 export const lockWaits = (application: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
