@@ -11,6 +11,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
+import type { YieldWrap } from "effect/Utils"
 import type { Config } from "./utils/orders.js"
 import { createOrder, order, OrdersApiSimulated } from "./utils/orders.js"
 
@@ -44,6 +45,10 @@ const keepLease: Config = { timeout: "2 seconds", onTimeout: "keepLease" } // le
 const attempt = (faults: ReadonlyArray<FaultyStore.Fault> = []) =>
   Effect.exit(createOrder(keepLease).runDetailed({ key: KEY, payload: order }).pipe(FaultyStore.withFaults(faults)))
 
+/** One attempt that crashes at `point`: the caller sees it interrupted. */
+const crashesAt = (point: Parameters<typeof FaultyStore.crash>[0]) =>
+  Effect.map(attempt([FaultyStore.crash(point)]), (exit) => assert.isTrue(Exit.isInterrupted(exit), `crashed ${point}`))
+
 const record = Effect.flatMap(IdempotencyStore.IdempotencyStore, (store) =>
   store.get(
     IdempotencyRecord.makeRecordId({ operation: "create-order", key: IdempotencyKey.unsafeMake(KEY) })
@@ -76,6 +81,17 @@ const release: Config = { timeout: "2 seconds", onTimeout: "release" }
 
 const failureTag = <A, E>(exit: Exit.Exit<A, E>): string | undefined =>
   Exit.isFailure(exit) && exit.cause._tag === "Fail" ? (exit.cause.error as { readonly _tag: string })._tag : undefined
+
+/** A test run in `world(deduplicate)`: its body is a generator, as `Effect.gen` takes. */
+const worldTest = (
+  name: string,
+  deduplicate: boolean,
+  body: () => Generator<
+    YieldWrap<Effect.Effect<unknown, unknown, Layer.Layer.Success<ReturnType<typeof world>>>>,
+    void,
+    unknown
+  >
+) => it.effect(name, () => Effect.gen(body).pipe(Effect.provide(world(deduplicate))))
 
 describe("FaultyStore", () => {
   it.effect("unavailable before the request: the call fails and the store is untouched, once", () =>
@@ -129,69 +145,71 @@ describe("FaultyStore", () => {
       assert.isTrue(result._tag === "Reserved" && result.leaseUntil <= now, "the lease ended during the pause")
     }).pipe(Effect.provide(FaultyStore.layer(memory))))
 
-  it.effect("crash before reserve: the downstream is never called and the key stays free", () =>
-    Effect.gen(function*() {
-      assert.isTrue(Exit.isInterrupted(yield* attempt([FaultyStore.crash("beforeReserve")])))
-      assert.strictEqual((yield* calls).length, 0)
-      assert.isTrue(Option.isNone(yield* record))
-      const retry = yield* attempt()
-      assert.isTrue(Exit.isSuccess(retry) && !retry.value.replayed)
-      assert.strictEqual((yield* writes).length, 1)
-    }).pipe(Effect.provide(world(false))))
+  worldTest("crash before reserve: the downstream is never called and the key stays free", false, function*() {
+    yield* crashesAt("beforeReserve")
+    assert.strictEqual((yield* calls).length, 0)
+    assert.isTrue(Option.isNone(yield* record))
+    const retry = yield* attempt()
+    assert.isTrue(Exit.isSuccess(retry) && !retry.value.replayed)
+    assert.strictEqual((yield* writes).length, 1)
+  })
 
-  it.effect("crash after reserve: the key stays blocked until the lease ends, then a retry executes", () =>
-    Effect.gen(function*() {
-      assert.isTrue(Exit.isInterrupted(yield* attempt([FaultyStore.crash("afterReserve")])))
+  worldTest(
+    "crash after reserve: the key stays blocked until the lease ends, then a retry executes",
+    false,
+    function*() {
+      yield* crashesAt("afterReserve")
       assert.strictEqual((yield* calls).length, 0)
       assert.strictEqual(failureTag(yield* attempt()), "IdempotencyConflict")
       yield* TestClock.adjust("3 seconds")
       const retry = yield* attempt()
       assert.isTrue(Exit.isSuccess(retry) && retry.value.attempt === 2, "taken over")
       assert.strictEqual((yield* writes).length, 1)
-    }).pipe(Effect.provide(world(false))))
+    }
+  )
 
-  it.effect("crash after the downstream call: the completion is lost and a retry writes again", () =>
-    Effect.gen(function*() {
-      assert.isTrue(Exit.isInterrupted(yield* attempt([FaultyStore.crash("afterDownstream")])))
-      assert.strictEqual((yield* writes).length, 1)
-      const stored = yield* record
-      assert.isTrue(Option.isSome(stored) && stored.value.status === "IN_PROGRESS", "nothing recorded")
-      yield* TestClock.adjust("3 seconds")
-      assert.isTrue(Exit.isSuccess(yield* attempt()))
-      assert.strictEqual(SimulatedDownstream.duplicates(yield* writes).length, 1, "the lost completion, reproduced")
-    }).pipe(Effect.provide(world(false))))
+  worldTest("crash after the downstream call: the completion is lost and a retry writes again", false, function*() {
+    yield* crashesAt("afterDownstream")
+    assert.strictEqual((yield* writes).length, 1)
+    const stored = yield* record
+    assert.isTrue(Option.isSome(stored) && stored.value.status === "IN_PROGRESS", "nothing recorded")
+    yield* TestClock.adjust("3 seconds")
+    assert.isTrue(Exit.isSuccess(yield* attempt()))
+    assert.strictEqual(SimulatedDownstream.duplicates(yield* writes).length, 1, "the lost completion, reproduced")
+  })
 
-  it.effect("crash after the downstream call, with a deduplicating downstream: the retry gets the first write", () =>
-    Effect.gen(function*() {
+  worldTest(
+    "crash after the downstream call, with a deduplicating downstream: the retry gets the first write",
+    true,
+    function*() {
       yield* attempt([FaultyStore.crash("afterDownstream")])
       yield* TestClock.adjust("3 seconds")
       const retry = yield* attempt()
       assert.isTrue(Exit.isSuccess(retry) && retry.value.value.orderId === 1)
       assert.strictEqual((yield* writes).length, 1)
       assert.deepStrictEqual((yield* calls).map((call) => call.effect), ["applied", "deduplicated"])
-    }).pipe(Effect.provide(world(true))))
+    }
+  )
 
-  it.effect("crash before complete waits for a completion: a release passes it by", () =>
-    Effect.gen(function*() {
-      const failed = yield* attempt([FaultyStore.crash("beforeComplete")]).pipe(
-        SimulatedDownstream.scripted([SimulatedDownstream.fail("Unavailable")])
-      )
-      assert.strictEqual(failureTag(failed), "OrdersUnavailable", "released: the crash waits for a completion")
-      assert.isTrue(Option.isNone(yield* record))
-      // the same fault, met by a call that completes: the write is applied, its record never completed
-      assert.isTrue(Exit.isInterrupted(yield* attempt([FaultyStore.crash("beforeComplete")])))
-      const stored = yield* record
-      assert.isTrue(Option.isSome(stored) && stored.value.status === "IN_PROGRESS")
-      assert.strictEqual((yield* writes).length, 1)
-    }).pipe(Effect.provide(world(false))))
+  worldTest("crash before complete waits for a completion: a release passes it by", false, function*() {
+    const failed = yield* attempt([FaultyStore.crash("beforeComplete")]).pipe(
+      SimulatedDownstream.scripted([SimulatedDownstream.fail("Unavailable")])
+    )
+    assert.strictEqual(failureTag(failed), "OrdersUnavailable", "released: the crash waits for a completion")
+    assert.isTrue(Option.isNone(yield* record))
+    // the same fault, met by a call that completes: the write is applied, its record never completed
+    yield* crashesAt("beforeComplete")
+    const stored = yield* record
+    assert.isTrue(Option.isSome(stored) && stored.value.status === "IN_PROGRESS")
+    assert.strictEqual((yield* writes).length, 1)
+  })
 
-  it.effect("crash after complete: the outcome is recorded, and the retry replays it", () =>
-    Effect.gen(function*() {
-      assert.isTrue(Exit.isInterrupted(yield* attempt([FaultyStore.crash("afterComplete")])))
-      const retry = yield* attempt()
-      assert.isTrue(Exit.isSuccess(retry) && retry.value.replayed && retry.value.value.orderId === 1)
-      assert.strictEqual((yield* writes).length, 1)
-    }).pipe(Effect.provide(world(false))))
+  worldTest("crash after complete: the outcome is recorded, and the retry replays it", false, function*() {
+    yield* crashesAt("afterComplete")
+    const retry = yield* attempt()
+    assert.isTrue(Exit.isSuccess(retry) && retry.value.replayed && retry.value.value.orderId === 1)
+    assert.strictEqual((yield* writes).length, 1)
+  })
 
   it.effect("a crash is a killed process: its caller ends at once, and none of its calls reaches the store after it", () =>
     Effect.gen(function*() {
