@@ -231,6 +231,21 @@ if (serverUrl !== undefined) {
   const deleteRow = (id: IdempotencyRecord.RecordId): Statement => [`DELETE FROM ${table} WHERE id = $1`, [id.value]]
   const COMMIT: Statement = ["COMMIT"]
 
+  /** The reservation answered the holder's takeover (attempt 2, IN_PROGRESS, its lease running), never the crashed record, and the table holds it. */
+  const assertHolderTookOver = (
+    store: IdempotencyStore.IdempotencyStore["Type"],
+    id: IdempotencyRecord.RecordId,
+    existing: ReturnType<typeof expectExisting>,
+    crashed: { readonly token: string }
+  ) =>
+    Effect.gen(function*() {
+      const { attempt, leaseUntil, status, token } = existing.record
+      assert.notStrictEqual(token, crashed.token)
+      assert.deepStrictEqual({ token, attempt, status }, { token: "holder", attempt: 2, status: "IN_PROGRESS" })
+      assert.isTrue(leaseUntil > existing.now)
+      assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, "holder")
+    })
+
   layer(StoreLive, { excludeTestServices: true, timeout: "2 minutes" })("PgIdempotencyStore interleavings", (it) => {
     it.scoped("a reservation whose insert waited for a concurrent first insert returns the inserted record", () =>
       Effect.gen(function*() {
@@ -259,11 +274,7 @@ if (serverUrl !== undefined) {
           const id = freshId()
           const crashed = yield* makeTakeable(store, id, crash)
           const existing = expectExisting(yield* reserveAgainst(id, [takeOverRow(id)], [COMMIT]))
-          assert.notStrictEqual(existing.record.token, crashed.token)
-          assert.strictEqual(existing.record.token, "holder")
-          assert.strictEqual(existing.record.attempt, 2)
-          assert.isTrue(existing.record.leaseUntil > existing.now)
-          assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, "holder")
+          yield* assertHolderTookOver(store, id, existing, crashed)
         }))
 
       it.scoped(`a takeover of ${crash} whose update waited for a concurrent takeover returns the new owner`, () =>
@@ -274,11 +285,7 @@ if (serverUrl !== undefined) {
           // a row lock only: the reservation's insert and read pass it, its update waits for it; the
           // update's condition, evaluated again on the holder's row version, no longer holds
           const existing = expectExisting(yield* reserveAgainst(id, [lockRow(id)], [takeOverRow(id), COMMIT]))
-          assert.notStrictEqual(existing.record.token, crashed.token)
-          assert.strictEqual(existing.record.token, "holder")
-          assert.strictEqual(existing.record.status, "IN_PROGRESS")
-          assert.isTrue(existing.record.leaseUntil > existing.now)
-          assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, "holder")
+          yield* assertHolderTookOver(store, id, existing, crashed)
         }))
 
       it.scoped(`a takeover of ${crash} whose update waited for a lock released unchanged takes it over`, () =>
