@@ -3,6 +3,7 @@ import { TcpProxy, Timing } from "@effect-idempotency/testing"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
+import type { YieldWrap } from "effect/Utils"
 import * as Net from "node:net"
 
 /** A server on loopback that answers every chunk with `echo:<chunk>`, and records what it got. */
@@ -63,57 +64,61 @@ const eventually = (condition: () => boolean, message: string) => Timing.eventua
 /** Gives the sockets time to deliver whatever they would (when nothing must arrive). */
 const quiet = Effect.sleep("100 millis")
 
+/** A test through a proxy in front of an echo server; the body is a generator, as `Effect.gen` takes. */
+const proxyTest = (
+  name: string,
+  body: (
+    proxy: TcpProxy.TcpProxy,
+    server: Effect.Effect.Success<typeof echoServer>
+  ) => Generator<YieldWrap<Effect.Effect<unknown, unknown, Scope.Scope>>, void, unknown>
+) =>
+  it.scopedLive(name, () =>
+    Effect.gen(function*() {
+      const server = yield* echoServer
+      yield* body(yield* TcpProxy.make({ host: "127.0.0.1", port: server.port }), server)
+    }))
+
 describe("TcpProxy", () => {
-  it.scopedLive("forwards both ways", () =>
-    Effect.gen(function*() {
-      const server = yield* echoServer
-      const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: server.port })
-      const client = yield* connect(proxy.port)
-      yield* client.write("a")
-      yield* eventually(() => client.received() === "echo:a", "no answer")
-      assert.strictEqual(yield* proxy.connections, 1)
-    }))
+  proxyTest("forwards both ways", function*(proxy) {
+    const client = yield* connect(proxy.port)
+    yield* client.write("a")
+    yield* eventually(() => client.received() === "echo:a", "no answer")
+    assert.strictEqual(yield* proxy.connections, 1)
+  })
 
-  it.scopedLive("stall holds every byte with both sockets open; resume delivers them in order", () =>
-    Effect.gen(function*() {
-      const server = yield* echoServer
-      const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: server.port })
-      const open = yield* connect(proxy.port)
-      yield* proxy.stall()
-      const later = yield* connect(proxy.port)
-      yield* open.write("1")
-      yield* open.write("2")
-      yield* later.write("3")
-      yield* quiet
-      assert.strictEqual(server.received(), "")
-      assert.strictEqual(open.ended(), undefined)
-      assert.strictEqual(later.ended(), undefined)
-      assert.deepStrictEqual(yield* proxy.held, { requests: 3, answers: 0 })
+  proxyTest("stall holds every byte with both sockets open; resume delivers them in order", function*(proxy, server) {
+    const open = yield* connect(proxy.port)
+    yield* proxy.stall()
+    const later = yield* connect(proxy.port)
+    yield* open.write("1")
+    yield* open.write("2")
+    yield* later.write("3")
+    yield* quiet
+    assert.strictEqual(server.received(), "")
+    assert.strictEqual(open.ended(), undefined)
+    assert.strictEqual(later.ended(), undefined)
+    assert.deepStrictEqual(yield* proxy.held, { requests: 3, answers: 0 })
 
-      yield* proxy.resume
-      yield* eventually(() => open.received() === "echo:12" || open.received() === "echo:1echo:2", "not delivered")
-      yield* eventually(() => later.received() === "echo:3", "not delivered")
-    }))
+    yield* proxy.resume
+    yield* eventually(() => open.received() === "echo:12" || open.received() === "echo:1echo:2", "not delivered")
+    yield* eventually(() => later.received() === "echo:3", "not delivered")
+  })
 
-  it.scopedLive("stall of answers only: requests reach the server, answers wait for resume", () =>
-    Effect.gen(function*() {
-      const server = yield* echoServer
-      const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: server.port })
-      const client = yield* connect(proxy.port)
-      yield* proxy.stall({ hold: "answers" })
-      yield* client.write("x")
-      yield* eventually(() => server.received() === "x", "the request did not reach the server")
-      yield* quiet
-      assert.strictEqual(client.received(), "")
-      assert.deepStrictEqual(yield* proxy.held, { requests: 0, answers: 6 })
-      yield* proxy.resume
-      yield* eventually(() => client.received() === "echo:x", "the answer was not delivered")
-    }))
+  proxyTest("stall of answers only: requests reach the server, answers wait for resume", function*(proxy, server) {
+    const client = yield* connect(proxy.port)
+    yield* proxy.stall({ hold: "answers" })
+    yield* client.write("x")
+    yield* eventually(() => server.received() === "x", "the request did not reach the server")
+    yield* quiet
+    assert.strictEqual(client.received(), "")
+    assert.deepStrictEqual(yield* proxy.held, { requests: 0, answers: 6 })
+    yield* proxy.resume
+    yield* eventually(() => client.received() === "echo:x", "the answer was not delivered")
+  })
 
-  it.scopedLive("an armed stall starts with the request it waits for: earlier bytes flow, that answer is held", () =>
-    Effect.gen(function*() {
-      const server = yield* echoServer
-      const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: server.port })
+  proxyTest(
+    "an armed stall starts with the request it waits for: earlier bytes flow, that answer is held",
+    function*(proxy, server) {
       const client = yield* connect(proxy.port)
       yield* proxy.stall({ hold: "answers", when: (bytes) => Buffer.from(bytes).includes("COMMIT") })
       yield* client.write("a")
@@ -125,47 +130,39 @@ describe("TcpProxy", () => {
       assert.deepStrictEqual(yield* proxy.held, { requests: 0, answers: "echo:COMMIT".length })
       yield* proxy.resume
       yield* eventually(() => client.received() === "echo:aecho:COMMIT", "the held answer was not delivered")
-    }))
+    }
+  )
 
-  it.scopedLive("stall of open connections only: a new connection flows", () =>
-    Effect.gen(function*() {
-      const server = yield* echoServer
-      const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: server.port })
-      const stalled = yield* connect(proxy.port)
-      yield* proxy.stall({ connections: "open" })
-      const healthy = yield* connect(proxy.port)
-      yield* stalled.write("s")
-      yield* healthy.write("h")
-      yield* eventually(() => healthy.received() === "echo:h", "the new connection stalled")
-      assert.strictEqual(stalled.received(), "")
-    }))
+  proxyTest("stall of open connections only: a new connection flows", function*(proxy) {
+    const stalled = yield* connect(proxy.port)
+    yield* proxy.stall({ connections: "open" })
+    const healthy = yield* connect(proxy.port)
+    yield* stalled.write("s")
+    yield* healthy.write("h")
+    yield* eventually(() => healthy.received() === "echo:h", "the new connection stalled")
+    assert.strictEqual(stalled.received(), "")
+  })
 
-  it.scopedLive("refuse resets every connection until resume; the port stays the same", () =>
-    Effect.gen(function*() {
-      const server = yield* echoServer
-      const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: server.port })
-      const open = yield* connect(proxy.port)
-      yield* proxy.refuse
-      yield* eventually(() => open.ended() !== undefined, "the open connection was not reset")
-      const refused = yield* connect(proxy.port)
-      yield* eventually(() => refused.ended() === "reset", "a new connection was not reset")
-      yield* proxy.resume
-      const accepted = yield* connect(proxy.port)
-      yield* accepted.write("y")
-      yield* eventually(() => accepted.received() === "echo:y", "no answer after resume")
-    }))
+  proxyTest("refuse resets every connection until resume; the port stays the same", function*(proxy) {
+    const open = yield* connect(proxy.port)
+    yield* proxy.refuse
+    yield* eventually(() => open.ended() !== undefined, "the open connection was not reset")
+    const refused = yield* connect(proxy.port)
+    yield* eventually(() => refused.ended() === "reset", "a new connection was not reset")
+    yield* proxy.resume
+    const accepted = yield* connect(proxy.port)
+    yield* accepted.write("y")
+    yield* eventually(() => accepted.received() === "echo:y", "no answer after resume")
+  })
 
-  it.scopedLive("cut closes the open connections; new ones flow", () =>
-    Effect.gen(function*() {
-      const server = yield* echoServer
-      const proxy = yield* TcpProxy.make({ host: "127.0.0.1", port: server.port })
-      const open = yield* connect(proxy.port)
-      yield* proxy.stall()
-      yield* proxy.cut
-      yield* eventually(() => open.ended() !== undefined, "the open connection was not closed")
-      assert.strictEqual(yield* proxy.connections, 0)
-      const next = yield* connect(proxy.port)
-      yield* next.write("z")
-      yield* eventually(() => next.received() === "echo:z", "a new connection did not flow")
-    }))
+  proxyTest("cut closes the open connections; new ones flow", function*(proxy) {
+    const open = yield* connect(proxy.port)
+    yield* proxy.stall()
+    yield* proxy.cut
+    yield* eventually(() => open.ended() !== undefined, "the open connection was not closed")
+    assert.strictEqual(yield* proxy.connections, 0)
+    const next = yield* connect(proxy.port)
+    yield* next.write("z")
+    yield* eventually(() => next.received() === "echo:z", "a new connection did not flow")
+  })
 })
