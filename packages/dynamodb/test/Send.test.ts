@@ -230,6 +230,16 @@ const advance = (total: Duration.DurationInput, step: Duration.DurationInput = "
     }
   })
 
+/** Runs `call` while `meanwhile` moves the clock: it fails with `StoreUnavailable`; that error's cause, and when. */
+const failsUnavailable = <A, E>(call: Effect.Effect<A, E>, meanwhile: Effect.Effect<void>) =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.fork(Effect.zip(Effect.flip(call), Clock.currentTimeMillis))
+    yield* meanwhile
+    const [error, failedAt] = yield* Fiber.join(fiber)
+    assert.strictEqual(errorTag(error), "StoreUnavailable")
+    return { cause: (error as { readonly cause?: unknown }).cause, failedAt }
+  })
+
 describe("time limits", () => {
   it.effect("an attempt past requestTimeout is aborted and retried; the call fails at callTimeout", () =>
     Effect.gen(function*() {
@@ -239,11 +249,8 @@ describe("time limits", () => {
         callTimeout: "5 seconds",
         retrySchedule: Schedule.spaced("1 second")
       })
-      const fiber = yield* Effect.fork(Effect.zip(Effect.flip(store.get(id)), Clock.currentTimeMillis))
-      yield* advance("6 seconds")
-      const [error, failedAt] = yield* Fiber.join(fiber)
-      assert.strictEqual(errorTag(error), "StoreUnavailable")
-      assert.isTrue(Cause.isTimeoutException((error as { readonly cause?: unknown }).cause))
+      const { cause, failedAt } = yield* failsUnavailable(store.get(id), advance("6 seconds"))
+      assert.isTrue(Cause.isTimeoutException(cause))
       // attempts at 0 (aborted at 2 s) and at 3 s (aborted at 5 s, the end of the call)
       assert.strictEqual(sent.length, 2)
       assert.isTrue(sent.every((request) => request.signal?.aborted === true))
@@ -258,11 +265,8 @@ describe("time limits", () => {
         callTimeout: "5 seconds",
         retrySchedule: Schedule.spaced("2 seconds")
       })
-      const fiber = yield* Effect.fork(Effect.zip(Effect.flip(store.get(id)), Clock.currentTimeMillis))
-      yield* advance("6 seconds")
-      const [error, failedAt] = yield* Fiber.join(fiber)
-      assert.strictEqual(errorTag(error), "StoreUnavailable")
-      assert.isTrue(Cause.isTimeoutException((error as { readonly cause?: unknown }).cause))
+      const { cause, failedAt } = yield* failsUnavailable(store.get(id), advance("6 seconds"))
+      assert.isTrue(Cause.isTimeoutException(cause))
       // attempts at 0, 2 s and 4 s; the wait for the one at 6 s is cut at 5 s
       assert.strictEqual(sent.length, 3)
       assert.strictEqual(failedAt, 5000)
@@ -283,12 +287,13 @@ describe("time limits", () => {
             : hang(request),
         { requestTimeout: "10 seconds", callTimeout: "3 seconds" }
       )
-      const fiber = yield* Effect.fork(Effect.zip(Effect.flip(store.reserve(reserveRequest)), Clock.currentTimeMillis))
-      yield* advance("2 seconds")
-      conditionAnswer.fail?.()
-      yield* advance("2 seconds")
-      const [error, failedAt] = yield* Fiber.join(fiber)
-      assert.strictEqual(errorTag(error), "StoreUnavailable")
+      const { failedAt } = yield* failsUnavailable(
+        store.reserve(reserveRequest),
+        advance("2 seconds").pipe(
+          Effect.zipRight(Effect.sync(() => conditionAnswer.fail?.())),
+          Effect.zipRight(advance("2 seconds"))
+        )
+      )
       assert.deepStrictEqual(sent.map((request) => request.command), ["PutItem", "GetItem"])
       // the call's end: 3 s after it started, not 3 s after the read started
       assert.isAtLeast(failedAt, 4000)
