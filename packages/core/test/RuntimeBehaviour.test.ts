@@ -104,6 +104,10 @@ const answerOf = <A, E>(effect: Effect.Effect<A, E>, millis: number, what: strin
     return answer!
   })
 
+/** `answer` is a failure tagged `tag` (the exit described otherwise). */
+const assertFailedWith = (answer: { readonly exit: Exit.Exit<unknown, unknown> }, tag: string) =>
+  assert.strictEqual(field(failureOf(answer.exit), "_tag"), tag, describeExit(answer.exit))
+
 /** An operation of a `null` payload and a string success (unless `success` says otherwise). */
 const operationOf = <E, R>(
   options: Idempotency.Settings & {
@@ -193,7 +197,7 @@ describe("1. a downstream waiting inside Effect.timeout (or race) is stopped", (
             5000,
             "the attempt answered"
           )
-          assert.strictEqual(field(failureOf(answer.exit), "_tag"), "DownstreamTimeout", describeExit(answer.exit))
+          assertFailedWith(answer, "DownstreamTimeout")
           assert.isAtMost(answer.at, 1100, "answered at its time")
           assert.strictEqual(seen.interruptedAt.length, 1, "the downstream was interrupted")
           assert.isAtMost(seen.interruptedAt[0]!, 1050)
@@ -266,7 +270,7 @@ describe("1. a downstream waiting inside Effect.timeout (or race) is stopped", (
         5000,
         "the outer attempt answered"
       )
-      assert.strictEqual(field(failureOf(answer.exit), "_tag"), "DownstreamTimeout", describeExit(answer.exit))
+      assertFailedWith(answer, "DownstreamTimeout")
       assert.isAtMost(answer.at, 1150, "answered at its timeout")
     }))
 })
@@ -358,7 +362,7 @@ describe("2. an effectful encoder that hangs or is slow", () => {
         "the first attempt answered"
       )
       assert.isAtMost(answer.at, deadline, "the first attempt answered by its deadline")
-      assert.strictEqual(field(failureOf(answer.exit), "_tag"), "OutcomeNotReplayable", describeExit(answer.exit))
+      assertFailedWith(answer, "OutcomeNotReplayable")
       // the downstream ran and its outcome is kept as omitted: no retry runs it, in the lease or after
       for (const wait of [0, 10_000]) {
         yield* advance(wait)
@@ -367,7 +371,7 @@ describe("2. an effectful encoder that hangs or is slow", () => {
           1000,
           "the retry answered"
         )
-        assert.strictEqual(field(failureOf(refused.exit), "_tag"), "OutcomeNotReplayable", describeExit(refused.exit))
+        assertFailedWith(refused, "OutcomeNotReplayable")
         assert.strictEqual(seen.runs, 1, "no second execution")
       }
     }))
