@@ -206,33 +206,37 @@ export const consume = <P, IP, A, IA, E, R, EF = never, IEF = never>(
         })
       )
 
-    const messages = yield* Effect.tryPromise({
-      try: () => source.consume({ max_messages: concurrency }),
-      catch: (cause) => new JetStreamConsumerError({ message: "the consumer could not start", cause })
-    })
-    const loop = Stream.fromAsyncIterable(
-      messages,
-      (cause) => new JetStreamConsumerError({ message: "the consumer stopped", cause })
-    ).pipe(
-      Stream.mapEffect(handle, { concurrency, unordered: true }),
-      Stream.runDrain,
-      Effect.catchAll((error) => Effect.logError(`idempotent consumer: ${error.message}`, error.cause))
-    )
-    const fiber = yield* Effect.forkDaemon(loop)
-    yield* Effect.addFinalizer(() =>
-      Effect.gen(function*() {
-        // no more pulls; what was pulled is handled, then the iteration ends
-        yield* Effect.sync(() => void messages.close())
-        // a finalizer is uninterruptible: the wait is made interruptible, or the timeout could not end it
-        const drained = yield* Fiber.await(fiber).pipe(
-          Effect.interruptible,
-          Effect.timeoutTo({
-            duration: drainTimeout,
-            onTimeout: () => false,
-            onSuccess: () => true
-          })
+    const loop = (messages: ConsumerMessages) =>
+      Stream.fromAsyncIterable(
+        messages,
+        (cause) => new JetStreamConsumerError({ message: "the consumer stopped", cause })
+      ).pipe(
+        Stream.mapEffect(handle, { concurrency, unordered: true }),
+        Stream.runDrain,
+        Effect.catchAll((error) => Effect.logError(`idempotent consumer: ${error.message}`, error.cause))
+      )
+
+    // started and its finalizer added at once: nothing pulls messages that no finalizer stops (the
+    // loop is forked interruptible: it would inherit the acquisition's uninterruptibility)
+    yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: () => source.consume({ max_messages: concurrency }),
+        catch: (cause) => new JetStreamConsumerError({ message: "the consumer could not start", cause })
+      }).pipe(
+        Effect.flatMap((messages) =>
+          Effect.map(Effect.forkDaemon(Effect.interruptible(loop(messages))), (fiber) => ({ messages, fiber }))
         )
-        if (!drained) yield* Fiber.interrupt(fiber)
-      })
+      ),
+      ({ fiber, messages }) =>
+        Effect.gen(function*() {
+          // no more pulls; what was pulled is handled, then the iteration ends
+          yield* Effect.sync(() => void messages.close())
+          // a finalizer is uninterruptible: the wait is made interruptible, or the timeout could not end it
+          const drained = yield* Fiber.await(fiber).pipe(
+            Effect.interruptible,
+            Effect.timeoutTo({ duration: drainTimeout, onTimeout: () => false, onSuccess: () => true })
+          )
+          if (!drained) yield* Fiber.interrupt(fiber)
+        })
     )
   })
