@@ -2,8 +2,9 @@
  * The JetStream adapter on a real `nats-server -js`: one effect per `Nats-Msg-Id` when JetStream
  * delivers a message twice (a duplicate published after the duplicate window), a redelivery after a
  * lost acknowledgement replayed, a message another consumer holds nak'd until its outcome is
- * recorded, a poison body terminated without running the handler, a failing handler retried then
- * terminated after `maxDeliveries`, and two consumers on one durable with 200 messages.
+ * recorded, a poison body (or no id) terminated without running the handler, a failing handler
+ * retried then terminated after `maxDeliveries`, two consumers on one durable with 200 messages, the
+ * scope's closing (the message in flight settled, or nak'd after `drainTimeout`), and `workingEvery`.
  */
 import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
 import * as JetStreamConsumer from "@effect-idempotency/queue/JetStreamConsumer"
@@ -124,7 +125,7 @@ layer(NatsServerLive, { excludeTestServices: true, timeout: "1 minute" })("JetSt
       assert.deepStrictEqual(tap.deliveries.map((d) => d.deliveryCount), [1, 2])
     }).pipe(Effect.scoped, Effect.provide(IdempotencyStore.layerMemory)))
 
-  it.scoped("a body that does not parse or decode is terminated, and the handler never runs", () =>
+  it.scoped("a body that does not parse or decode, or a message without Nats-Msg-Id, is terminated, and the handler never runs", () =>
     Effect.gen(function*() {
       const stream = yield* testStream("poison")
       const effects: Array<string> = []
@@ -132,15 +133,18 @@ layer(NatsServerLive, { excludeTestServices: true, timeout: "1 minute" })("JetSt
       yield* JetStreamConsumer.consume(source, charge(effects))
       yield* stream.publish("not-json", new TextEncoder().encode("{ not json"))
       yield* stream.publish("not-an-order", { orderId: 42 })
+      // a good body without a Nats-Msg-Id: no key to record it under
+      yield* stream.publish(undefined, order("m-0"))
       yield* stream.publish("m-1", order("m-1"))
-      yield* settledAll(stream, 3)
+      yield* settledAll(stream, 4)
       assert.deepStrictEqual(effects, ["m-1"])
       assert.deepStrictEqual(tap.settled.map((s) => [s.key, s.how]), [
         ["not-json", "term"],
         ["not-an-order", "term"],
+        [undefined, "term"],
         ["m-1", "ack"]
       ])
-      assert.strictEqual(tap.deliveries.length, 3)
+      assert.strictEqual(tap.deliveries.length, 4)
     }).pipe(Effect.scoped, Effect.provide(IdempotencyStore.layerMemory)))
 
   it.scoped("a handler that keeps failing is delivered again, then terminated after maxDeliveries", () =>

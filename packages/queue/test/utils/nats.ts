@@ -91,8 +91,11 @@ export interface TestStream {
   readonly nc: NatsConnection
   readonly js: JetStreamClient
   readonly jsm: JetStreamManager
-  /** Publishes a JSON body (or raw bytes) under `msgId`; false when JetStream dropped it as a duplicate. */
-  readonly publish: (msgId: string, body: unknown) => Effect.Effect<boolean>
+  /**
+   * Publishes a JSON body (or raw bytes) under `msgId` (none if `undefined`); false when JetStream
+   * dropped it as a duplicate.
+   */
+  readonly publish: (msgId: string | undefined, body: unknown) => Effect.Effect<boolean>
   readonly info: Effect.Effect<ConsumerInfo>
 }
 
@@ -146,7 +149,7 @@ export const testStream = (
       publish: (msgId, body) =>
         Effect.promise(() => {
           const h = headers()
-          h.set("Nats-Msg-Id", msgId)
+          if (msgId !== undefined) h.set("Nats-Msg-Id", msgId)
           const data = body instanceof Uint8Array ? body : encoder.encode(JSON.stringify(body))
           return js.publish(subject, data, { headers: h })
         }).pipe(Effect.map((ack) => !ack.duplicate)),
