@@ -52,6 +52,20 @@ export interface Options {
 
 const LEASE = Duration.seconds(30)
 
+/** A reservation of `id` (`reserveRequest` with `overrides`) that must be Reserved. */
+const mustReserve = (
+  store: IdempotencyStore.IdempotencyStore["Type"],
+  id: IdempotencyRecord.RecordId,
+  overrides?: Partial<IdempotencyStore.ReserveRequest>
+) => Effect.map(store.reserve(reserveRequest(id, overrides)), expectReserved)
+
+/** A reservation of `id` (`reserveRequest` with `overrides`) that must find the record there (Existing). */
+const mustFind = (
+  store: IdempotencyStore.IdempotencyStore["Type"],
+  id: IdempotencyRecord.RecordId,
+  overrides?: Partial<IdempotencyStore.ReserveRequest>
+) => Effect.map(store.reserve(reserveRequest(id, overrides)), expectExisting)
+
 /** Purges `limit` at a time until a round deletes nothing (`rounds` at most); how many went. */
 const purgeAll = (store: IdempotencyStore.IdempotencyStore["Type"], limit: number, rounds: number) =>
   Effect.gen(function*() {
@@ -141,24 +155,24 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
     assert.strictEqual(record.fingerprint, FP_A)
     assert.strictEqual(record.attempt, 1)
     assert.strictEqual(record.leaseUntil, reserved.leaseUntil)
-    const again = expectExisting(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+    const again = yield* mustFind(store, id, { fingerprint: FP_B })
     assert.strictEqual(again.record.fingerprint, FP_A)
     assert.isTrue(again.record.leaseUntil > again.now)
   })
 
   check("a completed record is returned with its outcome to every later reservation", function*(store) {
     const id = freshId()
-    const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+    const first = yield* mustReserve(store, id)
     const outcome = IdempotencyRecord.StoredOutcome.Success({ value: JSON.stringify({ orderId: 42 }) })
     yield* store.complete({ id, token: first.token, outcome, ttl: TTL })
     for (let i = 0; i < 3; i++) {
-      const existing = expectExisting(yield* store.reserve(reserveRequest(id)))
+      const existing = yield* mustFind(store, id)
       assert.strictEqual(existing.record.status, "COMPLETED")
       assert.deepStrictEqual(existing.record.outcome, outcome)
       assert.strictEqual(existing.record.token, first.token)
     }
     yield* advance(Duration.minutes(59))
-    const later = expectExisting(yield* store.reserve(reserveRequest(id, { takeover: true })))
+    const later = yield* mustFind(store, id, { takeover: true })
     assert.strictEqual(later.record.status, "COMPLETED")
   })
 
@@ -170,7 +184,7 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
     ]
     for (const outcome of outcomes) {
       const id = freshId()
-      const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+      const first = yield* mustReserve(store, id)
       yield* store.complete({ id, token: first.token, outcome, ttl: TTL })
       const record = Option.getOrThrow(yield* store.get(id))
       assert.strictEqual(record.status, "COMPLETED")
@@ -180,9 +194,9 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
 
   check("a stale token gets LeaseLost on complete, release, markFailed and extend", function*(store) {
     const id = freshId()
-    const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+    const first = yield* mustReserve(store, id)
     yield* advance(Duration.sum(LEASE, Duration.seconds(1)))
-    const second = expectReserved(yield* store.reserve(reserveRequest(id)))
+    const second = yield* mustReserve(store, id)
     assert.notStrictEqual(second.token, first.token)
     const stale = { id, token: first.token }
     yield* expectLeaseLost(
@@ -201,7 +215,7 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
 
   check("writes on a completed or absent record get LeaseLost", function*(store) {
     const id = freshId()
-    const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+    const first = yield* mustReserve(store, id)
     const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "\"done\"" })
     yield* store.complete({ id, token: first.token, outcome, ttl: TTL })
     yield* expectLeaseLost(store.complete({ id, token: first.token, outcome, ttl: TTL }))
@@ -214,9 +228,7 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
 
   check("the owner of an expired record gets LeaseLost on every write", function*(store) {
     const id = freshId()
-    const first = expectReserved(
-      yield* store.reserve(reserveRequest(id, { lease: Duration.seconds(5), ttl: Duration.seconds(10) }))
-    )
+    const first = yield* mustReserve(store, id, { lease: Duration.seconds(5), ttl: Duration.seconds(10) })
     yield* advance(Duration.seconds(11))
     const owner = { id, token: first.token }
     yield* expectLeaseLost(
@@ -230,15 +242,15 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
 
   check("an expired FAILED or completed record starts again at attempt 1, whatever its fingerprint", function*(store) {
     const failed = freshId()
-    const first = expectReserved(yield* store.reserve(reserveRequest(failed)))
+    const first = yield* mustReserve(store, failed)
     yield* store.markFailed({ id: failed, token: first.token, ttl: Duration.seconds(10) })
     const completed = freshId()
-    const second = expectReserved(yield* store.reserve(reserveRequest(completed)))
+    const second = yield* mustReserve(store, completed)
     const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "2" })
     yield* store.complete({ id: completed, token: second.token, outcome, ttl: Duration.seconds(10) })
     yield* advance(Duration.seconds(11))
-    assert.strictEqual(expectReserved(yield* store.reserve(reserveRequest(failed))).attempt, 1)
-    const other = expectReserved(yield* store.reserve(reserveRequest(completed, { fingerprint: FP_B })))
+    assert.strictEqual((yield* mustReserve(store, failed)).attempt, 1)
+    const other = yield* mustReserve(store, completed, { fingerprint: FP_B })
     assert.strictEqual(other.attempt, 1)
     const record = Option.getOrThrow(yield* store.get(completed))
     assert.deepStrictEqual([record.status, record.fingerprint, record.outcome], ["IN_PROGRESS", FP_B, undefined])
@@ -246,9 +258,9 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
 
   check("an expired lease is taken over with a new token and the next attempt number", function*(store) {
     const id = freshId()
-    const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+    const first = yield* mustReserve(store, id)
     yield* advance(Duration.seconds(29))
-    const blocked = expectExisting(yield* store.reserve(reserveRequest(id)))
+    const blocked = yield* mustFind(store, id)
     assert.strictEqual(blocked.record.token, first.token)
     assert.isTrue(blocked.record.leaseUntil > blocked.now)
     yield* advance(Duration.seconds(2))
@@ -261,52 +273,52 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
 
   check("an expired lease is not taken over when takeover is off, nor by another fingerprint", function*(store) {
     const id = freshId()
-    const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+    const first = yield* mustReserve(store, id)
     yield* advance(Duration.sum(LEASE, Duration.seconds(1)))
-    const refused = expectExisting(yield* store.reserve(reserveRequest(id, { takeover: false })))
+    const refused = yield* mustFind(store, id, { takeover: false })
     assert.strictEqual(refused.record.token, first.token)
     assert.isTrue(refused.record.leaseUntil <= refused.now)
-    const other = expectExisting(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+    const other = yield* mustFind(store, id, { fingerprint: FP_B })
     assert.strictEqual(other.record.fingerprint, FP_A)
   })
 
   check("extend moves the lease forward; the old owner keeps the record", function*(store) {
     const id = freshId()
-    const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+    const first = yield* mustReserve(store, id)
     yield* advance(Duration.seconds(25))
     yield* store.extend({ id, token: first.token, lease: LEASE })
     yield* advance(Duration.seconds(25))
-    const blocked = expectExisting(yield* store.reserve(reserveRequest(id)))
+    const blocked = yield* mustFind(store, id)
     assert.strictEqual(blocked.record.token, first.token)
     yield* advance(Duration.seconds(6))
-    const taken = expectReserved(yield* store.reserve(reserveRequest(id)))
+    const taken = yield* mustReserve(store, id)
     assert.strictEqual(taken.attempt, 2)
   })
 
   check("release makes the key reservable again", function*(store) {
     const id = freshId()
-    const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+    const first = yield* mustReserve(store, id)
     yield* store.release({ id, token: first.token })
     assert.isTrue(Option.isNone(yield* store.get(id)))
-    const again = expectReserved(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+    const again = yield* mustReserve(store, id, { fingerprint: FP_B })
     assert.strictEqual(again.attempt, 1)
   })
 
   check("a FAILED record is taken over by the same fingerprint only", function*(store) {
     const id = freshId()
-    const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+    const first = yield* mustReserve(store, id)
     yield* store.markFailed({ id, token: first.token, ttl: TTL })
     const record = Option.getOrThrow(yield* store.get(id))
     assert.strictEqual(record.status, "FAILED")
-    const other = expectExisting(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+    const other = yield* mustFind(store, id, { fingerprint: FP_B })
     assert.strictEqual(other.record.status, "FAILED")
-    const retry = expectReserved(yield* store.reserve(reserveRequest(id, { takeover: false })))
+    const retry = yield* mustReserve(store, id, { takeover: false })
     assert.strictEqual(retry.attempt, 2)
   })
 
   check("a record is absent once its TTL passed, and purge deletes it", function*(store) {
     const id = freshId()
-    const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+    const first = yield* mustReserve(store, id)
     const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "true" })
     yield* store.complete({ id, token: first.token, outcome, ttl: Duration.seconds(10) })
     yield* advance(Duration.seconds(9))
@@ -315,22 +327,20 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
     assert.isTrue(Option.isNone(yield* store.get(id)))
     assert.isAtLeast(yield* purgeAll(store, 100, 1000), 1)
     assert.strictEqual(yield* store.purgeExpired({ limit: 100 }), 0)
-    const fresh = expectReserved(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+    const fresh = yield* mustReserve(store, id, { fingerprint: FP_B })
     assert.strictEqual(fresh.attempt, 1)
   })
 
   check("an IN_PROGRESS record expires too (its lease never outlives its TTL)", function*(store) {
     const id = freshId()
-    const first = expectReserved(
-      yield* store.reserve(reserveRequest(id, { lease: Duration.seconds(30), ttl: Duration.seconds(5) }))
-    )
+    const first = yield* mustReserve(store, id, { lease: Duration.seconds(30), ttl: Duration.seconds(5) })
     assert.isTrue(first.expiresAt >= first.leaseUntil)
     yield* advance(Duration.seconds(10))
-    const blocked = expectExisting(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+    const blocked = yield* mustFind(store, id, { fingerprint: FP_B })
     assert.strictEqual(blocked.record.status, "IN_PROGRESS")
     yield* advance(Duration.seconds(21))
     assert.isTrue(Option.isNone(yield* store.get(id)))
-    const fresh = expectReserved(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+    const fresh = yield* mustReserve(store, id, { fingerprint: FP_B })
     assert.strictEqual(fresh.attempt, 1)
   })
 
@@ -338,16 +348,16 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
     const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "1" })
     const expired = Array.from({ length: 3 }, () => freshId())
     for (const id of expired) {
-      const reserved = expectReserved(yield* store.reserve(reserveRequest(id)))
+      const reserved = yield* mustReserve(store, id)
       yield* store.complete({ id, token: reserved.token, outcome, ttl: Duration.seconds(10) })
     }
     const completed = freshId()
-    const done = expectReserved(yield* store.reserve(reserveRequest(completed)))
+    const done = yield* mustReserve(store, completed)
     yield* store.complete({ id: completed, token: done.token, outcome, ttl: TTL })
     const inProgress = freshId()
-    const running = expectReserved(yield* store.reserve(reserveRequest(inProgress)))
+    const running = yield* mustReserve(store, inProgress)
     const failed = freshId()
-    const marked = expectReserved(yield* store.reserve(reserveRequest(failed)))
+    const marked = yield* mustReserve(store, failed)
     yield* store.markFailed({ id: failed, token: marked.token, ttl: TTL })
     yield* advance(Duration.seconds(11))
     // at least three records are expired: a purge limited to one deletes exactly one
@@ -367,7 +377,7 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
 
   check("the TTL of an outcome counts from its completion, not from the reservation", function*(store) {
     const id = freshId()
-    const first = expectReserved(yield* store.reserve(reserveRequest(id, { lease: Duration.seconds(60) })))
+    const first = yield* mustReserve(store, id, { lease: Duration.seconds(60) })
     yield* advance(Duration.seconds(20))
     const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "\"late\"" })
     yield* store.complete({ id, token: first.token, outcome, ttl: Duration.seconds(10) })
@@ -379,22 +389,20 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
 
   check("extend keeps a record past a TTL shorter than the new lease", function*(store) {
     const id = freshId()
-    const first = expectReserved(
-      yield* store.reserve(reserveRequest(id, { lease: Duration.seconds(5), ttl: Duration.seconds(5) }))
-    )
+    const first = yield* mustReserve(store, id, { lease: Duration.seconds(5), ttl: Duration.seconds(5) })
     yield* advance(Duration.seconds(4))
     yield* store.extend({ id, token: first.token, lease: Duration.seconds(30) })
     yield* advance(Duration.seconds(20))
     const record = Option.getOrThrow(yield* store.get(id))
     assert.deepStrictEqual([record.status, record.token], ["IN_PROGRESS", first.token])
     assert.isAtLeast(record.expiresAt, record.leaseUntil)
-    const blocked = expectExisting(yield* store.reserve(reserveRequest(id)))
+    const blocked = yield* mustFind(store, id)
     assert.strictEqual(blocked.record.token, first.token)
   })
 
   check("markFailed on a COMPLETED record gets LeaseLost and leaves the outcome", function*(store) {
     const id = freshId()
-    const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+    const first = yield* mustReserve(store, id)
     const outcome = IdempotencyRecord.StoredOutcome.Success({ value: "\"kept\"" })
     yield* store.complete({ id, token: first.token, outcome, ttl: TTL })
     yield* expectLeaseLost(store.markFailed({ id, token: first.token, ttl: TTL }))
@@ -407,12 +415,10 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
     function*(store) {
       const racers = Math.min(concurrency, 50)
       const failed = freshId()
-      const first = expectReserved(yield* store.reserve(reserveRequest(failed)))
+      const first = yield* mustReserve(store, failed)
       yield* store.markFailed({ id: failed, token: first.token, ttl: TTL })
       const expired = freshId()
-      const second = expectReserved(
-        yield* store.reserve(reserveRequest(expired, { lease: Duration.seconds(5), ttl: Duration.seconds(5) }))
-      )
+      const second = yield* mustReserve(store, expired, { lease: Duration.seconds(5), ttl: Duration.seconds(5) })
       yield* advance(Duration.seconds(6))
       for (const [id, previous] of [[failed, first], [expired, second]] as const) {
         const { owner, results } = yield* race(store, id, racers)
@@ -455,10 +461,10 @@ export const checks = (options?: Omit<Options, "timeout">): ReadonlyArray<Check>
     const texts = [JSON.stringify(unicode), big, JSON.stringify("line\nbreak\ttab \\ \" quote \u0001")]
     for (const text of texts) {
       const id = freshId({ scope: "tenant-ü" })
-      const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+      const first = yield* mustReserve(store, id)
       const outcome = IdempotencyRecord.StoredOutcome.Success({ value: text })
       yield* store.complete({ id, token: first.token, outcome, ttl: TTL })
-      const existing = expectExisting(yield* store.reserve(reserveRequest(id)))
+      const existing = yield* mustFind(store, id)
       const stored = existing.record.outcome
       assert.strictEqual(stored?._tag, "Success")
       assert.strictEqual(stored?._tag === "Success" ? stored.value : undefined, text)
@@ -599,15 +605,13 @@ export const serverClockSuite = <R, E>(
         const store = yield* IdempotencyStore.IdempotencyStore
         const id = freshId()
         const before = yield* options.now
-        const reserved = expectReserved(
-          yield* store.reserve(reserveRequest(id, { lease: Duration.seconds(30), ttl: HOUR }))
-        )
+        const reserved = yield* mustReserve(store, id, { lease: Duration.seconds(30), ttl: HOUR })
         const after = yield* options.now
         assert.isTrue(reserved.leaseUntil >= before + 30_000 && reserved.leaseUntil <= after + 30_000)
         assert.strictEqual(reserved.expiresAt, reserved.leaseUntil - 30_000 + HOUR_MS)
         // the fiber's clock jumps two hours (and was at 1970 before): nothing changes in the store
         yield* TestClock.adjust(Duration.hours(2))
-        const blocked = expectExisting(yield* store.reserve(reserveRequest(id)))
+        const blocked = yield* mustFind(store, id)
         assert.strictEqual(blocked.record.token, reserved.token)
         assert.isTrue(blocked.now >= before && blocked.now <= (yield* options.now))
         assert.isTrue(Option.isSome(yield* store.get(id)))
@@ -617,9 +621,9 @@ export const serverClockSuite = <R, E>(
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
         const id = freshId()
-        const first = expectReserved(yield* store.reserve(reserveRequest(id, { lease: Duration.zero })))
+        const first = yield* mustReserve(store, id, { lease: Duration.zero })
         assert.isTrue(first.expiresAt > first.leaseUntil)
-        const second = expectReserved(yield* store.reserve(reserveRequest(id)))
+        const second = yield* mustReserve(store, id)
         assert.strictEqual(second.attempt, 2)
         assert.notStrictEqual(second.token, first.token)
         // the first owner is fenced out
@@ -630,31 +634,27 @@ export const serverClockSuite = <R, E>(
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
         const live = freshId()
-        const holder = expectReserved(yield* store.reserve(reserveRequest(live, { lease: HOUR })))
-        const blocked = expectExisting(yield* store.reserve(reserveRequest(live)))
+        const holder = yield* mustReserve(store, live, { lease: HOUR })
+        const blocked = yield* mustFind(store, live)
         assert.strictEqual(blocked.record.token, holder.token)
         assert.strictEqual(blocked.record.status, "IN_PROGRESS")
         assert.isTrue(blocked.record.leaseUntil - blocked.now > HOUR_MS - 60_000)
 
         const ended = freshId()
-        const crashed = expectReserved(yield* store.reserve(reserveRequest(ended, { lease: Duration.zero })))
-        const kept = expectExisting(yield* store.reserve(reserveRequest(ended, { takeover: false })))
+        const crashed = yield* mustReserve(store, ended, { lease: Duration.zero })
+        const kept = yield* mustFind(store, ended, { takeover: false })
         assert.strictEqual(kept.record.token, crashed.token)
         assert.isTrue(kept.record.leaseUntil <= kept.now)
-        const other = expectExisting(yield* store.reserve(reserveRequest(ended, { fingerprint: FP_B })))
+        const other = yield* mustFind(store, ended, { fingerprint: FP_B })
         assert.strictEqual(other.record.token, crashed.token)
       }))
 
     it.effect("a record lives now + max(lease, ttl) from its reservation", () =>
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
-        const longLease = expectReserved(
-          yield* store.reserve(reserveRequest(freshId(), { lease: Duration.hours(2), ttl: HOUR }))
-        )
+        const longLease = yield* mustReserve(store, freshId(), { lease: Duration.hours(2), ttl: HOUR })
         assert.strictEqual(longLease.expiresAt, longLease.leaseUntil)
-        const longTtl = expectReserved(
-          yield* store.reserve(reserveRequest(freshId(), { lease: Duration.seconds(5), ttl: Duration.hours(3) }))
-        )
+        const longTtl = yield* mustReserve(store, freshId(), { lease: Duration.seconds(5), ttl: Duration.hours(3) })
         assert.strictEqual(longTtl.expiresAt - longTtl.leaseUntil, 3 * HOUR_MS - 5_000)
       }))
 
@@ -662,12 +662,10 @@ export const serverClockSuite = <R, E>(
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
         const id = freshId()
-        const reserved = expectReserved(
-          yield* store.reserve(reserveRequest(id, { lease: Duration.infinity, ttl: Duration.infinity }))
-        )
+        const reserved = yield* mustReserve(store, id, { lease: Duration.infinity, ttl: Duration.infinity })
         assert.isTrue(Number.isSafeInteger(reserved.expiresAt) && reserved.expiresAt > 2 ** 52)
         yield* store.complete({ id, token: reserved.token, outcome, ttl: Duration.infinity })
-        const replay = expectExisting(yield* store.reserve(reserveRequest(id)))
+        const replay = yield* mustFind(store, id)
         assert.strictEqual(replay.record.status, "COMPLETED")
         assert.deepStrictEqual(replay.record.outcome, outcome)
       }))
@@ -676,15 +674,15 @@ export const serverClockSuite = <R, E>(
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
         const kept = freshId()
-        const first = expectReserved(yield* store.reserve(reserveRequest(kept)))
+        const first = yield* mustReserve(store, kept)
         yield* store.complete({ id: kept, token: first.token, outcome, ttl: HOUR })
-        const replay = expectExisting(yield* store.reserve(reserveRequest(kept)))
+        const replay = yield* mustFind(store, kept)
         assert.strictEqual(replay.record.status, "COMPLETED")
         assert.deepStrictEqual(replay.record.outcome, outcome)
         assert.isTrue(replay.record.expiresAt - replay.now > HOUR_MS - 60_000)
 
         const gone = freshId()
-        const owner = expectReserved(yield* store.reserve(reserveRequest(gone)))
+        const owner = yield* mustReserve(store, gone)
         yield* store.complete({ id: gone, token: owner.token, outcome, ttl: Duration.zero })
         assert.isTrue(Option.isNone(yield* store.get(gone)))
         yield* expectLeaseLost(store.extend({ id: gone, token: owner.token, lease: HOUR }))
@@ -693,7 +691,7 @@ export const serverClockSuite = <R, E>(
         } else {
           assert.isAtLeast(yield* purgeAll(store, 50, 100), 1)
         }
-        const fresh = expectReserved(yield* store.reserve(reserveRequest(gone, { fingerprint: FP_B })))
+        const fresh = yield* mustReserve(store, gone, { fingerprint: FP_B })
         assert.strictEqual(fresh.attempt, 1)
       }))
 
@@ -701,9 +699,9 @@ export const serverClockSuite = <R, E>(
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
         const id = freshId()
-        const first = expectReserved(yield* store.reserve(reserveRequest(id)))
+        const first = yield* mustReserve(store, id)
         yield* store.markFailed({ id, token: first.token, ttl: Duration.zero })
-        const fresh = expectReserved(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+        const fresh = yield* mustReserve(store, id, { fingerprint: FP_B })
         assert.strictEqual(fresh.attempt, 1)
         const record = Option.getOrThrow(yield* store.get(id))
         assert.strictEqual(record.fingerprint, FP_B)
@@ -714,11 +712,9 @@ export const serverClockSuite = <R, E>(
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
         const id = freshId()
-        const first = expectReserved(
-          yield* store.reserve(reserveRequest(id, { lease: Duration.zero, ttl: Duration.minutes(1) }))
-        )
+        const first = yield* mustReserve(store, id, { lease: Duration.zero, ttl: Duration.minutes(1) })
         yield* store.extend({ id, token: first.token, lease: HOUR })
-        const blocked = expectExisting(yield* store.reserve(reserveRequest(id)))
+        const blocked = yield* mustFind(store, id)
         assert.strictEqual(blocked.record.token, first.token)
         assert.isTrue(blocked.record.leaseUntil - blocked.now > HOUR_MS - 60_000)
         // the record lives at least as long as its lease: past its one-minute TTL
@@ -730,11 +726,11 @@ export const serverClockSuite = <R, E>(
       Effect.gen(function*() {
         const store = yield* IdempotencyStore.IdempotencyStore
         const id = freshId()
-        const first = expectReserved(yield* store.reserve(reserveRequest(id, { lease: HOUR })))
+        const first = yield* mustReserve(store, id, { lease: HOUR })
         yield* store.markFailed({ id, token: first.token, ttl: HOUR })
-        const other = expectExisting(yield* store.reserve(reserveRequest(id, { fingerprint: FP_B })))
+        const other = yield* mustFind(store, id, { fingerprint: FP_B })
         assert.strictEqual(other.record.status, "FAILED")
-        const retry = expectReserved(yield* store.reserve(reserveRequest(id, { takeover: false })))
+        const retry = yield* mustReserve(store, id, { takeover: false })
         assert.strictEqual(retry.attempt, 2)
       }))
   })
