@@ -6,9 +6,7 @@ import { PlatformModel, RetryProperty } from "@effect-idempotency/testing"
 import type { SimulatedDownstream } from "@effect-idempotency/testing"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import { passes, property, runs } from "./utils/orders.js"
-
-const TIMEOUT = { timeout: 600_000 }
+import { holds, property, runs } from "./utils/orders.js"
 
 describe.concurrent("RetryProperty passes known-good configurations: at most once, and the reported guarantee", () => {
   /** markUnknown, every failure stored: rejections and transient failures both drawn. */
@@ -18,15 +16,14 @@ describe.concurrent("RetryProperty passes known-good configurations: at most onc
     downstream: { failures: ["Rejected", "Unavailable"], kinds }
   }))
 
-  it.effect(
+  holds(
     "markUnknown with every failure stored writes at most once, even to an API that does not deduplicate",
-    () =>
-      Effect.gen(function*() {
-        const report = yield* passes(atMostOnce(), runs(500))
-        assert.strictEqual(report.guarantee, "atMostOnce")
-        assert.isAbove(report.casesWithOutcomeLost, 0, "some keys stayed blocked for reconciliation")
-      }),
-    TIMEOUT
+    atMostOnce(),
+    500,
+    (report) => {
+      assert.strictEqual(report.guarantee, "atMostOnce")
+      assert.isAbove(report.casesWithOutcomeLost, 0, "some keys stayed blocked for reconciliation")
+    }
   )
 
   // every exit after the write, each drawn on its own so that it comes up in most cases
@@ -36,63 +33,49 @@ describe.concurrent("RetryProperty passes known-good configurations: at most onc
     ["writes that land after their caller gave up", ["Succeed", "WriteLandsLate"]]
   ]
   for (const [name, kinds] of exits) {
-    it.effect(`markUnknown stays at most once through ${name}`, () =>
-      Effect.gen(function*() {
-        const report = yield* passes(atMostOnce(kinds), runs(150))
-        assert.notStrictEqual(report.guarantee, "atLeastOnce")
-      }), TIMEOUT)
+    holds(`markUnknown stays at most once through ${name}`, atMostOnce(kinds), 150, (report) => {
+      assert.notStrictEqual(report.guarantee, "atLeastOnce")
+    })
   }
 
-  it.effect(
+  holds(
     "keepLease with the platform's remaining time as the deadline, under Netlify synchronous resends",
-    () =>
-      Effect.gen(function*() {
-        const report = yield* passes(
-          property({ timeout: "30 seconds", onTimeout: "keepLease", lease: "12 seconds" }, {
-            platform: PlatformModel.netlifySynchronous,
-            deduplicate: true,
-            deadlineMargin: "1 second",
-            require: "exactlyOnce"
-          }),
-          runs(300)
-        )
-        assert.strictEqual(report.guarantee, "exactlyOnceWithDeduplication")
-      }),
-    TIMEOUT
+    property({ timeout: "30 seconds", onTimeout: "keepLease", lease: "12 seconds" }, {
+      platform: PlatformModel.netlifySynchronous,
+      deduplicate: true,
+      deadlineMargin: "1 second",
+      require: "exactlyOnce"
+    }),
+    300,
+    (report) => {
+      assert.strictEqual(report.guarantee, "exactlyOnceWithDeduplication")
+    }
   )
 
-  it.effect(
+  holds(
     "an accepted at-least-once configuration passes, and is reported as at least once",
-    () =>
-      Effect.gen(function*() {
-        const report = yield* passes(
-          property({ timeout: "2 seconds", onTimeout: "release" }, {
-            require: "atLeastOnce"
-          }),
-          runs(200)
-        )
-        assert.strictEqual(report.guarantee, "atLeastOnce")
-        assert.isAbove(report.casesWithDuplicates, 0)
-        assert.include(report.text, "gives at least once")
-      }),
-    TIMEOUT
+    property({ timeout: "2 seconds", onTimeout: "release" }, {
+      require: "atLeastOnce"
+    }),
+    200,
+    (report) => {
+      assert.strictEqual(report.guarantee, "atLeastOnce")
+      assert.isAbove(report.casesWithDuplicates, 0)
+      assert.include(report.text, "gives at least once")
+    }
   )
 
-  it.effect(
+  holds(
     "a downstream that always answers in time and a store without faults: exactly once, no deduplication needed",
-    () =>
-      Effect.gen(function*() {
-        const report = yield* passes(
-          property({ timeout: "2 seconds", onTimeout: "keepLease" }, {
-            downstream: { kinds: ["Succeed", "Fail"], maxLatency: "1 second" },
-            faults: false,
-            require: "exactlyOnce"
-          }),
-          runs(200)
-        )
-        assert.strictEqual(report.guarantee, "exactlyOnce")
-      }),
-    TIMEOUT
+    property({ timeout: "2 seconds", onTimeout: "keepLease" }, {
+      downstream: { kinds: ["Succeed", "Fail"], maxLatency: "1 second" },
+      faults: false,
+      require: "exactlyOnce"
+    }),
+    200,
+    (report) => {
+      assert.strictEqual(report.guarantee, "exactlyOnce")
+    }
   )
 
   describe("one case per fast-check run, inside it.effect.prop", () => {

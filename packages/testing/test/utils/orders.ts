@@ -5,7 +5,7 @@
 import { Idempotency } from "@effect-idempotency/core"
 import type { IdempotencyPolicy } from "@effect-idempotency/core"
 import { PlatformModel, RetryProperty, SimulatedDownstream } from "@effect-idempotency/testing"
-import { assert } from "@effect/vitest"
+import { assert, it } from "@effect/vitest"
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -26,6 +26,17 @@ export const passes = <P, A, E, R, ROut = never, RS = never>(
     assert.strictEqual(report.numRuns, numRuns)
     return report
   })
+
+/**
+ * A test that the property of `options` holds over `full` runs (fewer under `PROPERTY_RUNS`), whose
+ * report `check` reads.
+ */
+export const holds = (
+  name: string,
+  options: OrderOptions,
+  full: number,
+  check: (report: RetryProperty.Report) => void
+) => it.effect(name, () => Effect.map(passes(options, runs(full)), check), { timeout: 600_000 })
 
 export const Order = Schema.Struct({ sku: Schema.String, quantity: Schema.Int })
 export type Order = typeof Order.Type
