@@ -17,6 +17,7 @@ import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
+import type { YieldWrap } from "effect/Utils"
 import { aroundStore, type Method } from "./utils/aroundStore.js"
 
 class OutOfStock extends Schema.TaggedError<OutOfStock>()("OutOfStock", { sku: Schema.String }) {}
@@ -54,6 +55,12 @@ const controllableStore = Effect.gen(function*() {
 /** Provides a fresh memory store. */
 const onMemory = Effect.provide(IdempotencyStore.layerMemoryWith({ warn: false }))
 
+/** A test on the memory store; its body is a generator, as `Effect.gen` takes. */
+const onMemoryTest = (
+  name: string,
+  body: () => Generator<YieldWrap<Effect.Effect<unknown, unknown, IdempotencyStore.IdempotencyStore>>, void, unknown>
+) => it.effect(name, () => Effect.gen(body).pipe(onMemory))
+
 /** A `behaviour`: the execution's order "o", placed once `effect` has run. */
 const placedAfter = <E>(effect: Effect.Effect<unknown, E>) => (execution: number) =>
   Effect.as(effect, { orderId: "o", execution })
@@ -78,37 +85,35 @@ const counted = <E = never>(
   })
 
 describe("Idempotency", () => {
-  it.effect("runs the downstream once and replays the recorded outcome", () =>
-    Effect.gen(function*() {
-      const { operation, executions } = yield* counted()
-      const first = yield* operation.runDetailed({ key: "k-1", payload: order })
-      const second = yield* operation.runDetailed({ key: "k-1", payload: order })
-      const third = yield* operation.run({ key: "\"k-1\"", payload: order })
-      assert.deepStrictEqual(first, {
-        value: { orderId: "order-1", execution: 1 },
-        replayed: false,
-        attempt: 1,
-        recorded: true
-      })
-      assert.deepStrictEqual(second, {
-        value: { orderId: "order-1", execution: 1 },
-        replayed: true,
-        attempt: 1,
-        recorded: true
-      })
-      assert.deepStrictEqual(third, first.value)
-      assert.strictEqual(yield* Ref.get(executions), 1)
-    }).pipe(onMemory))
+  onMemoryTest("runs the downstream once and replays the recorded outcome", function*() {
+    const { operation, executions } = yield* counted()
+    const first = yield* operation.runDetailed({ key: "k-1", payload: order })
+    const second = yield* operation.runDetailed({ key: "k-1", payload: order })
+    const third = yield* operation.run({ key: "\"k-1\"", payload: order })
+    assert.deepStrictEqual(first, {
+      value: { orderId: "order-1", execution: 1 },
+      replayed: false,
+      attempt: 1,
+      recorded: true
+    })
+    assert.deepStrictEqual(second, {
+      value: { orderId: "order-1", execution: 1 },
+      replayed: true,
+      attempt: 1,
+      recorded: true
+    })
+    assert.deepStrictEqual(third, first.value)
+    assert.strictEqual(yield* Ref.get(executions), 1)
+  })
 
-  it.effect("a different request under the same key fails with KeyReused and does not execute", () =>
-    Effect.gen(function*() {
-      const { operation, executions } = yield* counted()
-      yield* operation.run({ key: "k", payload: order })
-      const error = yield* Effect.flip(operation.run({ key: "k", payload: { ...order, quantity: 3 } }))
-      assert.strictEqual(error._tag, "KeyReused")
-      assert.strictEqual(IdempotencyError.httpStatus(error as IdempotencyError.IdempotencyError), 422)
-      assert.strictEqual(yield* Ref.get(executions), 1)
-    }).pipe(onMemory))
+  onMemoryTest("a different request under the same key fails with KeyReused and does not execute", function*() {
+    const { operation, executions } = yield* counted()
+    yield* operation.run({ key: "k", payload: order })
+    const error = yield* Effect.flip(operation.run({ key: "k", payload: { ...order, quantity: 3 } }))
+    assert.strictEqual(error._tag, "KeyReused")
+    assert.strictEqual(IdempotencyError.httpStatus(error as IdempotencyError.IdempotencyError), 422)
+    assert.strictEqual(yield* Ref.get(executions), 1)
+  })
 
   it.effect("an invalid key fails before any store call", () =>
     Effect.gen(function*() {
@@ -135,21 +140,21 @@ describe("Idempotency", () => {
       assert.strictEqual(recovered.execution, 1)
     }))
 
-  it.effect("the same key under two scopes executes once per scope", () =>
-    Effect.gen(function*() {
-      const { operation, executions } = yield* counted()
-      const a = yield* operation.run({ key: "k", payload: order, scope: "tenant-a" })
-      const b = yield* operation.run({ key: "k", payload: order, scope: "tenant-b" })
-      const a2 = yield* operation.runDetailed({ key: "k", payload: order, scope: "tenant-a" })
-      assert.strictEqual(yield* Ref.get(executions), 2)
-      assert.notStrictEqual(a.orderId, b.orderId)
-      assert.isTrue(a2.replayed)
-      assert.strictEqual(a2.value.orderId, a.orderId)
-    }).pipe(onMemory))
+  onMemoryTest("the same key under two scopes executes once per scope", function*() {
+    const { operation, executions } = yield* counted()
+    const a = yield* operation.run({ key: "k", payload: order, scope: "tenant-a" })
+    const b = yield* operation.run({ key: "k", payload: order, scope: "tenant-b" })
+    const a2 = yield* operation.runDetailed({ key: "k", payload: order, scope: "tenant-a" })
+    assert.strictEqual(yield* Ref.get(executions), 2)
+    assert.notStrictEqual(a.orderId, b.orderId)
+    assert.isTrue(a2.replayed)
+    assert.strictEqual(a2.value.orderId, a.orderId)
+  })
 
   describe("failure policy", () => {
-    it.effect("release (the default for failures the failure schema does not cover): a retry executes again", () =>
-      Effect.gen(function*() {
+    onMemoryTest(
+      "release (the default for failures the failure schema does not cover): a retry executes again",
+      function*() {
         const { operation, executions } = yield* counted<Transient>({
           behaviour: (n) => n === 1 ? Effect.fail(new Transient()) : Effect.succeed({ orderId: "o", execution: n })
         })
@@ -158,10 +163,12 @@ describe("Idempotency", () => {
         const retry = yield* operation.run({ key: "k", payload: order })
         assert.strictEqual(retry.execution, 2)
         assert.strictEqual(yield* Ref.get(executions), 2)
-      }).pipe(onMemory))
+      }
+    )
 
-    it.effect("store (the default for failures the failure schema covers): the failure is replayed, typed", () =>
-      Effect.gen(function*() {
+    onMemoryTest(
+      "store (the default for failures the failure schema covers): the failure is replayed, typed",
+      function*() {
         const { operation, executions } = yield* counted<OutOfStock | Transient>({
           failure: OutOfStock,
           behaviour: () => Effect.fail(new OutOfStock({ sku: "A-1" }))
@@ -172,27 +179,28 @@ describe("Idempotency", () => {
         assert.instanceOf(replay, OutOfStock)
         assert.deepStrictEqual(replay, first)
         assert.strictEqual(yield* Ref.get(executions), 1)
-      }).pipe(onMemory))
+      }
+    )
 
-    it.effect("markFailed: the same request takes the record over; another request is KeyReused", () =>
-      Effect.gen(function*() {
-        const { operation, executions } = yield* counted<Transient>({
-          onFailure: () => "markFailed",
-          behaviour: (n) => n === 1 ? Effect.fail(new Transient()) : Effect.succeed({ orderId: "o", execution: n })
-        })
-        yield* Effect.flip(operation.run({ key: "k", payload: order }))
-        const store = yield* IdempotencyStore.IdempotencyStore
-        const id = IdempotencyRecord.makeRecordId({ operation: "place-order", key: IdempotencyKey.unsafeMake("k") })
-        assert.strictEqual(Option.getOrThrow(yield* store.get(id)).status, "FAILED")
-        const other = yield* Effect.flip(operation.run({ key: "k", payload: { ...order, sku: "B-2" } }))
-        assert.strictEqual(other._tag, "KeyReused")
-        const retry = yield* operation.runDetailed({ key: "k", payload: order })
-        assert.deepStrictEqual([retry.value.execution, retry.attempt, retry.replayed], [2, 2, false])
-        assert.strictEqual(yield* Ref.get(executions), 2)
-      }).pipe(onMemory))
+    onMemoryTest("markFailed: the same request takes the record over; another request is KeyReused", function*() {
+      const { operation, executions } = yield* counted<Transient>({
+        onFailure: () => "markFailed",
+        behaviour: (n) => n === 1 ? Effect.fail(new Transient()) : Effect.succeed({ orderId: "o", execution: n })
+      })
+      yield* Effect.flip(operation.run({ key: "k", payload: order }))
+      const store = yield* IdempotencyStore.IdempotencyStore
+      const id = IdempotencyRecord.makeRecordId({ operation: "place-order", key: IdempotencyKey.unsafeMake("k") })
+      assert.strictEqual(Option.getOrThrow(yield* store.get(id)).status, "FAILED")
+      const other = yield* Effect.flip(operation.run({ key: "k", payload: { ...order, sku: "B-2" } }))
+      assert.strictEqual(other._tag, "KeyReused")
+      const retry = yield* operation.runDetailed({ key: "k", payload: order })
+      assert.deepStrictEqual([retry.value.execution, retry.attempt, retry.replayed], [2, 2, false])
+      assert.strictEqual(yield* Ref.get(executions), 2)
+    })
 
-    it.effect("a failure chosen for store that the failure schema cannot encode is kept omitted, never re-run", () =>
-      Effect.gen(function*() {
+    onMemoryTest(
+      "a failure chosen for store that the failure schema cannot encode is kept omitted, never re-run",
+      function*() {
         const { executions, operation } = yield* counted<Transient>({
           onFailure: () => "store",
           behaviour: () => Effect.fail(new Transient())
@@ -207,7 +215,8 @@ describe("Idempotency", () => {
         assert.strictEqual(retry._tag, "OutcomeNotReplayable")
         assert.isTrue((retry as IdempotencyError.OutcomeNotReplayable).replayed)
         assert.strictEqual(yield* Ref.get(executions), 1)
-      }).pipe(onMemory))
+      }
+    )
 
     it.effect("a policy that cannot be applied fails with CleanupFailed carrying the original failure", () =>
       Effect.gen(function*() {
@@ -227,60 +236,57 @@ describe("Idempotency", () => {
         assert.strictEqual(IdempotencyError.httpStatus(cleanup), 503)
       }))
 
-    it.effect("a defect is an unknown outcome: by default it keeps the lease, as a timeout would", () =>
-      Effect.gen(function*() {
-        const { operation, executions } = yield* counted({
-          timeout: "5 seconds",
-          lease: "20 seconds",
-          behaviour: (n) =>
-            n === 1 ? Effect.die("parser failed after the write") : Effect.succeed({ orderId: "o", execution: n })
-        })
-        const exit = yield* Effect.exit(operation.run({ key: "k", payload: order }))
-        assert.isTrue(exit._tag === "Failure" && exit.cause._tag === "Die")
-        // before this change the record was released here and the retry ran the downstream again
-        assert.strictEqual(
-          (yield* Effect.flip(operation.run({ key: "k", payload: order })))._tag,
-          "IdempotencyConflict"
-        )
-        assert.strictEqual(yield* Ref.get(executions), 1)
-        yield* TestClock.adjust("20 seconds")
-        assert.strictEqual((yield* operation.run({ key: "k", payload: order })).execution, 2)
-      }).pipe(onMemory))
+    onMemoryTest("a defect is an unknown outcome: by default it keeps the lease, as a timeout would", function*() {
+      const { operation, executions } = yield* counted({
+        timeout: "5 seconds",
+        lease: "20 seconds",
+        behaviour: (n) =>
+          n === 1 ? Effect.die("parser failed after the write") : Effect.succeed({ orderId: "o", execution: n })
+      })
+      const exit = yield* Effect.exit(operation.run({ key: "k", payload: order }))
+      assert.isTrue(exit._tag === "Failure" && exit.cause._tag === "Die")
+      // before this change the record was released here and the retry ran the downstream again
+      assert.strictEqual(
+        (yield* Effect.flip(operation.run({ key: "k", payload: order })))._tag,
+        "IdempotencyConflict"
+      )
+      assert.strictEqual(yield* Ref.get(executions), 1)
+      yield* TestClock.adjust("20 seconds")
+      assert.strictEqual((yield* operation.run({ key: "k", payload: order })).execution, 2)
+    })
 
-    it.effect("a defect under markUnknown blocks the key; onDefect: release lets a retry run at once", () =>
-      Effect.gen(function*() {
-        const defect = (n: number) => n === 1 ? Effect.die("boom") : Effect.succeed({ orderId: "o", execution: n })
-        const blocked = yield* counted({ onTimeout: "markUnknown", behaviour: defect })
-        yield* Effect.exit(blocked.operation.run({ key: "k1", payload: order }))
-        const error = yield* Effect.flip(blocked.operation.run({ key: "k1", payload: order }))
-        assert.deepStrictEqual([error._tag, (error as IdempotencyError.DownstreamTimeout).replayed], [
-          "DownstreamTimeout",
-          true
-        ])
-        assert.strictEqual(yield* Ref.get(blocked.executions), 1)
+    onMemoryTest("a defect under markUnknown blocks the key; onDefect: release lets a retry run at once", function*() {
+      const defect = (n: number) => n === 1 ? Effect.die("boom") : Effect.succeed({ orderId: "o", execution: n })
+      const blocked = yield* counted({ onTimeout: "markUnknown", behaviour: defect })
+      yield* Effect.exit(blocked.operation.run({ key: "k1", payload: order }))
+      const error = yield* Effect.flip(blocked.operation.run({ key: "k1", payload: order }))
+      assert.deepStrictEqual([error._tag, (error as IdempotencyError.DownstreamTimeout).replayed], [
+        "DownstreamTimeout",
+        true
+      ])
+      assert.strictEqual(yield* Ref.get(blocked.executions), 1)
 
-        const released = yield* counted({ onTimeout: "markUnknown", onDefect: "release", behaviour: defect })
-        yield* Effect.exit(released.operation.run({ key: "k2", payload: order }))
-        assert.strictEqual((yield* released.operation.run({ key: "k2", payload: order })).execution, 2)
-      }).pipe(onMemory))
+      const released = yield* counted({ onTimeout: "markUnknown", onDefect: "release", behaviour: defect })
+      yield* Effect.exit(released.operation.run({ key: "k2", payload: order }))
+      assert.strictEqual((yield* released.operation.run({ key: "k2", payload: order })).execution, 2)
+    })
 
-    it.effect("an execute function that throws is a defect that releases the record", () =>
-      Effect.gen(function*() {
-        let calls = 0
-        const operation = Idempotency.make({
-          name: "throws",
-          payload: Schema.Null,
-          success: Schema.Number,
-          execute: () => {
-            calls++
-            if (calls === 1) throw new Error("thrown while building the effect")
-            return Effect.succeed(calls)
-          }
-        })
-        const exit = yield* Effect.exit(operation.run({ key: "k", payload: null }))
-        assert.isTrue(exit._tag === "Failure" && exit.cause._tag === "Die")
-        assert.strictEqual(yield* operation.run({ key: "k", payload: null }), 2)
-      }).pipe(onMemory))
+    onMemoryTest("an execute function that throws is a defect that releases the record", function*() {
+      let calls = 0
+      const operation = Idempotency.make({
+        name: "throws",
+        payload: Schema.Null,
+        success: Schema.Number,
+        execute: () => {
+          calls++
+          if (calls === 1) throw new Error("thrown while building the effect")
+          return Effect.succeed(calls)
+        }
+      })
+      const exit = yield* Effect.exit(operation.run({ key: "k", payload: null }))
+      assert.isTrue(exit._tag === "Failure" && exit.cause._tag === "Die")
+      assert.strictEqual(yield* operation.run({ key: "k", payload: null }), 2)
+    })
   })
 
   describe("timeout policy", () => {
@@ -290,87 +296,72 @@ describe("Idempotency", () => {
         execution: n
       })
 
-    it.effect("keepLease: retries get IdempotencyConflict until the lease ends, then take over", () =>
+    /** The order operation under `options` once its first attempt outlived the 5 s timeout: `timeout`, its error. */
+    const timedOut = (options: Parameters<typeof counted>[0]) =>
       Effect.gen(function*() {
-        const { operation, executions } = yield* counted({
-          timeout: "5 seconds",
-          lease: "20 seconds",
-          behaviour: slowFirst
-        })
-        const first = yield* Effect.fork(Effect.flip(operation.run({ key: "k", payload: order })))
+        const world = yield* counted({ timeout: "5 seconds", behaviour: slowFirst, ...options })
+        const first = yield* Effect.fork(Effect.flip(world.operation.run({ key: "k", payload: order })))
         yield* TestClock.adjust("5 seconds")
         const timeout = yield* Fiber.join(first)
         assert.strictEqual(timeout._tag, "DownstreamTimeout")
-        assert.deepStrictEqual(
-          [
-            (timeout as IdempotencyError.DownstreamTimeout).policy,
-            (timeout as IdempotencyError.DownstreamTimeout).replayed
-          ],
-          ["keepLease", false]
-        )
-        const conflict = yield* Effect.flip(operation.run({ key: "k", payload: order }))
-        assert.strictEqual(conflict._tag, "IdempotencyConflict")
-        assert.strictEqual((conflict as IdempotencyError.IdempotencyConflict).retryAfterMillis, 15_000)
-        yield* TestClock.adjust("15 seconds")
-        const retry = yield* operation.runDetailed({ key: "k", payload: order })
-        assert.deepStrictEqual([retry.value.execution, retry.attempt], [2, 2])
-        assert.strictEqual(yield* Ref.get(executions), 2)
-      }).pipe(onMemory))
+        return { ...world, timeout }
+      })
 
-    it.effect("release: a retry executes at once", () =>
-      Effect.gen(function*() {
-        const { operation, executions } = yield* counted({
-          timeout: "5 seconds",
-          onTimeout: "release",
-          behaviour: slowFirst
-        })
-        const first = yield* Effect.fork(Effect.flip(operation.run({ key: "k", payload: order })))
-        yield* TestClock.adjust("5 seconds")
-        assert.strictEqual((yield* Fiber.join(first))._tag, "DownstreamTimeout")
-        const retry = yield* operation.runDetailed({ key: "k", payload: order })
-        assert.deepStrictEqual([retry.value.execution, retry.attempt], [2, 1])
-        assert.strictEqual(yield* Ref.get(executions), 2)
-      }).pipe(onMemory))
+    onMemoryTest("keepLease: retries get IdempotencyConflict until the lease ends, then take over", function*() {
+      const { executions, operation, timeout } = yield* timedOut({ lease: "20 seconds" })
+      assert.deepStrictEqual(
+        [
+          (timeout as IdempotencyError.DownstreamTimeout).policy,
+          (timeout as IdempotencyError.DownstreamTimeout).replayed
+        ],
+        ["keepLease", false]
+      )
+      const conflict = yield* Effect.flip(operation.run({ key: "k", payload: order }))
+      assert.strictEqual(conflict._tag, "IdempotencyConflict")
+      assert.strictEqual((conflict as IdempotencyError.IdempotencyConflict).retryAfterMillis, 15_000)
+      yield* TestClock.adjust("15 seconds")
+      const retry = yield* operation.runDetailed({ key: "k", payload: order })
+      assert.deepStrictEqual([retry.value.execution, retry.attempt], [2, 2])
+      assert.strictEqual(yield* Ref.get(executions), 2)
+    })
 
-    it.effect("markUnknown: the key stays blocked with DownstreamTimeout until the record expires", () =>
-      Effect.gen(function*() {
-        const { operation, executions } = yield* counted({
-          timeout: "5 seconds",
-          ttl: "1 hour",
-          onTimeout: "markUnknown",
-          behaviour: slowFirst
-        })
-        const first = yield* Effect.fork(Effect.flip(operation.run({ key: "k", payload: order })))
-        yield* TestClock.adjust("5 seconds")
-        assert.strictEqual((yield* Fiber.join(first))._tag, "DownstreamTimeout")
-        yield* TestClock.adjust("30 minutes")
-        const replay = yield* Effect.flip(operation.run({ key: "k", payload: order }))
-        assert.strictEqual(replay._tag, "DownstreamTimeout")
-        assert.isTrue((replay as IdempotencyError.DownstreamTimeout).replayed)
-        assert.strictEqual(yield* Ref.get(executions), 1)
-        yield* TestClock.adjust("31 minutes")
-        assert.strictEqual((yield* operation.run({ key: "k", payload: order })).execution, 2)
-      }).pipe(onMemory))
+    onMemoryTest("release: a retry executes at once", function*() {
+      const { executions, operation } = yield* timedOut({ onTimeout: "release" })
+      const retry = yield* operation.runDetailed({ key: "k", payload: order })
+      assert.deepStrictEqual([retry.value.execution, retry.attempt], [2, 1])
+      assert.strictEqual(yield* Ref.get(executions), 2)
+    })
 
-    it.effect("markUnknown: a crashed attempt's expired lease is never taken over", () =>
-      Effect.gen(function*() {
-        const { operation, executions } = yield* counted({
-          timeout: "5 seconds",
-          lease: "10 seconds",
-          onTimeout: "markUnknown",
-          behaviour: slowFirst
-        })
-        const crashed = yield* Effect.fork(operation.run({ key: "k", payload: order }))
-        yield* TestClock.adjust("1 second")
-        yield* Fiber.interrupt(crashed)
-        yield* TestClock.adjust("1 minute")
-        const error = yield* Effect.flip(operation.run({ key: "k", payload: order }))
-        assert.strictEqual(error._tag, "DownstreamTimeout")
-        assert.strictEqual(yield* Ref.get(executions), 1)
-      }).pipe(onMemory))
+    onMemoryTest("markUnknown: the key stays blocked with DownstreamTimeout until the record expires", function*() {
+      const { executions, operation } = yield* timedOut({ ttl: "1 hour", onTimeout: "markUnknown" })
+      yield* TestClock.adjust("30 minutes")
+      const replay = yield* Effect.flip(operation.run({ key: "k", payload: order }))
+      assert.strictEqual(replay._tag, "DownstreamTimeout")
+      assert.isTrue((replay as IdempotencyError.DownstreamTimeout).replayed)
+      assert.strictEqual(yield* Ref.get(executions), 1)
+      yield* TestClock.adjust("31 minutes")
+      assert.strictEqual((yield* operation.run({ key: "k", payload: order })).execution, 2)
+    })
 
-    it.effect("a run interrupted from outside interrupts its downstream, and returns once the downstream stopped", () =>
-      Effect.gen(function*() {
+    onMemoryTest("markUnknown: a crashed attempt's expired lease is never taken over", function*() {
+      const { operation, executions } = yield* counted({
+        timeout: "5 seconds",
+        lease: "10 seconds",
+        onTimeout: "markUnknown",
+        behaviour: slowFirst
+      })
+      const crashed = yield* Effect.fork(operation.run({ key: "k", payload: order }))
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.interrupt(crashed)
+      yield* TestClock.adjust("1 minute")
+      const error = yield* Effect.flip(operation.run({ key: "k", payload: order }))
+      assert.strictEqual(error._tag, "DownstreamTimeout")
+      assert.strictEqual(yield* Ref.get(executions), 1)
+    })
+
+    onMemoryTest(
+      "a run interrupted from outside interrupts its downstream, and returns once the downstream stopped",
+      function*() {
         const entered = yield* Deferred.make<void>()
         const stopped = yield* Ref.make(false)
         const operation = Idempotency.make({
@@ -392,42 +383,42 @@ describe("Idempotency", () => {
           (yield* Effect.flip(operation.run({ key: "k", payload: order })))._tag,
           "IdempotencyConflict"
         )
-      }).pipe(onMemory))
+      }
+    )
 
-    it.effect("keepLease: a crashed attempt blocks the key only until its lease ends", () =>
-      Effect.gen(function*() {
-        const { operation, executions } = yield* counted({
-          timeout: "5 seconds",
-          lease: "10 seconds",
-          behaviour: slowFirst
-        })
-        const crashed = yield* Effect.fork(operation.run({ key: "k", payload: order }))
-        yield* TestClock.adjust("1 second")
-        yield* Fiber.interrupt(crashed)
-        assert.strictEqual(
-          (yield* Effect.flip(operation.run({ key: "k", payload: order })))._tag,
-          "IdempotencyConflict"
-        )
-        yield* TestClock.adjust("9 seconds")
-        assert.strictEqual((yield* operation.run({ key: "k", payload: order })).execution, 2)
-        assert.strictEqual(yield* Ref.get(executions), 2)
-      }).pipe(onMemory))
+    onMemoryTest("keepLease: a crashed attempt blocks the key only until its lease ends", function*() {
+      const { operation, executions } = yield* counted({
+        timeout: "5 seconds",
+        lease: "10 seconds",
+        behaviour: slowFirst
+      })
+      const crashed = yield* Effect.fork(operation.run({ key: "k", payload: order }))
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.interrupt(crashed)
+      assert.strictEqual(
+        (yield* Effect.flip(operation.run({ key: "k", payload: order })))._tag,
+        "IdempotencyConflict"
+      )
+      yield* TestClock.adjust("9 seconds")
+      assert.strictEqual((yield* operation.run({ key: "k", payload: order })).execution, 2)
+      assert.strictEqual(yield* Ref.get(executions), 2)
+    })
 
-    it.effect("the lease is at least the timeout plus a margin, and a request may shorten the timeout", () =>
-      Effect.gen(function*() {
-        const { operation } = yield* counted({ timeout: "30 seconds", lease: "1 second", behaviour: slowFirst })
-        const first = yield* Effect.fork(Effect.flip(operation.run({ key: "k", payload: order, timeout: "2 seconds" })))
-        yield* TestClock.adjust("2 seconds")
-        assert.strictEqual(((yield* Fiber.join(first)) as IdempotencyError.DownstreamTimeout).timeoutMillis, 2000)
-        const conflict = yield* Effect.flip(operation.run({ key: "k", payload: order }))
-        // lease = max(1 s, 2 s + 1 s margin) from the reservation, 2 s ago
-        assert.strictEqual((conflict as IdempotencyError.IdempotencyConflict).retryAfterMillis, 1000)
-      }).pipe(onMemory))
+    onMemoryTest("the lease is at least the timeout plus a margin, and a request may shorten the timeout", function*() {
+      const { operation } = yield* counted({ timeout: "30 seconds", lease: "1 second", behaviour: slowFirst })
+      const first = yield* Effect.fork(Effect.flip(operation.run({ key: "k", payload: order, timeout: "2 seconds" })))
+      yield* TestClock.adjust("2 seconds")
+      assert.strictEqual(((yield* Fiber.join(first)) as IdempotencyError.DownstreamTimeout).timeoutMillis, 2000)
+      const conflict = yield* Effect.flip(operation.run({ key: "k", payload: order }))
+      // lease = max(1 s, 2 s + 1 s margin) from the reservation, 2 s ago
+      assert.strictEqual((conflict as IdempotencyError.IdempotencyConflict).retryAfterMillis, 1000)
+    })
   })
 
   describe("deadline", () => {
-    it.effect("the downstream gets the time left before the deadline less the margin; the lease covers it", () =>
-      Effect.gen(function*() {
+    onMemoryTest(
+      "the downstream gets the time left before the deadline less the margin; the lease covers it",
+      function*() {
         const { operation } = yield* counted({
           timeout: "30 seconds",
           leaseMargin: "100 millis",
@@ -440,7 +431,8 @@ describe("Idempotency", () => {
         assert.deepStrictEqual([timeout._tag, timeout.timeoutMillis], ["DownstreamTimeout", 2900])
         const conflict = yield* Effect.flip(operation.run({ key: "k", payload: order }))
         assert.strictEqual((conflict as IdempotencyError.IdempotencyConflict).retryAfterMillis, 100)
-      }).pipe(onMemory))
+      }
+    )
 
     it.effect("a deadline that leaves no time fails before any store call", () =>
       Effect.gen(function*() {
@@ -508,74 +500,71 @@ describe("Idempotency", () => {
   })
 
   describe("in-progress policy", () => {
-    it.effect("fail (default): a concurrent attempt gets IdempotencyConflict (409)", () =>
-      Effect.gen(function*() {
-        const gate = yield* Deferred.make<void>()
-        const { operation } = yield* counted({
-          behaviour: placedAfter(Deferred.await(gate))
-        })
-        const first = yield* Effect.fork(operation.run({ key: "k", payload: order }))
-        yield* Effect.yieldNow()
-        const conflict = yield* Effect.flip(operation.run({ key: "k", payload: order }))
-        assert.strictEqual(conflict._tag, "IdempotencyConflict")
-        assert.strictEqual(IdempotencyError.httpStatus(conflict as IdempotencyError.IdempotencyError), 409)
-        yield* Deferred.succeed(gate, void 0)
-        assert.strictEqual((yield* Fiber.join(first)).execution, 1)
-      }).pipe(onMemory))
-
-    it.effect("wait: a concurrent attempt polls on the schedule and replays the outcome once recorded", () =>
-      Effect.gen(function*() {
-        const { operation, executions } = yield* counted({
-          inProgress: IdempotencyPolicy.waitOnConflict(
-            Schedule.spaced("1 second").pipe(Schedule.intersect(Schedule.recurs(10)))
-          ),
-          behaviour: placedAfter(Effect.sleep("3500 millis"))
-        })
-        const first = yield* Effect.fork(operation.run({ key: "k", payload: order }))
-        yield* Effect.yieldNow()
-        const waiting = yield* Effect.fork(operation.runDetailed({ key: "k", payload: order }))
-        yield* TestClock.adjust("5 seconds")
-        const waited = yield* Fiber.join(waiting)
-        assert.isTrue(waited.replayed)
-        assert.strictEqual(waited.value.execution, (yield* Fiber.join(first)).execution)
-        assert.strictEqual(yield* Ref.get(executions), 1)
-      }).pipe(onMemory))
-
-    it.effect("wait: when the schedule ends first, the attempt fails with IdempotencyConflict", () =>
-      Effect.gen(function*() {
-        const { operation } = yield* counted({
-          inProgress: IdempotencyPolicy.waitOnConflict(
-            Schedule.spaced("1 second").pipe(Schedule.intersect(Schedule.recurs(2)))
-          ),
-          behaviour: placedAfter(Effect.sleep("20 seconds"))
-        })
-        yield* Effect.fork(operation.run({ key: "k", payload: order }))
-        yield* Effect.yieldNow()
-        const waiting = yield* Effect.fork(Effect.flip(operation.run({ key: "k", payload: order })))
-        yield* TestClock.adjust("3 seconds")
-        assert.strictEqual((yield* Fiber.join(waiting))._tag, "IdempotencyConflict")
-      }).pipe(onMemory))
-  })
-
-  it.effect("a heartbeat keeps a long call's lease alive", () =>
-    Effect.gen(function*() {
-      const { operation, executions } = yield* counted({
-        lease: "10 seconds",
-        heartbeat: "3 seconds",
-        timeout: "2 minutes",
-        behaviour: placedAfter(Effect.sleep("60 seconds"))
+    onMemoryTest("fail (default): a concurrent attempt gets IdempotencyConflict (409)", function*() {
+      const gate = yield* Deferred.make<void>()
+      const { operation } = yield* counted({
+        behaviour: placedAfter(Deferred.await(gate))
       })
       const first = yield* Effect.fork(operation.run({ key: "k", payload: order }))
-      yield* TestClock.adjust("45 seconds")
-      assert.strictEqual((yield* Effect.flip(operation.run({ key: "k", payload: order })))._tag, "IdempotencyConflict")
-      yield* TestClock.adjust("15 seconds")
+      yield* Effect.yieldNow()
+      const conflict = yield* Effect.flip(operation.run({ key: "k", payload: order }))
+      assert.strictEqual(conflict._tag, "IdempotencyConflict")
+      assert.strictEqual(IdempotencyError.httpStatus(conflict as IdempotencyError.IdempotencyError), 409)
+      yield* Deferred.succeed(gate, void 0)
       assert.strictEqual((yield* Fiber.join(first)).execution, 1)
-      assert.strictEqual((yield* operation.runDetailed({ key: "k", payload: order })).replayed, true)
-      assert.strictEqual(yield* Ref.get(executions), 1)
-    }).pipe(onMemory))
+    })
 
-  it.effect("a lease shorter than the margin, kept by a heartbeat, is not given up while the call runs", () =>
-    Effect.gen(function*() {
+    onMemoryTest("wait: a concurrent attempt polls on the schedule and replays the outcome once recorded", function*() {
+      const { operation, executions } = yield* counted({
+        inProgress: IdempotencyPolicy.waitOnConflict(
+          Schedule.spaced("1 second").pipe(Schedule.intersect(Schedule.recurs(10)))
+        ),
+        behaviour: placedAfter(Effect.sleep("3500 millis"))
+      })
+      const first = yield* Effect.fork(operation.run({ key: "k", payload: order }))
+      yield* Effect.yieldNow()
+      const waiting = yield* Effect.fork(operation.runDetailed({ key: "k", payload: order }))
+      yield* TestClock.adjust("5 seconds")
+      const waited = yield* Fiber.join(waiting)
+      assert.isTrue(waited.replayed)
+      assert.strictEqual(waited.value.execution, (yield* Fiber.join(first)).execution)
+      assert.strictEqual(yield* Ref.get(executions), 1)
+    })
+
+    onMemoryTest("wait: when the schedule ends first, the attempt fails with IdempotencyConflict", function*() {
+      const { operation } = yield* counted({
+        inProgress: IdempotencyPolicy.waitOnConflict(
+          Schedule.spaced("1 second").pipe(Schedule.intersect(Schedule.recurs(2)))
+        ),
+        behaviour: placedAfter(Effect.sleep("20 seconds"))
+      })
+      yield* Effect.fork(operation.run({ key: "k", payload: order }))
+      yield* Effect.yieldNow()
+      const waiting = yield* Effect.fork(Effect.flip(operation.run({ key: "k", payload: order })))
+      yield* TestClock.adjust("3 seconds")
+      assert.strictEqual((yield* Fiber.join(waiting))._tag, "IdempotencyConflict")
+    })
+  })
+
+  onMemoryTest("a heartbeat keeps a long call's lease alive", function*() {
+    const { operation, executions } = yield* counted({
+      lease: "10 seconds",
+      heartbeat: "3 seconds",
+      timeout: "2 minutes",
+      behaviour: placedAfter(Effect.sleep("60 seconds"))
+    })
+    const first = yield* Effect.fork(operation.run({ key: "k", payload: order }))
+    yield* TestClock.adjust("45 seconds")
+    assert.strictEqual((yield* Effect.flip(operation.run({ key: "k", payload: order })))._tag, "IdempotencyConflict")
+    yield* TestClock.adjust("15 seconds")
+    assert.strictEqual((yield* Fiber.join(first)).execution, 1)
+    assert.strictEqual((yield* operation.runDetailed({ key: "k", payload: order })).replayed, true)
+    assert.strictEqual(yield* Ref.get(executions), 1)
+  })
+
+  onMemoryTest(
+    "a lease shorter than the margin, kept by a heartbeat, is not given up while the call runs",
+    function*() {
       // the margin is the default 1 s: twice the lease
       const { operation, executions } = yield* counted({
         lease: "500 millis",
@@ -589,27 +578,27 @@ describe("Idempotency", () => {
       yield* TestClock.adjust("1 second")
       assert.strictEqual((yield* Fiber.join(first)).execution, 1)
       assert.strictEqual(yield* Ref.get(executions), 1)
-    }).pipe(onMemory))
+    }
+  )
 
-  it.effect("an outcome that no longer decodes fails with StoredOutcomeInvalid (500)", () =>
-    Effect.gen(function*() {
-      const v1 = Idempotency.make({
-        name: "deploy",
-        payload: Schema.Null,
-        success: Schema.String,
-        execute: () => Effect.succeed("text")
-      })
-      const v2 = Idempotency.make({
-        name: "deploy",
-        payload: Schema.Null,
-        success: Schema.Number,
-        execute: () => Effect.succeed(1)
-      })
-      yield* v1.run({ key: "k", payload: null })
-      const error = yield* Effect.flip(v2.run({ key: "k", payload: null }))
-      assert.strictEqual(error._tag, "StoredOutcomeInvalid")
-      assert.strictEqual(IdempotencyError.httpStatus(error), 500)
-    }).pipe(onMemory))
+  onMemoryTest("an outcome that no longer decodes fails with StoredOutcomeInvalid (500)", function*() {
+    const v1 = Idempotency.make({
+      name: "deploy",
+      payload: Schema.Null,
+      success: Schema.String,
+      execute: () => Effect.succeed("text")
+    })
+    const v2 = Idempotency.make({
+      name: "deploy",
+      payload: Schema.Null,
+      success: Schema.Number,
+      execute: () => Effect.succeed(1)
+    })
+    yield* v1.run({ key: "k", payload: null })
+    const error = yield* Effect.flip(v2.run({ key: "k", payload: null }))
+    assert.strictEqual(error._tag, "StoredOutcomeInvalid")
+    assert.strictEqual(IdempotencyError.httpStatus(error), 500)
+  })
 
   it.effect("a completion that keeps failing returns the value unrecorded after its bounded retries", () =>
     Effect.gen(function*() {
@@ -669,8 +658,9 @@ describe("Idempotency", () => {
       assert.strictEqual(yield* Ref.get(executions), 1)
     }))
 
-  it.effect("an attempt whose lease was taken over gets LeaseLost instead of overwriting the new owner", () =>
-    Effect.gen(function*() {
+  onMemoryTest(
+    "an attempt whose lease was taken over gets LeaseLost instead of overwriting the new owner",
+    function*() {
       const store = yield* IdempotencyStore.IdempotencyStore
       const operation = Idempotency.make({
         name: "usurped",
@@ -696,10 +686,12 @@ describe("Idempotency", () => {
       assert.strictEqual(error._tag, "LeaseLost")
       const id = IdempotencyRecord.makeRecordId({ operation: "usurped", key: IdempotencyKey.unsafeMake("k") })
       assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, "usurper")
-    }).pipe(onMemory))
+    }
+  )
 
-  it.effect("a run started in an uninterruptible region returns, and its timeout still stops the downstream", () =>
-    Effect.gen(function*() {
+  onMemoryTest(
+    "a run started in an uninterruptible region returns, and its timeout still stops the downstream",
+    function*() {
       const { executions, operation } = yield* counted({
         timeout: "5 seconds",
         onTimeout: "release",
@@ -715,41 +707,41 @@ describe("Idempotency", () => {
       const retry = yield* Effect.uninterruptible(operation.run({ key: "k", payload: order }))
       assert.strictEqual(retry.execution, 2)
       assert.strictEqual(yield* Ref.get(executions), 2)
-    }).pipe(onMemory))
+    }
+  )
 
-  it.effect("the downstream reads the key and stable per-step keys from IdempotencyContext", () =>
-    Effect.gen(function*() {
-      const seen: Array<{ key: string; charge: string; email: string; attempt: number }> = []
-      const operation = Idempotency.make({
-        name: "context",
-        payload: Schema.Null,
-        success: Schema.Number,
-        timeout: "1 second",
-        onTimeout: "release",
-        execute: () =>
-          Effect.gen(function*() {
-            const context = yield* IdempotencyContext.IdempotencyContext
-            seen.push({
-              key: context.key,
-              charge: yield* IdempotencyContext.stepKey("charge"),
-              email: context.stepKey("email"),
-              attempt: context.attempt
-            })
-            if (seen.length === 1) yield* Effect.sleep("1 hour")
-            return seen.length
+  onMemoryTest("the downstream reads the key and stable per-step keys from IdempotencyContext", function*() {
+    const seen: Array<{ key: string; charge: string; email: string; attempt: number }> = []
+    const operation = Idempotency.make({
+      name: "context",
+      payload: Schema.Null,
+      success: Schema.Number,
+      timeout: "1 second",
+      onTimeout: "release",
+      execute: () =>
+        Effect.gen(function*() {
+          const context = yield* IdempotencyContext.IdempotencyContext
+          seen.push({
+            key: context.key,
+            charge: yield* IdempotencyContext.stepKey("charge"),
+            email: context.stepKey("email"),
+            attempt: context.attempt
           })
-      })
-      const first = yield* Effect.fork(Effect.either(operation.run({ key: "k", payload: null })))
-      yield* TestClock.adjust("1 second")
-      yield* Fiber.join(first)
-      yield* operation.run({ key: "k", payload: null })
-      yield* operation.run({ key: "k", payload: null, scope: "other" })
-      assert.strictEqual(seen.length, 3)
-      assert.strictEqual(seen[0]!.key, "k")
-      assert.strictEqual(seen[1]!.charge, seen[0]!.charge)
-      assert.notStrictEqual(seen[0]!.charge, seen[0]!.email)
-      assert.notStrictEqual(seen[2]!.charge, seen[0]!.charge)
-      assert.isTrue(seen.every((s) => /^[A-Za-z0-9_-]{43}$/.test(s.charge)))
-      assert.isTrue(Option.isNone(yield* IdempotencyContext.current))
-    }).pipe(onMemory))
+          if (seen.length === 1) yield* Effect.sleep("1 hour")
+          return seen.length
+        })
+    })
+    const first = yield* Effect.fork(Effect.either(operation.run({ key: "k", payload: null })))
+    yield* TestClock.adjust("1 second")
+    yield* Fiber.join(first)
+    yield* operation.run({ key: "k", payload: null })
+    yield* operation.run({ key: "k", payload: null, scope: "other" })
+    assert.strictEqual(seen.length, 3)
+    assert.strictEqual(seen[0]!.key, "k")
+    assert.strictEqual(seen[1]!.charge, seen[0]!.charge)
+    assert.notStrictEqual(seen[0]!.charge, seen[0]!.email)
+    assert.notStrictEqual(seen[2]!.charge, seen[0]!.charge)
+    assert.isTrue(seen.every((s) => /^[A-Za-z0-9_-]{43}$/.test(s.charge)))
+    assert.isTrue(Option.isNone(yield* IdempotencyContext.current))
+  })
 })
