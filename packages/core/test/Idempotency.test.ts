@@ -343,16 +343,18 @@ describe("Idempotency", () => {
       assert.strictEqual((yield* operation.run({ key: "k", payload: order })).execution, 2)
     })
 
-    onMemoryTest("markUnknown: a crashed attempt's expired lease is never taken over", function*() {
-      const { operation, executions } = yield* counted({
-        timeout: "5 seconds",
-        lease: "10 seconds",
-        onTimeout: "markUnknown",
-        behaviour: slowFirst
+    /** The order operation under `options` (a 10 s lease) once its first attempt crashed a second in. */
+    const crashedAfterASecond = (options: Parameters<typeof counted>[0]) =>
+      Effect.gen(function*() {
+        const world = yield* counted({ timeout: "5 seconds", lease: "10 seconds", behaviour: slowFirst, ...options })
+        const crashed = yield* Effect.fork(world.operation.run({ key: "k", payload: order }))
+        yield* TestClock.adjust("1 second")
+        yield* Fiber.interrupt(crashed)
+        return world
       })
-      const crashed = yield* Effect.fork(operation.run({ key: "k", payload: order }))
-      yield* TestClock.adjust("1 second")
-      yield* Fiber.interrupt(crashed)
+
+    onMemoryTest("markUnknown: a crashed attempt's expired lease is never taken over", function*() {
+      const { executions, operation } = yield* crashedAfterASecond({ onTimeout: "markUnknown" })
       yield* TestClock.adjust("1 minute")
       const error = yield* Effect.flip(operation.run({ key: "k", payload: order }))
       assert.strictEqual(error._tag, "DownstreamTimeout")
@@ -387,14 +389,7 @@ describe("Idempotency", () => {
     )
 
     onMemoryTest("keepLease: a crashed attempt blocks the key only until its lease ends", function*() {
-      const { operation, executions } = yield* counted({
-        timeout: "5 seconds",
-        lease: "10 seconds",
-        behaviour: slowFirst
-      })
-      const crashed = yield* Effect.fork(operation.run({ key: "k", payload: order }))
-      yield* TestClock.adjust("1 second")
-      yield* Fiber.interrupt(crashed)
+      const { executions, operation } = yield* crashedAfterASecond({})
       assert.strictEqual(
         (yield* Effect.flip(operation.run({ key: "k", payload: order })))._tag,
         "IdempotencyConflict"
@@ -546,40 +541,39 @@ describe("Idempotency", () => {
     })
   })
 
-  onMemoryTest("a heartbeat keeps a long call's lease alive", function*() {
-    const { operation, executions } = yield* counted({
-      lease: "10 seconds",
-      heartbeat: "3 seconds",
-      timeout: "2 minutes",
-      behaviour: placedAfter(Effect.sleep("60 seconds"))
-    })
-    const first = yield* Effect.fork(operation.run({ key: "k", payload: order }))
-    yield* TestClock.adjust("45 seconds")
-    assert.strictEqual((yield* Effect.flip(operation.run({ key: "k", payload: order })))._tag, "IdempotencyConflict")
-    yield* TestClock.adjust("15 seconds")
-    assert.strictEqual((yield* Fiber.join(first)).execution, 1)
-    assert.strictEqual((yield* operation.runDetailed({ key: "k", payload: order })).replayed, true)
-    assert.strictEqual(yield* Ref.get(executions), 1)
-  })
-
-  onMemoryTest(
-    "a lease shorter than the margin, kept by a heartbeat, is not given up while the call runs",
-    function*() {
+  // a heartbeat keeps the lease of a call that outlives it: a retry meanwhile meets a conflict, the call runs once
+  const heartbeats = [
+    {
+      title: "a heartbeat keeps a long call's lease alive",
+      settings: { lease: "10 seconds", heartbeat: "3 seconds", timeout: "2 minutes" },
+      callMillis: 60_000,
+      retryAtMillis: 45_000,
+      replays: true
+    },
+    {
       // the margin is the default 1 s: twice the lease
-      const { operation, executions } = yield* counted({
-        lease: "500 millis",
-        heartbeat: "100 millis",
-        timeout: "10 seconds",
-        behaviour: placedAfter(Effect.sleep("2 seconds"))
+      title: "a lease shorter than the margin, kept by a heartbeat, is not given up while the call runs",
+      settings: { lease: "500 millis", heartbeat: "100 millis", timeout: "10 seconds" },
+      callMillis: 2_000,
+      retryAtMillis: 1_000,
+      replays: false
+    }
+  ] as const
+  for (const { callMillis, replays, retryAtMillis, settings, title } of heartbeats) {
+    onMemoryTest(title, function*() {
+      const { executions, operation } = yield* counted({
+        ...settings,
+        behaviour: placedAfter(Effect.sleep(Duration.millis(callMillis)))
       })
       const first = yield* Effect.fork(operation.run({ key: "k", payload: order }))
-      yield* TestClock.adjust("1 second")
+      yield* TestClock.adjust(Duration.millis(retryAtMillis))
       assert.strictEqual((yield* Effect.flip(operation.run({ key: "k", payload: order })))._tag, "IdempotencyConflict")
-      yield* TestClock.adjust("1 second")
+      yield* TestClock.adjust(Duration.millis(callMillis - retryAtMillis))
       assert.strictEqual((yield* Fiber.join(first)).execution, 1)
+      if (replays) assert.strictEqual((yield* operation.runDetailed({ key: "k", payload: order })).replayed, true)
       assert.strictEqual(yield* Ref.get(executions), 1)
-    }
-  )
+    })
+  }
 
   onMemoryTest("an outcome that no longer decodes fails with StoredOutcomeInvalid (500)", function*() {
     const v1 = Idempotency.make({
