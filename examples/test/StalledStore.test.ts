@@ -85,15 +85,22 @@ const orderFunction = (store: Layer.Layer<IdempotencyStore.IdempotencyStore, unk
     return { calls, invoke, proceed: Deferred.succeed(proceed, undefined), started: Deferred.await(started), warm }
   })
 
+/** The order function on `backend`'s store behind a proxy, warmed up: a first order answered 201. */
+const warmedBehindProxy = (backend: Stores.Backend) =>
+  Effect.gen(function*() {
+    const proxy = yield* TcpProxy.make(yield* backend.target)
+    const fn = yield* orderFunction(backend.store(proxy.port))
+    yield* fn.warm
+    return { fn, proxy }
+  })
+
 const suite = (backend: Stores.Backend) =>
   describe(`a stalled store never holds a Netlify function past its time limit: ${backend.name}`, () => {
     it.scopedLive(
       "a stall before the reservation: 503 within the time limit, the handler never runs",
       () =>
         Effect.gen(function*() {
-          const proxy = yield* TcpProxy.make(yield* backend.target)
-          const fn = yield* orderFunction(backend.store(proxy.port))
-          yield* fn.warm
+          const { fn, proxy } = yield* warmedBehindProxy(backend)
           yield* proxy.stall()
           const reply = yield* fn.invoke(1)
           assert.strictEqual(reply.status, 503)
@@ -108,9 +115,7 @@ const suite = (backend: Stores.Backend) =>
       "a stall while the handler runs: its response comes back unrecorded by the cut-off",
       () =>
         Effect.gen(function*() {
-          const proxy = yield* TcpProxy.make(yield* backend.target)
-          const fn = yield* orderFunction(backend.store(proxy.port))
-          yield* fn.warm
+          const { fn, proxy } = yield* warmedBehindProxy(backend)
           const pending = yield* Effect.fork(fn.invoke(1))
           yield* fn.started
           yield* proxy.stall()
