@@ -17,6 +17,7 @@ import { assert, layer } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import type { YieldWrap } from "effect/Utils"
 import { randomUUID } from "node:crypto"
 import * as path from "node:path"
 
@@ -127,104 +128,99 @@ const replayed = (answer: Answer) => ({ status: answer.status, body: answer.body
 layer(WorkerdLive, { excludeTestServices: true, timeout: "2 minutes" })(
   "the README's Workers snippets, in workerd",
   (it) => {
-    it.effect("workers: the key's two spellings get one order, the second replayed", () =>
-      Effect.gen(function*() {
-        const key = randomUUID()
-        const first = yield* post({ host: "orders", path: "/orders", key: `"${key}"`, body: order })
+    /** A test in workerd; its body is a generator, as `Effect.gen` takes. */
+    const workerdTest = (
+      name: string,
+      body: () => Generator<YieldWrap<Effect.Effect<unknown, unknown, Workerd>>, void, unknown>
+    ) => it.effect(name, () => Effect.gen(body), TIMEOUT)
+
+    workerdTest("workers: the key's two spellings get one order, the second replayed", function*() {
+      const key = randomUUID()
+      const first = yield* post({ host: "orders", path: "/orders", key: `"${key}"`, body: order })
+      assert.strictEqual(first.status, 201)
+      assert.isUndefined(first.headers["idempotent-replayed"])
+      const again = yield* post({ host: "orders", path: "/orders", key, body: order })
+      assert.deepStrictEqual(replayed(again), replayed(first))
+      assert.strictEqual(again.headers["idempotent-replayed"], "true")
+      assert.deepStrictEqual(yield* recordsOf(key), [{ status: "COMPLETED", attempt: 1 }])
+    })
+
+    workerdTest("workers: a body that is not JSON, or not an order, is a 400 and leaves no record", function*() {
+      const key = randomUUID()
+      for (const body of ["{\"sku\": \"BOOK-42\",", JSON.stringify({ sku: "BOOK-42" })]) {
+        const answer = yield* post({ host: "orders", path: "/orders", key, body })
+        assert.strictEqual(answer.status, 400, body)
+        assert.strictEqual(answer.headers["content-type"], "application/problem+json")
+      }
+      assert.deepStrictEqual(yield* recordsOf(key), [])
+      // the client's corrected retry runs at once
+      assert.strictEqual((yield* post({ host: "orders", path: "/orders", key, body: order })).status, 201)
+      const missing = yield* post({ host: "orders", path: "/orders", body: order })
+      assert.strictEqual(missing.status, 400)
+    })
+
+    workerdTest(
+      "durable-objects: the key's two spellings reach one object; the payments API charges once",
+      function*() {
+        const path = `/charges/${randomUUID()}`
+        const first = yield* post({ host: "charges", path, key: "\"k-1\"", body: charge })
         assert.strictEqual(first.status, 201)
-        assert.isUndefined(first.headers["idempotent-replayed"])
-        const again = yield* post({ host: "orders", path: "/orders", key, body: order })
+        const again = yield* post({ host: "charges", path, key: "k-1", body: charge })
         assert.deepStrictEqual(replayed(again), replayed(first))
         assert.strictEqual(again.headers["idempotent-replayed"], "true")
-        assert.deepStrictEqual(yield* recordsOf(key), [{ status: "COMPLETED", attempt: 1 }])
-      }), TIMEOUT)
-
-    it.effect(
-      "workers: a body that is not JSON, or not an order, is a 400 and leaves no record",
-      () =>
-        Effect.gen(function*() {
-          const key = randomUUID()
-          for (const body of ["{\"sku\": \"BOOK-42\",", JSON.stringify({ sku: "BOOK-42" })]) {
-            const answer = yield* post({ host: "orders", path: "/orders", key, body })
-            assert.strictEqual(answer.status, 400, body)
-            assert.strictEqual(answer.headers["content-type"], "application/problem+json")
-          }
-          assert.deepStrictEqual(yield* recordsOf(key), [])
-          // the client's corrected retry runs at once
-          assert.strictEqual((yield* post({ host: "orders", path: "/orders", key, body: order })).status, 201)
-          const missing = yield* post({ host: "orders", path: "/orders", body: order })
-          assert.strictEqual(missing.status, 400)
-        }),
-      TIMEOUT
-    )
-
-    it.effect(
-      "durable-objects: the key's two spellings reach one object; the payments API charges once",
-      () =>
-        Effect.gen(function*() {
-          const path = `/charges/${randomUUID()}`
-          const first = yield* post({ host: "charges", path, key: "\"k-1\"", body: charge })
-          assert.strictEqual(first.status, 201)
-          const again = yield* post({ host: "charges", path, key: "k-1", body: charge })
-          assert.deepStrictEqual(replayed(again), replayed(first))
-          assert.strictEqual(again.headers["idempotent-replayed"], "true")
-          assert.strictEqual(yield* chargesOf(path), 1)
-        }),
-      TIMEOUT
-    )
-
-    it.effect("durable-objects: both spellings at once, four of each: one charge", () =>
-      Effect.gen(function*() {
-        const path = `/charges/${randomUUID()}`
-        const key = randomUUID()
-        const answers = yield* Effect.all(
-          Array.from({ length: 8 }, (_, i) =>
-            post({ host: "charges", path, key: i % 2 === 0 ? key : `"${key}"`, body: charge })),
-          { concurrency: "unbounded" }
-        )
-        const fresh = answers.filter((answer) =>
-          answer.status === 201 && answer.headers["idempotent-replayed"] === undefined
-        )
-        assert.strictEqual(fresh.length, 1)
-        for (const answer of answers) {
-          if (answer.status === 409) {
-            assert.strictEqual(answer.headers["retry-after"], "1")
-          } else assert.deepStrictEqual(replayed(answer), replayed(fresh[0]!))
-        }
         assert.strictEqual(yield* chargesOf(path), 1)
-      }), TIMEOUT)
-
-    it.effect(
-      "durable-objects: a missing or invalid key is the router's 400; a bad body the object's, no charge",
-      () =>
-        Effect.gen(function*() {
-          const path = `/charges/${randomUUID()}`
-          for (const key of [undefined, "has space", "\"unterminated"]) {
-            const answer = yield* post({ host: "charges", path, key, body: charge })
-            assert.strictEqual(answer.status, 400, String(key))
-            assert.strictEqual(answer.headers["content-type"], "application/problem+json")
-          }
-          const key = randomUUID()
-          assert.strictEqual((yield* post({ host: "charges", path, key, body: "{\"amountCents\": " })).status, 400)
-          assert.strictEqual(yield* chargesOf(path), 0)
-          assert.strictEqual((yield* post({ host: "charges", path, key, body: charge })).status, 201)
-          assert.strictEqual(yield* chargesOf(path), 1)
-        }),
-      TIMEOUT
+      }
     )
 
-    it.effect(
+    workerdTest("durable-objects: both spellings at once, four of each: one charge", function*() {
+      const path = `/charges/${randomUUID()}`
+      const key = randomUUID()
+      const answers = yield* Effect.all(
+        Array.from(
+          { length: 8 },
+          (_, i) => post({ host: "charges", path, key: i % 2 === 0 ? key : `"${key}"`, body: charge })
+        ),
+        { concurrency: "unbounded" }
+      )
+      const fresh = answers.filter((answer) =>
+        answer.status === 201 && answer.headers["idempotent-replayed"] === undefined
+      )
+      assert.strictEqual(fresh.length, 1)
+      for (const answer of answers) {
+        if (answer.status === 409) {
+          assert.strictEqual(answer.headers["retry-after"], "1")
+        } else assert.deepStrictEqual(replayed(answer), replayed(fresh[0]!))
+      }
+      assert.strictEqual(yield* chargesOf(path), 1)
+    })
+
+    workerdTest(
+      "durable-objects: a missing or invalid key is the router's 400; a bad body the object's, no charge",
+      function*() {
+        const path = `/charges/${randomUUID()}`
+        for (const key of [undefined, "has space", "\"unterminated"]) {
+          const answer = yield* post({ host: "charges", path, key, body: charge })
+          assert.strictEqual(answer.status, 400, String(key))
+          assert.strictEqual(answer.headers["content-type"], "application/problem+json")
+        }
+        const key = randomUUID()
+        assert.strictEqual((yield* post({ host: "charges", path, key, body: "{\"amountCents\": " })).status, 400)
+        assert.strictEqual(yield* chargesOf(path), 0)
+        assert.strictEqual((yield* post({ host: "charges", path, key, body: charge })).status, 201)
+        assert.strictEqual(yield* chargesOf(path), 1)
+      }
+    )
+
+    workerdTest(
       "control: routed by the raw header, the two spellings reach two objects, and each charges",
-      () =>
-        Effect.gen(function*() {
-          const path = `/charges/${randomUUID()}`
-          const first = yield* post({ host: "raw", path, key: "\"k-1\"", body: charge })
-          const second = yield* post({ host: "raw", path, key: "k-1", body: charge })
-          assert.deepStrictEqual([first.status, second.status], [201, 201])
-          assert.isUndefined(second.headers["idempotent-replayed"])
-          assert.strictEqual(yield* chargesOf(path), 2)
-        }),
-      TIMEOUT
+      function*() {
+        const path = `/charges/${randomUUID()}`
+        const first = yield* post({ host: "raw", path, key: "\"k-1\"", body: charge })
+        const second = yield* post({ host: "raw", path, key: "k-1", body: charge })
+        assert.deepStrictEqual([first.status, second.status], [201, 201])
+        assert.isUndefined(second.headers["idempotent-replayed"])
+        assert.strictEqual(yield* chargesOf(path), 2)
+      }
     )
   }
 )

@@ -19,6 +19,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
+import type { YieldWrap } from "effect/Utils"
 import { randomUUID } from "node:crypto"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -150,139 +151,133 @@ const replayed = (answer: Answer) => ({
 const order = (sku: string) => ({ sku, quantity: 1 })
 
 layer(WorkerdLive, { excludeTestServices: true, timeout: "2 minutes" })("the Worker example, in workerd", (it) => {
-  it.effect(
+  /** A test in workerd; its body is a generator, as `Effect.gen` takes. */
+  const workerdTest = (
+    name: string,
+    body: () => Generator<YieldWrap<Effect.Effect<unknown, unknown, Workerd>>, void, unknown>
+  ) => it.effect(name, () => Effect.gen(body), TIMEOUT)
+
+  workerdTest(
     "the client gives up while the order API answers; its retry gets the first attempt's response, one order",
-    () =>
-      Effect.gen(function*() {
-        const key = randomUUID()
-        const sku = `BOOK-${key.slice(0, 8)}`
-        // the draft's form of the key: an sf-string
-        const request = { key: `"${key}"`, body: order(sku) }
-
-        // attempt 1: the order API writes at once; the client stops waiting before its answer
-        const first = yield* Effect.timeout(post(request), CLIENT_TIMEOUT).pipe(Effect.flip)
-        assert.strictEqual(first._tag, "TimeoutException")
-        assert.strictEqual((yield* ordersOf(sku)).length, 1)
-        assert.deepStrictEqual(yield* recordsOf(key), [{ status: "IN_PROGRESS", outcome_kind: null, attempt: 1 }])
-
-        // attempt 2, at once: the first attempt still runs in the Worker
-        const busy = yield* post(request)
-        assert.strictEqual(busy.status, 409)
-        assert.strictEqual(busy.headers["content-type"], "application/problem+json")
-        assert.isAbove(Number(busy.headers["retry-after"]), 0)
-
-        // the retries that follow: 409 until the first attempt has recorded the order API's answer
-        const replay = yield* retryWhileInProgress(request)
-        const [row] = yield* ordersOf(sku)
-        const created = JSON.parse(String(row!["response"])) as { readonly orderId: string }
-        assert.deepStrictEqual(replayed(replay), {
-          status: 201,
-          contentType: "application/json",
-          location: `/orders/${created.orderId}`,
-          body: String(row!["response"])
-        })
-        assert.strictEqual(replay.headers["idempotent-replayed"], "true")
-        // the bare form of the key is the same key
-        const again = yield* post({ ...request, key })
-        assert.deepStrictEqual(replayed(again), replayed(replay))
-        assert.strictEqual(again.headers["idempotent-replayed"], "true")
-
-        assert.strictEqual((yield* ordersOf(sku)).length, 1)
-        assert.deepStrictEqual(yield* recordsOf(key), [{ status: "COMPLETED", outcome_kind: "Success", attempt: 1 }])
-      }),
-    TIMEOUT
-  )
-
-  it.effect(
-    "the time limit cuts the attempt off: 504, then the unknown outcome replayed to every retry, one order",
-    () =>
-      Effect.gen(function*() {
-        const key = randomUUID()
-        const sku = `PEN-${key.slice(0, 8)}`
-        const request = { host: "shop-strict", key, body: order(sku) } as const
-
-        const first = yield* post(request)
-        assert.strictEqual(first.status, 504)
-        assert.strictEqual(first.headers["content-type"], "application/problem+json")
-        assert.isUndefined(first.headers["idempotent-replayed"])
-        assert.strictEqual((yield* ordersOf(sku)).length, 1)
-
-        const retries = yield* Effect.all([post(request), post(request)])
-        for (const retry of retries) {
-          assert.deepStrictEqual(replayed(retry), replayed(retries[0]!))
-          assert.strictEqual(retry.status, 504)
-          assert.strictEqual(retry.headers["idempotent-replayed"], "true")
-        }
-        // the order API's answer came after the cut-off, to nobody; it wrote once
-        yield* Effect.sleep(RESPONSE_DELAY)
-        assert.strictEqual((yield* ordersOf(sku)).length, 1)
-        assert.deepStrictEqual(yield* recordsOf(key), [{ status: "COMPLETED", outcome_kind: "Timeout", attempt: 1 }])
-      }),
-    TIMEOUT
-  )
-
-  it.effect(
-    `${DUPLICATES} concurrent requests of one key: one runs, the others get 409 or its response`,
-    () =>
-      Effect.gen(function*() {
-        const key = randomUUID()
-        const sku = `LAMP-${key.slice(0, 8)}`
-        const request = { key, body: order(sku) }
-        const answers = yield* Effect.all(Array.from({ length: DUPLICATES }, () => post(request)), {
-          concurrency: "unbounded"
-        })
-        const fresh = answers.filter((answer) =>
-          answer.status === 201 && answer.headers["idempotent-replayed"] === undefined
-        )
-        assert.strictEqual(fresh.length, 1)
-        for (const answer of answers) {
-          if (answer === fresh[0]) continue
-          if (answer.status === 409) assert.isAbove(Number(answer.headers["retry-after"]), 0)
-          else assert.deepStrictEqual(replayed(answer), replayed(fresh[0]!))
-        }
-        const replay = yield* post(request)
-        assert.deepStrictEqual(replayed(replay), replayed(fresh[0]!))
-        assert.strictEqual(replay.headers["idempotent-replayed"], "true")
-        assert.strictEqual((yield* ordersOf(sku)).length, 1)
-        assert.deepStrictEqual(yield* recordsOf(key), [{ status: "COMPLETED", outcome_kind: "Success", attempt: 1 }])
-      }),
-    TIMEOUT
-  )
-
-  it.effect("the key with another body: 422, and nothing is written", () =>
-    Effect.gen(function*() {
+    function*() {
       const key = randomUUID()
-      const sku = `CUP-${key.slice(0, 8)}`
-      assert.strictEqual((yield* post({ key, body: order(sku) })).status, 201)
-      const reused = yield* post({ key, body: { sku, quantity: 2 } })
-      assert.strictEqual(reused.status, 422)
-      assert.strictEqual(reused.headers["content-type"], "application/problem+json")
-      const other = yield* post({ key, body: order(`${sku}-other`) })
-      assert.strictEqual(other.status, 422)
-      assert.strictEqual((yield* ordersOf(sku)).length, 1)
-      assert.strictEqual((yield* ordersOf(`${sku}-other`)).length, 0)
-      assert.deepStrictEqual(yield* recordsOf(key), [{ status: "COMPLETED", outcome_kind: "Success", attempt: 1 }])
-    }), TIMEOUT)
+      const sku = `BOOK-${key.slice(0, 8)}`
+      // the draft's form of the key: an sf-string
+      const request = { key: `"${key}"`, body: order(sku) }
 
-  it.effect(
-    "a missing or invalid key: 400, the order API is not called and the store is not touched",
-    () =>
-      Effect.gen(function*() {
-        const sku = `BAD-${randomUUID().slice(0, 8)}`
-        // a valid request first: the tables exist, whatever ran before
-        assert.strictEqual((yield* post({ key: randomUUID(), body: order(`${sku}-valid`) })).status, 201)
-        const before = yield* allRecords
-        const keys = [undefined, "\"has space\"", "x".repeat(256), "\"a\", \"b\"", "\"unterminated"]
-        for (const key of keys) {
-          const answer = yield* post({ key, body: order(sku) })
-          assert.strictEqual(answer.status, 400, String(key))
-          assert.strictEqual(answer.headers["content-type"], "application/problem+json")
-        }
-        const notAnOrder = yield* post({ key: randomUUID(), body: { sku, quantity: 0 } })
-        assert.strictEqual(notAnOrder.status, 400)
-        assert.strictEqual((yield* ordersOf(sku)).length, 0)
-        assert.strictEqual(yield* allRecords, before)
-      }),
-    TIMEOUT
+      // attempt 1: the order API writes at once; the client stops waiting before its answer
+      const first = yield* Effect.timeout(post(request), CLIENT_TIMEOUT).pipe(Effect.flip)
+      assert.strictEqual(first._tag, "TimeoutException")
+      assert.strictEqual((yield* ordersOf(sku)).length, 1)
+      assert.deepStrictEqual(yield* recordsOf(key), [{ status: "IN_PROGRESS", outcome_kind: null, attempt: 1 }])
+
+      // attempt 2, at once: the first attempt still runs in the Worker
+      const busy = yield* post(request)
+      assert.strictEqual(busy.status, 409)
+      assert.strictEqual(busy.headers["content-type"], "application/problem+json")
+      assert.isAbove(Number(busy.headers["retry-after"]), 0)
+
+      // the retries that follow: 409 until the first attempt has recorded the order API's answer
+      const replay = yield* retryWhileInProgress(request)
+      const [row] = yield* ordersOf(sku)
+      const created = JSON.parse(String(row!["response"])) as { readonly orderId: string }
+      assert.deepStrictEqual(replayed(replay), {
+        status: 201,
+        contentType: "application/json",
+        location: `/orders/${created.orderId}`,
+        body: String(row!["response"])
+      })
+      assert.strictEqual(replay.headers["idempotent-replayed"], "true")
+      // the bare form of the key is the same key
+      const again = yield* post({ ...request, key })
+      assert.deepStrictEqual(replayed(again), replayed(replay))
+      assert.strictEqual(again.headers["idempotent-replayed"], "true")
+
+      assert.strictEqual((yield* ordersOf(sku)).length, 1)
+      assert.deepStrictEqual(yield* recordsOf(key), [{ status: "COMPLETED", outcome_kind: "Success", attempt: 1 }])
+    }
   )
+
+  workerdTest(
+    "the time limit cuts the attempt off: 504, then the unknown outcome replayed to every retry, one order",
+    function*() {
+      const key = randomUUID()
+      const sku = `PEN-${key.slice(0, 8)}`
+      const request = { host: "shop-strict", key, body: order(sku) } as const
+
+      const first = yield* post(request)
+      assert.strictEqual(first.status, 504)
+      assert.strictEqual(first.headers["content-type"], "application/problem+json")
+      assert.isUndefined(first.headers["idempotent-replayed"])
+      assert.strictEqual((yield* ordersOf(sku)).length, 1)
+
+      const retries = yield* Effect.all([post(request), post(request)])
+      for (const retry of retries) {
+        assert.deepStrictEqual(replayed(retry), replayed(retries[0]!))
+        assert.strictEqual(retry.status, 504)
+        assert.strictEqual(retry.headers["idempotent-replayed"], "true")
+      }
+      // the order API's answer came after the cut-off, to nobody; it wrote once
+      yield* Effect.sleep(RESPONSE_DELAY)
+      assert.strictEqual((yield* ordersOf(sku)).length, 1)
+      assert.deepStrictEqual(yield* recordsOf(key), [{ status: "COMPLETED", outcome_kind: "Timeout", attempt: 1 }])
+    }
+  )
+
+  workerdTest(
+    `${DUPLICATES} concurrent requests of one key: one runs, the others get 409 or its response`,
+    function*() {
+      const key = randomUUID()
+      const sku = `LAMP-${key.slice(0, 8)}`
+      const request = { key, body: order(sku) }
+      const answers = yield* Effect.all(Array.from({ length: DUPLICATES }, () => post(request)), {
+        concurrency: "unbounded"
+      })
+      const fresh = answers.filter((answer) =>
+        answer.status === 201 && answer.headers["idempotent-replayed"] === undefined
+      )
+      assert.strictEqual(fresh.length, 1)
+      for (const answer of answers) {
+        if (answer === fresh[0]) continue
+        if (answer.status === 409) assert.isAbove(Number(answer.headers["retry-after"]), 0)
+        else assert.deepStrictEqual(replayed(answer), replayed(fresh[0]!))
+      }
+      const replay = yield* post(request)
+      assert.deepStrictEqual(replayed(replay), replayed(fresh[0]!))
+      assert.strictEqual(replay.headers["idempotent-replayed"], "true")
+      assert.strictEqual((yield* ordersOf(sku)).length, 1)
+      assert.deepStrictEqual(yield* recordsOf(key), [{ status: "COMPLETED", outcome_kind: "Success", attempt: 1 }])
+    }
+  )
+
+  workerdTest("the key with another body: 422, and nothing is written", function*() {
+    const key = randomUUID()
+    const sku = `CUP-${key.slice(0, 8)}`
+    assert.strictEqual((yield* post({ key, body: order(sku) })).status, 201)
+    const reused = yield* post({ key, body: { sku, quantity: 2 } })
+    assert.strictEqual(reused.status, 422)
+    assert.strictEqual(reused.headers["content-type"], "application/problem+json")
+    const other = yield* post({ key, body: order(`${sku}-other`) })
+    assert.strictEqual(other.status, 422)
+    assert.strictEqual((yield* ordersOf(sku)).length, 1)
+    assert.strictEqual((yield* ordersOf(`${sku}-other`)).length, 0)
+    assert.deepStrictEqual(yield* recordsOf(key), [{ status: "COMPLETED", outcome_kind: "Success", attempt: 1 }])
+  })
+
+  workerdTest("a missing or invalid key: 400, the order API is not called and the store is not touched", function*() {
+    const sku = `BAD-${randomUUID().slice(0, 8)}`
+    // a valid request first: the tables exist, whatever ran before
+    assert.strictEqual((yield* post({ key: randomUUID(), body: order(`${sku}-valid`) })).status, 201)
+    const before = yield* allRecords
+    const keys = [undefined, "\"has space\"", "x".repeat(256), "\"a\", \"b\"", "\"unterminated"]
+    for (const key of keys) {
+      const answer = yield* post({ key, body: order(sku) })
+      assert.strictEqual(answer.status, 400, String(key))
+      assert.strictEqual(answer.headers["content-type"], "application/problem+json")
+    }
+    const notAnOrder = yield* post({ key: randomUUID(), body: { sku, quantity: 0 } })
+    assert.strictEqual(notAnOrder.status, 400)
+    assert.strictEqual((yield* ordersOf(sku)).length, 0)
+    assert.strictEqual(yield* allRecords, before)
+  })
 })
