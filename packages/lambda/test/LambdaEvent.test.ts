@@ -6,13 +6,20 @@
  */
 import { IdempotencyContext, IdempotencyStore } from "@effect-idempotency/core"
 import { LambdaEvent, LambdaInvocation } from "@effect-idempotency/lambda"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe } from "@effect/vitest"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { dispose, invoke, invokeAsync, makeDownstream, slowMemoryStore } from "./utils/LambdaRunner.js"
+import {
+  dispose,
+  invoke,
+  invokeAsync,
+  liveTest,
+  makeDownstream,
+  OneWay,
+  slowMemoryStore
+} from "./utils/LambdaRunner.js"
 
 /** Events of an id, keyed by it. */
 const byId = { event: Schema.Struct({ id: Schema.String }), key: (event: { readonly id: string }) => event.id }
@@ -61,30 +68,29 @@ const shipping = (
 }
 
 describe("LambdaEvent.idempotent", () => {
-  it.live("runs once per key; a retry gets the recorded result, encoded", () =>
-    Effect.gen(function*() {
-      const { carrier, handler } = shipping()
-      const first = yield* invoke(handler, event("o-1"), "3 seconds")
-      const retry = yield* invoke(handler, event("o-1"), "3 seconds")
-      assert.deepStrictEqual(first._tag === "Ok" && first.value, { trackingId: "track-o-1", replayedByCarrier: false })
-      assert.deepStrictEqual(retry._tag === "Ok" && retry.value, { trackingId: "track-o-1", replayedByCarrier: false })
-      assert.strictEqual(carrier.total(), 1)
-      yield* dispose(handler)
-    }))
+  liveTest("runs once per key; a retry gets the recorded result, encoded", function*() {
+    const { carrier, handler } = shipping()
+    const first = yield* invoke(handler, event("o-1"), "3 seconds")
+    const retry = yield* invoke(handler, event("o-1"), "3 seconds")
+    assert.deepStrictEqual(first._tag === "Ok" && first.value, { trackingId: "track-o-1", replayedByCarrier: false })
+    assert.deepStrictEqual(retry._tag === "Ok" && retry.value, { trackingId: "track-o-1", replayedByCarrier: false })
+    assert.strictEqual(carrier.total(), 1)
+    yield* dispose(handler)
+  })
 
-  it.live("a stored failure is rejected again on every retry, and the handler does not run again", () =>
-    Effect.gen(function*() {
-      const { carrier, handler } = shipping()
-      const first = yield* invoke(handler, event("o-2", 500), "3 seconds")
-      const retry = yield* invoke(handler, event("o-2", 500), "3 seconds")
-      assert.isTrue(first._tag === "Error" && first.error instanceof Refused)
-      assert.isTrue(retry._tag === "Error" && retry.error instanceof Refused)
-      assert.strictEqual(carrier.total(), 0)
-      yield* dispose(handler)
-    }))
+  liveTest("a stored failure is rejected again on every retry, and the handler does not run again", function*() {
+    const { carrier, handler } = shipping()
+    const first = yield* invoke(handler, event("o-2", 500), "3 seconds")
+    const retry = yield* invoke(handler, event("o-2", 500), "3 seconds")
+    assert.isTrue(first._tag === "Error" && first.error instanceof Refused)
+    assert.isTrue(retry._tag === "Error" && retry.error instanceof Refused)
+    assert.strictEqual(carrier.total(), 0)
+    yield* dispose(handler)
+  })
 
-  it.live("the same key with another payload is KeyReused; an event that does not decode is InvalidEvent", () =>
-    Effect.gen(function*() {
+  liveTest(
+    "the same key with another payload is KeyReused; an event that does not decode is InvalidEvent",
+    function*() {
       const { handler } = shipping()
       yield* invoke(handler, event("o-3"), "3 seconds")
       const reused = yield* invoke(handler, event("o-3", 3), "3 seconds")
@@ -93,10 +99,12 @@ describe("LambdaEvent.idempotent", () => {
       assert.isTrue(invalid._tag === "Error" && (invalid.error as { _tag?: string })._tag === "InvalidEvent")
       assert.notInclude(String((invalid as { error: Error }).error.message), "sk_live")
       yield* dispose(handler)
-    }))
+    }
+  )
 
-  it.live("the deadline comes from the remaining time: a late answer is a timeout before Lambda's cut-off", () =>
-    Effect.gen(function*() {
+  liveTest(
+    "the deadline comes from the remaining time: a late answer is a timeout before Lambda's cut-off",
+    function*() {
       // the carrier writes at once and answers after 5 s; the function has 1.2 s
       const { carrier, handler } = shipping({ answerAfter: "5 seconds" })
       const attempts = yield* invokeAsync(handler, event("o-4"), {
@@ -112,24 +120,25 @@ describe("LambdaEvent.idempotent", () => {
       )
       assert.strictEqual(carrier.total(), 1)
       yield* dispose(handler)
-    }))
+    }
+  )
 
-  it.live("too little time left is InsufficientTime, before any store call", () =>
-    Effect.gen(function*() {
-      const { carrier, handler } = shipping()
-      const result = yield* Effect.promise(() =>
-        handler(event("o-5"), {
-          awsRequestId: "r-1",
-          getRemainingTimeInMillis: () => 0
-        }).then(() => "ok", (error: unknown) => (error as { _tag?: string })._tag)
-      )
-      assert.strictEqual(result, "InsufficientTime")
-      assert.strictEqual(carrier.total(), 0)
-      yield* dispose(handler)
-    }))
+  liveTest("too little time left is InsufficientTime, before any store call", function*() {
+    const { carrier, handler } = shipping()
+    const result = yield* Effect.promise(() =>
+      handler(event("o-5"), {
+        awsRequestId: "r-1",
+        getRemainingTimeInMillis: () => 0
+      }).then(() => "ok", (error: unknown) => (error as { _tag?: string })._tag)
+    )
+    assert.strictEqual(result, "InsufficientTime")
+    assert.strictEqual(carrier.total(), 0)
+    yield* dispose(handler)
+  })
 
-  it.live("a cold start counts against the remaining time once: the time left is what Lambda gave, less the start", () =>
-    Effect.gen(function*() {
+  liveTest(
+    "a cold start counts against the remaining time once: the time left is what Lambda gave, less the start",
+    function*() {
       // building the runtime takes 500 ms of the invocation's 2 s: 1.5 s are left, where counting
       // the start twice would leave 1 s
       const layer = slowMemoryStore("500 millis")
@@ -146,10 +155,12 @@ describe("LambdaEvent.idempotent", () => {
       assert.isAtMost(left, 1500)
       assert.isAbove(left, 1000)
       yield* dispose(handler)
-    }))
+    }
+  )
 
-  it.live("a cold start longer than the invocation: InsufficientTime before the cut-off; the build goes on", () =>
-    Effect.gen(function*() {
+  liveTest(
+    "a cold start longer than the invocation: InsufficientTime before the cut-off; the build goes on",
+    function*() {
       // building the runtime takes 1.5 s of the invocation's 1 s: the first invocation fails with
       // InsufficientTime before Lambda stops it; the retry 1.2 s later finds the runtime built
       let builds = 0
@@ -169,36 +180,37 @@ describe("LambdaEvent.idempotent", () => {
       assert.deepStrictEqual(warm._tag === "Ok" && warm.value, 1)
       assert.strictEqual(builds, 1)
       yield* dispose(handler)
-    }))
+    }
+  )
 
-  it.live("the runtime is built once per execution environment, and again after a failed build", () =>
-    Effect.gen(function*() {
-      let builds = 0
-      const layer = Layer.unwrapEffect(Effect.sync(() => {
-        builds++
-        return builds === 1
-          ? Layer.fail("the store is not reachable")
-          : IdempotencyStore.layerMemoryWith({ warn: false })
-      }))
-      const handler = LambdaEvent.idempotent({
-        name: "ping",
-        layer,
-        ...byId,
-        success: Schema.String,
-        handler: () => Effect.succeed("pong")
-      })
-      const cold = yield* invoke(handler, { id: "1" }, "3 seconds")
-      assert.isTrue(cold._tag === "Error" && (cold.error as { _tag?: string })._tag === "LayerUnavailable")
-      for (let i = 0; i < 3; i++) {
-        const warm = yield* invoke(handler, { id: `${i}` }, "3 seconds")
-        assert.deepStrictEqual(warm._tag === "Ok" && warm.value, "pong")
-      }
-      assert.strictEqual(builds, 2)
-      yield* dispose(handler)
+  liveTest("the runtime is built once per execution environment, and again after a failed build", function*() {
+    let builds = 0
+    const layer = Layer.unwrapEffect(Effect.sync(() => {
+      builds++
+      return builds === 1
+        ? Layer.fail("the store is not reachable")
+        : IdempotencyStore.layerMemoryWith({ warn: false })
     }))
+    const handler = LambdaEvent.idempotent({
+      name: "ping",
+      layer,
+      ...byId,
+      success: Schema.String,
+      handler: () => Effect.succeed("pong")
+    })
+    const cold = yield* invoke(handler, { id: "1" }, "3 seconds")
+    assert.isTrue(cold._tag === "Error" && (cold.error as { _tag?: string })._tag === "LayerUnavailable")
+    for (let i = 0; i < 3; i++) {
+      const warm = yield* invoke(handler, { id: `${i}` }, "3 seconds")
+      assert.deepStrictEqual(warm._tag === "Ok" && warm.value, "pong")
+    }
+    assert.strictEqual(builds, 2)
+    yield* dispose(handler)
+  })
 
-  it.live("by default the fingerprint is the decoded event: the order of members and undeclared members do not count", () =>
-    Effect.gen(function*() {
+  liveTest(
+    "by default the fingerprint is the decoded event: the order of members and undeclared members do not count",
+    function*() {
       let runs = 0
       const handler = LambdaEvent.idempotent({
         name: "ship-order",
@@ -226,29 +238,24 @@ describe("LambdaEvent.idempotent", () => {
       assert.isTrue(reused._tag === "Error" && (reused.error as { _tag?: string })._tag === "KeyReused")
       assert.strictEqual(runs, 1)
       yield* dispose(handler)
-    }))
+    }
+  )
 
-  it.live("an event that does not encode back for its fingerprint is InvalidEvent, without its contents", () =>
-    Effect.gen(function*() {
-      let runs = 0
-      // an event schema whose encoding refuses what its decoding accepted
-      const OneWay = Schema.transformOrFail(Schema.String, Schema.String, {
-        strict: true,
-        decode: ParseResult.succeed,
-        encode: (text, _, ast) => ParseResult.fail(new ParseResult.Type(ast, text, `cannot encode ${text}`))
-      })
-      const handler = LambdaEvent.idempotent({
-        name: "ping",
-        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
-        event: Schema.Struct({ id: OneWay }),
-        key: (event) => event.id,
-        success: Schema.String,
-        handler: () => Effect.sync(() => (runs++, "pong"))
-      })
-      const result = yield* invoke(handler, { id: "sk_live_x" }, "3 seconds")
-      assert.isTrue(result._tag === "Error" && (result.error as { _tag?: string })._tag === "InvalidEvent")
-      assert.notInclude(String((result as { error: Error }).error.message), "sk_live")
-      assert.strictEqual(runs, 0)
-      yield* dispose(handler)
-    }))
+  liveTest("an event that does not encode back for its fingerprint is InvalidEvent, without its contents", function*() {
+    let runs = 0
+    // an event schema whose encoding refuses what its decoding accepted: OneWay
+    const handler = LambdaEvent.idempotent({
+      name: "ping",
+      layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+      event: Schema.Struct({ id: OneWay }),
+      key: (event) => event.id,
+      success: Schema.String,
+      handler: () => Effect.sync(() => (runs++, "pong"))
+    })
+    const result = yield* invoke(handler, { id: "sk_live_x" }, "3 seconds")
+    assert.isTrue(result._tag === "Error" && (result.error as { _tag?: string })._tag === "InvalidEvent")
+    assert.notInclude(String((result as { error: Error }).error.message), "sk_live")
+    assert.strictEqual(runs, 0)
+    yield* dispose(handler)
+  })
 })

@@ -9,7 +9,7 @@ import { LambdaHttp, LambdaTest } from "@effect-idempotency/lambda"
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { dispose, initialized, invoke, makeDownstream, slowMemoryStore } from "./utils/LambdaRunner.js"
+import { dispose, initialized, invoke, liveTest, makeDownstream, slowMemoryStore } from "./utils/LambdaRunner.js"
 import { realStores } from "./utils/stores.js"
 
 const v2 = (body: string, headers: Record<string, string>, options: { readonly base64?: boolean } = {}) =>
@@ -133,23 +133,23 @@ for (const store of realStores) {
 }
 
 describe("LambdaHttp's cut-off", () => {
-  it.live("a cold start counts against the remaining time once", () =>
-    Effect.gen(function*() {
-      // of the invocation's 2 s, building the runtime takes 600 ms and the handler 700 ms: it ends
-      // 400 ms before the 300 ms margin, where counting the start twice would cut it off at 1.1 s
-      const handler = LambdaHttp.idempotent({
-        name: "cold",
-        layer: slowMemoryStore("600 millis"),
-        margin: "300 millis",
-        handler: () => Effect.as(Effect.sleep("700 millis"), Response.json({ ok: true }, { status: 201 }))
-      })
-      const result = yield* invoke(handler, v2("{}", { "idempotency-key": "cold-1" }), "2 seconds")
-      assert.strictEqual(result._tag === "Ok" ? result.value.statusCode : result._tag, 201)
-      yield* dispose(handler)
-    }))
+  liveTest("a cold start counts against the remaining time once", function*() {
+    // of the invocation's 2 s, building the runtime takes 600 ms and the handler 700 ms: it ends
+    // 400 ms before the 300 ms margin, where counting the start twice would cut it off at 1.1 s
+    const handler = LambdaHttp.idempotent({
+      name: "cold",
+      layer: slowMemoryStore("600 millis"),
+      margin: "300 millis",
+      handler: () => Effect.as(Effect.sleep("700 millis"), Response.json({ ok: true }, { status: 201 }))
+    })
+    const result = yield* invoke(handler, v2("{}", { "idempotency-key": "cold-1" }), "2 seconds")
+    assert.strictEqual(result._tag === "Ok" ? result.value.statusCode : result._tag, 201)
+    yield* dispose(handler)
+  })
 
-  it.live("a cold start longer than the invocation: 503 before the cut-off, nothing run; the build goes on", () =>
-    Effect.gen(function*() {
+  liveTest(
+    "a cold start longer than the invocation: 503 before the cut-off, nothing run; the build goes on",
+    function*() {
       // building the runtime takes 1.5 s of the invocation's 1 s: the first invocation answers 503
       // before Lambda stops it, and the second, 1.2 s later, finds the runtime built and executes
       let builds = 0
@@ -168,39 +168,38 @@ describe("LambdaHttp's cut-off", () => {
       assert.strictEqual(warm._tag === "Ok" ? warm.value.statusCode : warm._tag, 201)
       assert.deepStrictEqual([runs, builds], [1, 1])
       yield* dispose(handler)
-    }))
+    }
+  )
 
-  it.live("ready() builds the runtime before the first invocation, which then has its whole time", () =>
-    Effect.gen(function*() {
-      const handler = LambdaHttp.idempotent({
-        name: "init",
-        layer: slowMemoryStore("1500 millis"),
-        margin: "200 millis",
-        handler: () => Effect.succeed(Response.json({ ok: true }, { status: 201 }))
-      })
-      yield* Effect.promise(() => handler.ready())
-      const result = yield* invoke(handler, v2("{}", { "idempotency-key": "init-1" }), "1 second")
-      assert.strictEqual(result._tag === "Ok" ? result.value.statusCode : result._tag, 201)
-      yield* dispose(handler)
-    }))
+  liveTest("ready() builds the runtime before the first invocation, which then has its whole time", function*() {
+    const handler = LambdaHttp.idempotent({
+      name: "init",
+      layer: slowMemoryStore("1500 millis"),
+      margin: "200 millis",
+      handler: () => Effect.succeed(Response.json({ ok: true }, { status: 201 }))
+    })
+    yield* Effect.promise(() => handler.ready())
+    const result = yield* invoke(handler, v2("{}", { "idempotency-key": "init-1" }), "1 second")
+    assert.strictEqual(result._tag === "Ok" ? result.value.statusCode : result._tag, 201)
+    yield* dispose(handler)
+  })
 })
 
 describe("LambdaHttp's results", () => {
-  it.live("a body past maxBodyBytes gets 413, without the Connection header of a Web server's answer", () =>
-    Effect.gen(function*() {
-      const handler = LambdaHttp.idempotent({
-        name: "large",
-        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
-        maxBodyBytes: 1024,
-        handler: () => Effect.succeed(Response.json({ ok: true }, { status: 201 }))
-      })
-      const body = JSON.stringify({ note: "x".repeat(4096) })
-      const result = yield* invoke(handler, v2(body, { "idempotency-key": "large-1" }), "2 seconds")
-      if (result._tag !== "Ok") return assert.fail(result._tag)
-      const value = result.value as { statusCode: number; headers: Record<string, string> }
-      assert.strictEqual(value.statusCode, 413)
-      assert.strictEqual(value.headers["content-type"], "application/problem+json")
-      assert.isUndefined(value.headers.connection)
-      yield* dispose(handler)
-    }))
+  liveTest("a body past maxBodyBytes gets 413, without the Connection header of a Web server's answer", function*() {
+    const handler = LambdaHttp.idempotent({
+      name: "large",
+      layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+      maxBodyBytes: 1024,
+      handler: () => Effect.succeed(Response.json({ ok: true }, { status: 201 }))
+    })
+    const body = JSON.stringify({ note: "x".repeat(4096) })
+    const result = yield* invoke(handler, v2(body, { "idempotency-key": "large-1" }), "2 seconds")
+    if (result._tag !== "Ok") return assert.fail(result._tag)
+    const value = result.value as { statusCode: number; headers: Record<string, string> }
+    assert.strictEqual(value.statusCode, 413)
+    assert.strictEqual(value.headers["content-type"], "application/problem+json")
+    assert.isUndefined(value.headers.connection)
+    yield* dispose(handler)
+  })
 })

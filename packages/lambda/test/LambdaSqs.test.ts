@@ -6,15 +6,14 @@
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
 import { LambdaSqs, LambdaTest } from "@effect-idempotency/lambda"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe } from "@effect/vitest"
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { dispose, invoke } from "./utils/LambdaRunner.js"
+import { dispose, invoke, liveTest, OneWay } from "./utils/LambdaRunner.js"
 
 class Unavailable extends Data.TaggedError("Unavailable")<{}> {}
 
@@ -71,35 +70,34 @@ const record = (id: string, chargeId: string) =>
   LambdaTest.sqsRecord({ messageId: id, body: JSON.stringify({ chargeId, cents: 100 }) })
 
 describe("LambdaSqs.batch", () => {
-  it.live("answers with the failed records only; a redelivered record is replayed, not charged again", () =>
-    Effect.gen(function*() {
-      const { charged, handler } = consumer({ failing: new Set(["c-2"]) })
-      const first = yield* invoke(handler, {
-        Records: [
-          record("m-1", "c-1"),
-          record("m-2", "c-2"),
-          LambdaTest.sqsRecord({ messageId: "m-3", body: "not json" })
-        ]
-      }, "3 seconds")
-      assert.deepStrictEqual(first._tag === "Ok" && first.value, {
-        batchItemFailures: [{ itemIdentifier: "m-2" }, { itemIdentifier: "m-3" }]
-      })
-      const again = yield* invoke(handler, { Records: [record("m-1", "c-1"), record("m-4", "c-4")] }, "3 seconds")
-      assert.deepStrictEqual(again._tag === "Ok" && again.value, { batchItemFailures: [] })
-      assert.deepStrictEqual(charged, ["c-1", "c-4"])
-      yield* dispose(handler)
-    }))
+  liveTest("answers with the failed records only; a redelivered record is replayed, not charged again", function*() {
+    const { charged, handler } = consumer({ failing: new Set(["c-2"]) })
+    const first = yield* invoke(handler, {
+      Records: [
+        record("m-1", "c-1"),
+        record("m-2", "c-2"),
+        LambdaTest.sqsRecord({ messageId: "m-3", body: "not json" })
+      ]
+    }, "3 seconds")
+    assert.deepStrictEqual(first._tag === "Ok" && first.value, {
+      batchItemFailures: [{ itemIdentifier: "m-2" }, { itemIdentifier: "m-3" }]
+    })
+    const again = yield* invoke(handler, { Records: [record("m-1", "c-1"), record("m-4", "c-4")] }, "3 seconds")
+    assert.deepStrictEqual(again._tag === "Ok" && again.value, { batchItemFailures: [] })
+    assert.deepStrictEqual(charged, ["c-1", "c-4"])
+    yield* dispose(handler)
+  })
 
-  it.live("a duplicate delivery in one batch is charged once", () =>
-    Effect.gen(function*() {
-      const { charged, handler } = consumer()
-      yield* invoke(handler, { Records: [record("m-1", "c-1"), record("m-1", "c-1")] }, "3 seconds")
-      assert.deepStrictEqual(charged, ["c-1"])
-      yield* dispose(handler)
-    }))
+  liveTest("a duplicate delivery in one batch is charged once", function*() {
+    const { charged, handler } = consumer()
+    yield* invoke(handler, { Records: [record("m-1", "c-1"), record("m-1", "c-1")] }, "3 seconds")
+    assert.deepStrictEqual(charged, ["c-1"])
+    yield* dispose(handler)
+  })
 
-  it.live("a duplicate in one batch waits for the first copy and replays it, instead of going back as a conflict", () =>
-    Effect.gen(function*() {
+  liveTest(
+    "a duplicate in one batch waits for the first copy and replays it, instead of going back as a conflict",
+    function*() {
       const { charged, handler } = consumer({ millis: 300 })
       const result = yield* invoke(handler, {
         Records: [record("m-1", "c-1"), record("m-2", "c-2"), record("m-3", "c-1"), record("m-1", "c-1")]
@@ -107,59 +105,58 @@ describe("LambdaSqs.batch", () => {
       assert.deepStrictEqual(result._tag === "Ok" && result.value, { batchItemFailures: [] })
       assert.deepStrictEqual(charged.sort(), ["c-1", "c-2"])
       yield* dispose(handler)
-    }))
+    }
+  )
 
-  it.live("fifo: records run in order, and the first failure fails every record after it", () =>
-    Effect.gen(function*() {
-      const { charged, handler } = consumer({ fifo: true, failing: new Set(["c-2"]) })
-      const result = yield* invoke(handler, {
-        Records: [record("m-1", "c-1"), record("m-2", "c-2"), record("m-3", "c-3")]
-      }, "3 seconds")
-      assert.deepStrictEqual(result._tag === "Ok" && result.value, {
-        batchItemFailures: [{ itemIdentifier: "m-2" }, { itemIdentifier: "m-3" }]
+  liveTest("fifo: records run in order, and the first failure fails every record after it", function*() {
+    const { charged, handler } = consumer({ fifo: true, failing: new Set(["c-2"]) })
+    const result = yield* invoke(handler, {
+      Records: [record("m-1", "c-1"), record("m-2", "c-2"), record("m-3", "c-3")]
+    }, "3 seconds")
+    assert.deepStrictEqual(result._tag === "Ok" && result.value, {
+      batchItemFailures: [{ itemIdentifier: "m-2" }, { itemIdentifier: "m-3" }]
+    })
+    assert.deepStrictEqual(charged, ["c-1"])
+    yield* dispose(handler)
+  })
+
+  liveTest("a record's defect fails that record only: the others run to their end and are recorded", function*() {
+    const { charged, handler } = consumer({ dying: new Set(["c-1"]), millis: 200 })
+    const first = yield* invoke(handler, {
+      Records: [record("m-1", "c-1"), record("m-2", "c-2"), record("m-3", "c-3")]
+    }, "3 seconds")
+    assert.deepStrictEqual(first._tag === "Ok" && first.value, { batchItemFailures: [{ itemIdentifier: "m-1" }] })
+    // the records charged were recorded: their redelivery is replayed, not refused as in progress
+    const again = yield* invoke(handler, { Records: [record("m-2", "c-2"), record("m-3", "c-3")] }, "3 seconds")
+    assert.deepStrictEqual(again._tag === "Ok" && again.value, { batchItemFailures: [] })
+    assert.deepStrictEqual(charged.sort(), ["c-2", "c-3"])
+    yield* dispose(handler)
+  })
+
+  liveTest("a failure schema records a rejection: its redelivery fails again without running the handler", function*() {
+    let runs = 0
+    const handler = LambdaSqs.batch({
+      name: "charge",
+      layer: IdempotencyStore.layerMemoryWith({ warn: false }),
+      body: Charge,
+      key: (charge) => charge.chargeId,
+      failure: Declined,
+      handler: () => Effect.suspend(() => (runs++, Effect.fail(new Declined({ reason: "card declined" }))))
+    })
+    const first = yield* invoke(handler, { Records: [record("m-1", "c-1")] }, "3 seconds")
+    const again = yield* invoke(handler, { Records: [record("m-1", "c-1")] }, "3 seconds")
+    for (const invocation of [first, again]) {
+      assert.deepStrictEqual(invocation._tag === "Ok" && invocation.value, {
+        batchItemFailures: [{ itemIdentifier: "m-1" }]
       })
-      assert.deepStrictEqual(charged, ["c-1"])
-      yield* dispose(handler)
-    }))
+    }
+    assert.strictEqual(runs, 1)
+    yield* dispose(handler)
+  })
 
-  it.live("a record's defect fails that record only: the others run to their end and are recorded", () =>
-    Effect.gen(function*() {
-      const { charged, handler } = consumer({ dying: new Set(["c-1"]), millis: 200 })
-      const first = yield* invoke(handler, {
-        Records: [record("m-1", "c-1"), record("m-2", "c-2"), record("m-3", "c-3")]
-      }, "3 seconds")
-      assert.deepStrictEqual(first._tag === "Ok" && first.value, { batchItemFailures: [{ itemIdentifier: "m-1" }] })
-      // the records charged were recorded: their redelivery is replayed, not refused as in progress
-      const again = yield* invoke(handler, { Records: [record("m-2", "c-2"), record("m-3", "c-3")] }, "3 seconds")
-      assert.deepStrictEqual(again._tag === "Ok" && again.value, { batchItemFailures: [] })
-      assert.deepStrictEqual(charged.sort(), ["c-2", "c-3"])
-      yield* dispose(handler)
-    }))
-
-  it.live("a failure schema records a rejection: its redelivery fails again without running the handler", () =>
-    Effect.gen(function*() {
-      let runs = 0
-      const handler = LambdaSqs.batch({
-        name: "charge",
-        layer: IdempotencyStore.layerMemoryWith({ warn: false }),
-        body: Charge,
-        key: (charge) => charge.chargeId,
-        failure: Declined,
-        handler: () => Effect.suspend(() => (runs++, Effect.fail(new Declined({ reason: "card declined" }))))
-      })
-      const first = yield* invoke(handler, { Records: [record("m-1", "c-1")] }, "3 seconds")
-      const again = yield* invoke(handler, { Records: [record("m-1", "c-1")] }, "3 seconds")
-      for (const invocation of [first, again]) {
-        assert.deepStrictEqual(invocation._tag === "Ok" && invocation.value, {
-          batchItemFailures: [{ itemIdentifier: "m-1" }]
-        })
-      }
-      assert.strictEqual(runs, 1)
-      yield* dispose(handler)
-    }))
-
-  it.live("a redelivery with its members in another order and other whitespace is replayed; another value is KeyReused", () =>
-    Effect.gen(function*() {
+  liveTest(
+    "a redelivery with its members in another order and other whitespace is replayed; another value is KeyReused",
+    function*() {
       const { failures, layer } = logged()
       const charged: Array<string> = []
       const handler = LambdaSqs.batch({
@@ -184,31 +181,26 @@ describe("LambdaSqs.batch", () => {
       assert.deepStrictEqual(failures.map((failure) => failure._tag), ["KeyReused"])
       assert.deepStrictEqual(charged, ["c-1"])
       yield* dispose(handler)
-    }))
+    }
+  )
 
-  it.live("a body that does not encode back for its fingerprint is InvalidEvent, without its contents", () =>
-    Effect.gen(function*() {
-      const { failures, layer } = logged()
-      let runs = 0
-      // a body schema whose encoding refuses what its decoding accepted
-      const OneWay = Schema.transformOrFail(Schema.String, Schema.String, {
-        strict: true,
-        decode: ParseResult.succeed,
-        encode: (text, _, ast) => ParseResult.fail(new ParseResult.Type(ast, text, `cannot encode ${text}`))
-      })
-      const handler = LambdaSqs.batch({
-        name: "charge",
-        layer,
-        body: OneWay,
-        handler: () => Effect.sync(() => void runs++)
-      })
-      const result = yield* invoke(handler, {
-        Records: [LambdaTest.sqsRecord({ messageId: "m-1", body: "sk_live_x" })]
-      }, "3 seconds")
-      assert.deepStrictEqual(result._tag === "Ok" && result.value, { batchItemFailures: [{ itemIdentifier: "m-1" }] })
-      assert.deepStrictEqual(failures.map((failure) => failure._tag), ["InvalidEvent"])
-      assert.notInclude(String(failures[0]?.message), "sk_live")
-      assert.strictEqual(runs, 0)
-      yield* dispose(handler)
-    }))
+  liveTest("a body that does not encode back for its fingerprint is InvalidEvent, without its contents", function*() {
+    const { failures, layer } = logged()
+    let runs = 0
+    // a body schema whose encoding refuses what its decoding accepted: OneWay
+    const handler = LambdaSqs.batch({
+      name: "charge",
+      layer,
+      body: OneWay,
+      handler: () => Effect.sync(() => void runs++)
+    })
+    const result = yield* invoke(handler, {
+      Records: [LambdaTest.sqsRecord({ messageId: "m-1", body: "sk_live_x" })]
+    }, "3 seconds")
+    assert.deepStrictEqual(result._tag === "Ok" && result.value, { batchItemFailures: [{ itemIdentifier: "m-1" }] })
+    assert.deepStrictEqual(failures.map((failure) => failure._tag), ["InvalidEvent"])
+    assert.notInclude(String(failures[0]?.message), "sk_live")
+    assert.strictEqual(runs, 0)
+    yield* dispose(handler)
+  })
 })

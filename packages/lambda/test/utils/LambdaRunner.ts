@@ -10,10 +10,14 @@
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
 import { LambdaTest } from "@effect-idempotency/lambda"
+import { it } from "@effect/vitest"
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import type { YieldWrap } from "effect/Utils"
 
 /** A handler as the adapter builds it. */
 export type LambdaHandler<Event, Result> = (
@@ -196,3 +200,16 @@ export const slowMemoryStore = (duration: Duration.DurationInput, onBuild: () =>
     IdempotencyStore.layerMemoryWith({ warn: false }),
     Layer.effectDiscard(Effect.zipRight(Effect.sync(onBuild), Effect.sleep(duration)))
   )
+
+/** A live test; its body is a generator, as `Effect.gen` takes. */
+export const liveTest = (
+  name: string,
+  body: () => Generator<YieldWrap<Effect.Effect<unknown, unknown, never>>, void, unknown>
+) => it.live(name, () => Effect.gen(body))
+
+/** A string schema whose encoding refuses what its decoding accepted. */
+export const OneWay = Schema.transformOrFail(Schema.String, Schema.String, {
+  strict: true,
+  decode: ParseResult.succeed,
+  encode: (text, _, ast) => ParseResult.fail(new ParseResult.Type(ast, text, `cannot encode ${text}`))
+})
