@@ -95,12 +95,13 @@ export const DEFAULT_MAX_DELIVERIES = 5
 export const DEFAULT_RETRY_DELAY: Duration.Duration = Duration.seconds(1)
 
 /**
- * What `make` takes: the operation's options (as `Idempotency.make`), and how messages are settled.
+ * How messages are settled, whatever runs them: `make`'s options beside the operation's, and
+ * `fromOperation`'s.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Options<P, IP, A, IA, E, R, EF, IEF> extends Idempotency.Options<P, IP, A, IA, E, R, EF, IEF> {
+export interface SettleOptions<P, E> {
   /** The key of a message, when its id header is not it. Default: the delivery's key. */
   readonly keyOf?: ((payload: P, delivery: Delivery) => string | undefined) | undefined
   /** A tenant id: the same message id under different scopes never shares a record. */
@@ -110,7 +111,30 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF> extends Idempotency.Option
   /** The delay before a failed message comes back. Default `DEFAULT_RETRY_DELAY`. */
   readonly retryDelay?: Duration.DurationInput | undefined
   /** What a domain failure does to the message. Default `"retry"`. */
-  readonly onError?: ((error: E | EF) => FailureSettlement) | undefined
+  readonly onError?: ((error: E) => FailureSettlement) | undefined
+}
+
+/**
+ * What `make` takes: the operation's options (as `Idempotency.make`), and how messages are settled.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<P, IP, A, IA, E, R, EF, IEF>
+  extends Idempotency.Options<P, IP, A, IA, E, R, EF, IEF>, SettleOptions<P, E | EF>
+{}
+
+/**
+ * What a consumer runs each message through: `Idempotency.make`'s operation, or any with the same
+ * `runDetailed` (a transactional operation of `@effect-idempotency/sql` or `sql-pg`, whose handler's
+ * writes commit with the record).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Runnable<P, A, E, R> {
+  readonly name: string
+  readonly runDetailed: (request: Idempotency.Request<P>) => Effect.Effect<Idempotency.Result<A>, E, R>
 }
 
 /**
@@ -119,13 +143,11 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF> extends Idempotency.Option
  * @since 0.1.0
  * @category models
  */
-export interface Consumer<P, A, E, R> {
-  readonly operation: Idempotency.Operation<P, A, E, R>
+export interface Consumer<P, R> {
+  /** The operation's name. */
+  readonly name: string
   /** Never fails: every exit of the operation becomes a `Settlement`. */
-  readonly handle: (
-    delivery: Delivery,
-    payload: P
-  ) => Effect.Effect<Settlement, never, R | IdempotencyStore.IdempotencyStore>
+  readonly handle: (delivery: Delivery, payload: P) => Effect.Effect<Settlement, never, R>
 }
 
 // errors after which the message must not run again by itself: an operator or a new message id decides
@@ -146,24 +168,37 @@ const rejected: ReadonlySet<IdempotencyError.IdempotencyError["_tag"]> = new Set
  */
 export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
   options: Options<P, IP, A, IA, E, R, EF, IEF>
-): Consumer<P, A, E | EF, Exclude<R, IdempotencyContext.IdempotencyContext>> => {
-  const operation = Idempotency.make(options)
-  const maxDeliveries = options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES
-  const retryDelay = Duration.decode(options.retryDelay ?? DEFAULT_RETRY_DELAY)
-  const onError = options.onError ?? (() => "retry" as const)
+): Consumer<P, Exclude<R, IdempotencyContext.IdempotencyContext> | IdempotencyStore.IdempotencyStore> =>
+  fromOperation(Idempotency.make(options), options)
+
+/**
+ * Builds a consumer around an operation that exists already, such as a transactional one
+ * (`SqlTransactional.make`, `PgTransactional.make`): the message is then recorded in the same
+ * transaction as the handler's writes, and a crash before the commit leaves nothing behind.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromOperation = <P, A, E, R>(
+  operation: Runnable<P, A, E, R>,
+  options?: SettleOptions<P, Exclude<E, IdempotencyError.IdempotencyError>> | undefined
+): Consumer<P, R> => {
+  const maxDeliveries = options?.maxDeliveries ?? DEFAULT_MAX_DELIVERIES
+  const retryDelay = Duration.decode(options?.retryDelay ?? DEFAULT_RETRY_DELAY)
+  const onError = options?.onError ?? (() => "retry" as const)
   const exhausted = (delivery: Delivery) =>
     delivery.deliveryCount !== undefined && delivery.deliveryCount >= maxDeliveries
   const retry = (delivery: Delivery, reason: string, delay = retryDelay): Settlement =>
     exhausted(delivery)
       ? Settlement.Reject({ reason: `${reason}, after ${delivery.deliveryCount} deliveries` })
       : Settlement.Retry({ delay, reason })
-  const settle = (delivery: Delivery, exit: Exit.Exit<Idempotency.Result<A>, unknown>): Settlement => {
+  const settle = (delivery: Delivery, exit: Exit.Exit<Idempotency.Result<A>, E>): Settlement => {
     if (Exit.isSuccess(exit)) return Settlement.Ack({ replayed: exit.value.replayed })
     const failure = Cause.failureOption(exit.cause)
     if (Option.isNone(failure)) {
       return retry(delivery, Cause.isInterruptedOnly(exit.cause) ? "interrupted" : "the handler died")
     }
-    const error = failure.value
+    const error: unknown = failure.value
     if (IdempotencyError.isIdempotencyError(error)) {
       if (error._tag === "IdempotencyConflict") {
         // another consumer holds the key: come back when its lease says, however many deliveries
@@ -171,7 +206,7 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
       }
       return rejected.has(error._tag) ? Settlement.Reject({ reason: error._tag }) : retry(delivery, error._tag)
     }
-    const choice = onError(error as E | EF)
+    const choice = onError(error as Exclude<E, IdempotencyError.IdempotencyError>)
     const reason = tagOf(error)
     return choice === "ack"
       ? Settlement.Ack({ replayed: false })
@@ -180,12 +215,12 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
       : retry(delivery, reason)
   }
   return {
-    operation,
+    name: operation.name,
     handle: (delivery, payload) => {
-      const key = options.keyOf !== undefined ? options.keyOf(payload, delivery) : delivery.key
+      const key = options?.keyOf !== undefined ? options.keyOf(payload, delivery) : delivery.key
       if (key === undefined) return Effect.succeed(Settlement.Reject({ reason: "the message has no key" }))
       return Effect.map(
-        Effect.exit(operation.runDetailed({ key, payload, scope: options.scopeOf?.(payload) })),
+        Effect.exit(operation.runDetailed({ key, payload, scope: options?.scopeOf?.(payload) })),
         (exit) => settle(delivery, exit)
       )
     }

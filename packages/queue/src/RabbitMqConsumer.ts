@@ -45,13 +45,12 @@ const DROP = 2
 type Status = typeof ACK | typeof REQUEUE | typeof DROP
 
 /**
- * What `consume` takes: the operation and its settlement (`IdempotentConsumer.Options`), the queue
- * (`rabbitmq-client`'s consumer properties), and how a body becomes the payload.
+ * The queue (`rabbitmq-client`'s consumer properties) and how a body becomes the payload.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Options<P, IP, A, IA, E, R, EF, IEF> extends IdempotentConsumer.Options<P, IP, A, IA, E, R, EF, IEF> {
+export interface QueueOptions {
   /** The queue and its declaration, QoS and bindings. `requeue` is the adapter's own. */
   readonly queue: Omit<ConsumerProps, "requeue">
   /**
@@ -59,6 +58,28 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF> extends IdempotentConsumer
    * with `contentType: "application/json"`), or a Buffer or string parsed as UTF-8 JSON.
    */
   readonly parse?: ((body: unknown) => unknown) | undefined
+}
+
+/**
+ * What `consume` takes: the operation and its settlement (`IdempotentConsumer.Options`), and the queue.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<P, IP, A, IA, E, R, EF, IEF>
+  extends IdempotentConsumer.Options<P, IP, A, IA, E, R, EF, IEF>, QueueOptions
+{}
+
+/**
+ * What `consume` takes with a consumer built already (`IdempotentConsumer.fromOperation`, around a
+ * transactional operation): the consumer, the payload's schema, and the queue.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ConsumerOptions<P, IP, R> extends QueueOptions {
+  readonly payload: Schema.Schema<P, IP>
+  readonly consumer: IdempotentConsumer.Consumer<P, R>
 }
 
 const defaultParse = (body: unknown): unknown =>
@@ -92,29 +113,32 @@ export const deliveryOf = (message: AsyncMessage): IdempotentConsumer.Delivery =
  * @since 0.1.0
  * @category constructors
  */
-export const consume = <P, IP, A, IA, E, R, EF = never, IEF = never>(
+export const consume: {
+  <P, IP, R>(
+    connection: Connection,
+    options: ConsumerOptions<P, IP, R>
+  ): Effect.Effect<Consumer, never, Scope.Scope | R>
+  <P, IP, A, IA, E, R, EF = never, IEF = never>(
+    connection: Connection,
+    options: Options<P, IP, A, IA, E, R, EF, IEF>
+  ): Effect.Effect<
+    Consumer,
+    never,
+    Scope.Scope | Exclude<R, IdempotencyContext.IdempotencyContext> | IdempotencyStore.IdempotencyStore
+  >
+} = <P, IP, R, A, IA, E, RO, EF, IEF>(
   connection: Connection,
-  options: Options<P, IP, A, IA, E, R, EF, IEF>
-): Effect.Effect<
-  Consumer,
-  never,
-  Scope.Scope | Exclude<R, IdempotencyContext.IdempotencyContext> | IdempotencyStore.IdempotencyStore
-> =>
+  options: ConsumerOptions<P, IP, R> | Options<P, IP, A, IA, E, RO, EF, IEF>
+): Effect.Effect<Consumer, never, Scope.Scope | R> =>
   Effect.gen(function*() {
-    const runtime = yield* Effect.runtime<
-      Exclude<R, IdempotencyContext.IdempotencyContext> | IdempotencyStore.IdempotencyStore
-    >()
+    const runtime = yield* Effect.runtime<R>()
     const run = Runtime.runPromise(runtime)
-    const consumer = IdempotentConsumer.make(options)
+    const consumer = "consumer" in options
+      ? options.consumer
+      : IdempotentConsumer.make(options) as unknown as IdempotentConsumer.Consumer<P, R>
     const decode = Schema.decodeUnknown(options.payload)
     const parse = options.parse ?? defaultParse
-    const handle = (
-      message: AsyncMessage
-    ): Effect.Effect<
-      Status,
-      never,
-      Exclude<R, IdempotencyContext.IdempotencyContext> | IdempotencyStore.IdempotencyStore
-    > =>
+    const handle = (message: AsyncMessage): Effect.Effect<Status, never, R> =>
       Effect.try(() => parse(message.body)).pipe(
         Effect.flatMap(decode),
         Effect.matchEffect({
