@@ -6,7 +6,7 @@
 import type * as Testing from "@effect-idempotency/testing"
 import { ok, rejects } from "node:assert"
 
-const packages = ["core", "sql", "sql-pg", "dynamodb", "redis", "http", "platform", "netlify", "lambda", "workflow", "queue"]
+const packages = "core sql sql-pg dynamodb redis http platform netlify lambda workflow queue".split(" ")
 for (const name of packages) {
   const module: Record<string, unknown> = await import(`@effect-idempotency/${name}`)
   ok(Object.keys(module).length > 0, `@effect-idempotency/${name} exports nothing`)

@@ -1,7 +1,6 @@
 /**
- * The consumer every transport shares: one idempotent operation per message, keyed by the message's
- * id, and how the message is settled once the outcome is known (README.md#settling). A transport
- * adapter reads the key and the delivery count off its message and applies the `Settlement`.
+ * The consumer every transport shares: one idempotent operation per message id, and how the message
+ * is settled from the run's exit (README.md#settling).
  *
  * @example
  * ```ts
@@ -36,8 +35,7 @@ import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 
 /**
- * What a transport knows of one delivery: the message's key (its id header, or `undefined` when it
- * has none) and how many times it has been delivered (`undefined` where the broker does not say).
+ * A delivery's key (its id header) and count, each `undefined` where the transport has none.
  *
  * @since 0.1.0
  * @category models
@@ -48,8 +46,7 @@ export interface Delivery {
 }
 
 /**
- * What to do with a message: acknowledge it (its outcome is recorded, or was replayed), deliver it
- * again after `delay` (nothing recorded stands in its way), or reject it (dead-letter or terminate).
+ * What to do with a message: acknowledge, deliver again after `delay`, or reject.
  *
  * @since 0.1.0
  * @category models
@@ -69,9 +66,7 @@ export type Settlement = Data.TaggedEnum<{
 export const Settlement = Data.taggedEnum<Settlement>()
 
 /**
- * What the consumer does with a domain failure of the handler: deliver the message again (the
- * default: a failure the policy recorded is replayed on the next delivery, so it ends in a
- * rejection after `maxDeliveries`), reject it at once, or acknowledge it as handled.
+ * What a domain failure does to its message (README.md#settling).
  *
  * @since 0.1.0
  * @category models
@@ -95,8 +90,7 @@ export const DEFAULT_MAX_DELIVERIES = 5
 export const DEFAULT_RETRY_DELAY: Duration.Duration = Duration.seconds(1)
 
 /**
- * How messages are settled, whatever runs them: `make`'s options beside the operation's, and
- * `fromOperation`'s.
+ * How messages are settled, whatever operation runs them.
  *
  * @since 0.1.0
  * @category models
@@ -125,9 +119,7 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF>
 {}
 
 /**
- * What a consumer runs each message through: `Idempotency.make`'s operation, or any with the same
- * `runDetailed` (a transactional operation of `@effect-idempotency/sql` or `sql-pg`, whose handler's
- * writes commit with the record).
+ * What a consumer runs each message through: any operation with `runDetailed`, transactional ones included.
  *
  * @since 0.1.0
  * @category models
@@ -172,9 +164,7 @@ export const make = <P, IP, A, IA, E, R, EF = never, IEF = never>(
   fromOperation(Idempotency.make(options), options)
 
 /**
- * Builds a consumer around an operation that exists already, such as a transactional one
- * (`SqlTransactional.make`, `PgTransactional.make`): the message is then recorded in the same
- * transaction as the handler's writes, and a crash before the commit leaves nothing behind.
+ * Builds a consumer around an operation that exists already (README.md#the-inbox-in-the-same-transaction).
  *
  * @since 0.1.0
  * @category constructors
@@ -245,9 +235,7 @@ export interface Settle<E> {
 }
 
 /**
- * Applies `settlement` with the transport's `settle`. A failure to settle (a connection cut
- * mid-acknowledgement) is logged and swallowed: the broker delivers the message again, and the
- * recorded outcome answers it.
+ * Applies `settlement`; a failure to settle is logged and swallowed (the broker redelivers, the record answers).
  *
  * @since 0.1.0
  * @category combinators

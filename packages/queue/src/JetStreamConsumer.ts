@@ -1,14 +1,6 @@
 /**
- * The NATS JetStream adapter of `IdempotentConsumer`: a pull consumer's messages run through one
- * idempotent operation, keyed by their `Nats-Msg-Id` header (the id JetStream deduplicates the
- * publish on), and settled once the outcome is recorded: `ackAck` (a confirmed acknowledgement),
- * `nak(delay)` or `term`. Import it from `@effect-idempotency/queue/JetStreamConsumer`: the
- * package's index does not load the NATS client.
- *
- * The consumer's `ack_wait` must exceed the operation's `timeout` (30 seconds by default), or
- * `workingEvery` be shorter than `ack_wait`: a message still running when `ack_wait` ends is
- * delivered again, and that delivery meets the first one's lease (`IdempotencyConflict`) and is
- * nak'd until the outcome is recorded.
+ * `IdempotentConsumer` on a NATS JetStream pull consumer, keyed by `Nats-Msg-Id`; `ack_wait` must
+ * exceed the operation's `timeout` (README.md#nats-jetstream).
  *
  * @example
  * ```ts

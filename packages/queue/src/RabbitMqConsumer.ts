@@ -1,8 +1,5 @@
 /**
- * Idempotent RabbitMQ (AMQP 0-9-1) consumers on `rabbitmq-client`: each message runs through the
- * operation keyed by its `message-id` property, and is acknowledged only once its outcome is
- * recorded; a redelivery replays and is acknowledged (README.md#rabbitmq). Import it as
- * `@effect-idempotency/queue/RabbitMqConsumer`: the package's index does not load the client.
+ * `IdempotentConsumer` on a RabbitMQ queue (`rabbitmq-client`), keyed by `message-id` (README.md#rabbitmq).
  *
  * @example
  * ```ts
@@ -71,8 +68,7 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF>
 {}
 
 /**
- * What `consume` takes with a consumer built already (`IdempotentConsumer.fromOperation`, around a
- * transactional operation): the consumer, the payload's schema, and the queue.
+ * What `consume` takes with a consumer built already (`IdempotentConsumer.fromOperation`).
  *
  * @since 0.1.0
  * @category models
@@ -86,8 +82,7 @@ const defaultParse = (body: unknown): unknown =>
   Buffer.isBuffer(body) ? JSON.parse(body.toString("utf8")) : typeof body === "string" ? JSON.parse(body) : body
 
 /**
- * The delivery count of a message: quorum queues count in `x-delivery-count` (absent on the first
- * delivery); a classic queue only says whether a message was delivered before (count unknown).
+ * A message's key and delivery count (`x-delivery-count` of quorum queues; unknown on a classic queue's redelivery).
  *
  * @since 0.1.0
  * @category utils
@@ -102,13 +97,8 @@ export const deliveryOf = (message: AsyncMessage): IdempotentConsumer.Delivery =
 }
 
 /**
- * Starts an idempotent consumer of a queue on `connection`, stopped (its handlers finished) when the
- * scope closes; yields the `rabbitmq-client` consumer (for its `stats`) once it is subscribed (the
- * client retries until the broker answers: bound the wait with `Effect.timeout` if it must be).
- *
- * A settlement becomes a status: `Ack` acknowledges, `Retry` holds the message for its delay, then
- * requeues it, `Reject` nacks it without requeue (to the queue's dead-letter exchange, if any). A
- * body that cannot be decoded is rejected without running anything. Nothing fails the consumer.
+ * Starts a consumer of a queue, stopped with the scope; yields the client's consumer once it is
+ * subscribed (README.md#rabbitmq).
  *
  * @since 0.1.0
  * @category constructors
@@ -185,8 +175,7 @@ export const consume: {
   })
 
 /**
- * The longest a message is held before it is requeued: a longer delay would keep it from other
- * consumers and count against the channel's prefetch for nothing.
+ * The longest a message is held before it is requeued (AMQP has no delayed requeue).
  *
  * @since 0.1.0
  * @category constants

@@ -1,8 +1,5 @@
 /**
- * `@effect/workflow` activities whose side effect runs once per execution, even when the engine
- * loses the activity's result: the attempt is reserved in an `IdempotencyStore` under the key
- * `Activity.idempotencyKey` gives (the execution id and the activity's name), and a re-run activity
- * gets the recorded outcome back, decoded with the activity's own schemas (README.md#activities).
+ * `@effect/workflow` activities whose side effect runs once per execution (README.md#what-it-guarantees).
  *
  * @example
  * ```ts
@@ -54,8 +51,7 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 
 /**
- * Every error the idempotency layer can add to an activity, as one schema: the engine stores an
- * activity's failure encoded, so these errors are part of the activity's error schema.
+ * Every error the idempotency layer can add to an activity, as one schema (part of its error schema).
  *
  * @since 0.1.0
  * @category schemas
@@ -76,8 +72,7 @@ export const IdempotencyErrors = Schema.Union(
 )
 
 /**
- * How long a run waits for another run of the same activity by default: a minute, longer than the
- * default lease, so the run of a process that died is taken over within it.
+ * How long a run waits for another run of the same activity: longer than the default lease.
  *
  * @since 0.1.0
  * @category constants
@@ -135,11 +130,7 @@ export interface Options<
 }
 
 /**
- * An activity whose `execute` runs through the idempotency engine: at most once per execution and
- * activity name, every later run of it answered with the recorded outcome.
- *
- * A run that finds the key held by another run (`IdempotencyConflict`) waits for it, up to
- * `conflictWait`; every idempotency error is a typed failure of the activity (`IdempotencyErrors`).
+ * An activity whose `execute` runs at most once per execution and name (README.md#what-it-guarantees).
  *
  * @since 0.1.0
  * @category constructors
