@@ -1,14 +1,15 @@
 import { IdempotencyStore } from "@effect-idempotency/core"
+import type { IdempotentConsumer } from "@effect-idempotency/queue"
 import * as RabbitMqConsumer from "@effect-idempotency/queue/RabbitMqConsumer"
 import { assert, describe, inject, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Ref from "effect/Ref"
-import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import { randomUUID } from "node:crypto"
 import { Connection } from "rabbitmq-client"
+import { eventually } from "./utils/eventually.js"
 
 const Order = Schema.Struct({ orderId: Schema.String, amountCents: Schema.Int })
 type Order = typeof Order.Type
@@ -77,14 +78,6 @@ const publish = (
       )
   )
 
-/** Waits (bounded) until `condition` holds. */
-const eventually = (condition: Effect.Effect<boolean>, what: string) =>
-  condition.pipe(
-    Effect.filterOrFail((ok) => ok, () => new Error(`not yet: ${what}`)),
-    Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("60 seconds"))),
-    Effect.orDie
-  )
-
 /** The messages in a queue, taken off it. */
 const drain = (connection: Connection, queue: string) =>
   Effect.promise(async () => {
@@ -103,8 +96,36 @@ const effects = Effect.map(Ref.make(new Map<string, number>()), (ref) => ({
   get: Ref.get(ref)
 }))
 
-type Test<A> = Effect.Effect<A, never, Scope.Scope | IdempotencyStore.IdempotencyStore>
-const withStore = <A>(test: Test<A>) => Effect.provide(test, IdempotencyStore.layerMemory)
+/** The ids of the first `count` messages dead-lettered to `queue`, taken off it as they come. */
+const deadLettered = (connection: Connection, queue: string, count: number) =>
+  Effect.gen(function*() {
+    const dead: Array<string> = []
+    yield* eventually(
+      `${count} dead-lettered`,
+      Effect.map(drain(connection, queue), (taken) => {
+        dead.push(...taken.map((m) => m.messageId ?? ""))
+        return dead.length >= count
+      })
+    )
+    return dead
+  })
+
+/** The consumer of every test: orders charged through `execute`, with `settle`'s settings. */
+const charging = (
+  queue: RabbitMqConsumer.QueueOptions["queue"],
+  execute: (order: Order) => Effect.Effect<{ readonly orderId: string }, Declined>,
+  settle?: Pick<IdempotentConsumer.SettleOptions<Order, Declined>, "maxDeliveries" | "retryDelay">
+) => ({
+  queue,
+  name: "charge-order",
+  payload: Order,
+  success: Schema.Struct({ orderId: Schema.String }),
+  execute,
+  ...settle
+})
+
+const withStore = <A, E>(test: Effect.Effect<A, E, Scope.Scope | IdempotencyStore.IdempotencyStore>) =>
+  Effect.provide(test, IdempotencyStore.layerMemory)
 
 describe("RabbitMqConsumer", () => {
   it.scopedLive(
@@ -114,13 +135,10 @@ describe("RabbitMqConsumer", () => {
         const connection = yield* connect
         const queue = yield* queues(connection)
         const seen = yield* effects
-        const options = {
-          queue: queue.consumer,
-          name: "charge-order",
-          payload: Order,
-          success: Schema.Struct({ orderId: Schema.String }),
-          execute: (order: Order) => Effect.as(seen.record(order.orderId), { orderId: order.orderId })
-        }
+        const options = charging(
+          queue.consumer,
+          (order) => Effect.as(seen.record(order.orderId), { orderId: order.orderId })
+        )
         const first = yield* RabbitMqConsumer.consume(connection, options)
         const second = yield* RabbitMqConsumer.consume(connection, options)
         const ids = Array.from({ length: 10_000 }, (_, i) => `order-${i}`)
@@ -130,8 +148,9 @@ describe("RabbitMqConsumer", () => {
         })
         yield* publish(connection, queue.name, messages)
         yield* eventually(
+          "every delivery acknowledged",
           Effect.sync(() => first.stats.acknowledged + second.stats.acknowledged === messages.length),
-          "every delivery acknowledged"
+          "120 seconds"
         )
         const counted = yield* seen.get
         assert.strictEqual(counted.size, ids.length)
@@ -153,27 +172,23 @@ describe("RabbitMqConsumer", () => {
         const seen = yield* effects
         const entered = yield* Deferred.make<void>()
         const release = yield* Deferred.make<void>()
-        const consumer = yield* RabbitMqConsumer.consume(connection, {
-          queue: queue.consumer,
-          name: "charge-order",
-          payload: Order,
-          success: Schema.Struct({ orderId: Schema.String }),
-          retryDelay: "50 millis",
-          execute: (order) =>
+        const consumer = yield* RabbitMqConsumer.consume(
+          connection,
+          charging(queue.consumer, (order) =>
             Effect.gen(function*() {
               yield* Deferred.succeed(entered, undefined)
               yield* Deferred.await(release)
               yield* seen.record(order.orderId)
               return { orderId: order.orderId }
-            })
-        })
+            }), { retryDelay: "50 millis" })
+        )
         const message = { id: "order-held", body: { orderId: "order-held", amountCents: 1999 } }
         yield* publish(connection, queue.name, [message])
         yield* Deferred.await(entered)
         yield* publish(connection, queue.name, [message])
-        yield* eventually(Effect.sync(() => consumer.stats.requeued > 0), "the second delivery requeued")
+        yield* eventually("the second delivery requeued", Effect.sync(() => consumer.stats.requeued > 0))
         yield* Deferred.succeed(release, undefined)
-        yield* eventually(Effect.sync(() => consumer.stats.acknowledged === 2), "both deliveries acknowledged")
+        yield* eventually("both deliveries acknowledged", Effect.sync(() => consumer.stats.acknowledged === 2))
         assert.deepStrictEqual([...(yield* seen.get)], [["order-held", 1]])
         assert.strictEqual(consumer.stats.dropped, 0)
       })),
@@ -187,26 +202,15 @@ describe("RabbitMqConsumer", () => {
         const connection = yield* connect
         const queue = yield* queues(connection)
         const seen = yield* effects
-        const consumer = yield* RabbitMqConsumer.consume(connection, {
-          queue: queue.consumer,
-          name: "charge-order",
-          payload: Order,
-          success: Schema.Struct({ orderId: Schema.String }),
-          execute: (order) => Effect.as(seen.record(order.orderId), { orderId: order.orderId })
-        })
+        const consumer = yield* RabbitMqConsumer.consume(
+          connection,
+          charging(queue.consumer, (order) => Effect.as(seen.record(order.orderId), { orderId: order.orderId }))
+        )
         yield* publish(connection, queue.name, [{ id: "order-bad", body: { orderId: 42 } }])
         // an empty message-id: no key
         yield* publish(connection, queue.name, [{ id: "", body: { orderId: "no-id", amountCents: 1 } }])
-        yield* eventually(Effect.sync(() => consumer.stats.dropped === 2), "both messages rejected")
-        let dead: ReadonlyArray<{ readonly messageId: string | undefined }> = []
-        yield* eventually(
-          Effect.map(drain(connection, queue.dead), (taken) => {
-            dead = [...dead, ...taken]
-            return dead.length === 2
-          }),
-          "both dead-lettered"
-        )
-        assert.sameMembers(dead.map((m) => m.messageId ?? ""), ["order-bad", ""])
+        yield* eventually("both messages rejected", Effect.sync(() => consumer.stats.dropped === 2))
+        assert.sameMembers(yield* deadLettered(connection, queue.dead, 2), ["order-bad", ""])
         assert.strictEqual((yield* seen.get).size, 0)
       })),
     { timeout: 60_000 }
@@ -219,32 +223,23 @@ describe("RabbitMqConsumer", () => {
         const connection = yield* connect
         const queue = yield* queues(connection)
         const attempts = yield* Ref.make(0)
-        const consumer = yield* RabbitMqConsumer.consume(connection, {
-          queue: queue.consumer,
-          name: "charge-order",
-          payload: Order,
-          success: Schema.Struct({ orderId: Schema.String }),
-          maxDeliveries: 3,
-          retryDelay: "20 millis",
-          // not in a `failure` schema: released, so each delivery runs again
-          execute: () => Effect.zipRight(Ref.update(attempts, (n) => n + 1), Effect.fail(new Declined()))
-        })
+        // not in a `failure` schema: released, so each delivery runs again
+        const consumer = yield* RabbitMqConsumer.consume(
+          connection,
+          charging(
+            queue.consumer,
+            () => Effect.zipRight(Ref.update(attempts, (n) => n + 1), Effect.fail(new Declined())),
+            { maxDeliveries: 3, retryDelay: "20 millis" }
+          )
+        )
         yield* publish(connection, queue.name, [{
           id: "order-declined",
           body: { orderId: "order-declined", amountCents: 5 }
         }])
-        yield* eventually(Effect.sync(() => consumer.stats.dropped === 1), "the message rejected")
+        yield* eventually("the message rejected", Effect.sync(() => consumer.stats.dropped === 1))
         assert.strictEqual(yield* Ref.get(attempts), 3)
         assert.strictEqual(consumer.stats.requeued, 2)
-        let dead: ReadonlyArray<{ readonly messageId: string | undefined }> = []
-        yield* eventually(
-          Effect.map(drain(connection, queue.dead), (taken) => {
-            dead = [...dead, ...taken]
-            return dead.length === 1
-          }),
-          "dead-lettered"
-        )
-        assert.deepStrictEqual(dead, [{ messageId: "order-declined" }])
+        assert.deepStrictEqual(yield* deadLettered(connection, queue.dead, 1), ["order-declined"])
       })),
     { timeout: 60_000 }
   )

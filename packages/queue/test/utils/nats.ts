@@ -20,7 +20,6 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
@@ -164,23 +163,7 @@ export const pullConsumer = (stream: TestStream, own = false) =>
     return yield* Effect.promise(() => js.consumers.get(stream.stream, stream.durable))
   })
 
-/**
- * Polls `check` every 50 ms until it holds, failing with `what` after `timeout` (every wait of the
- * tests is bounded).
- */
-export const eventually = <E, R>(
-  what: string,
-  check: Effect.Effect<boolean, E, R>,
-  timeout: Duration.DurationInput = "20 seconds"
-): Effect.Effect<void, E | Error, R> =>
-  check.pipe(
-    Effect.repeat({ until: (ok) => ok, schedule: Schedule.spaced("50 millis") }),
-    Effect.timeoutFail({
-      duration: timeout,
-      onTimeout: () => new Error(`${what}: not within ${Duration.format(timeout)}`)
-    }),
-    Effect.asVoid
-  )
+export { eventually } from "./eventually.js"
 
 /** One settlement a consumer made, as the tap saw it. */
 export interface Settled {
