@@ -7,6 +7,8 @@ import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as environment from "./internal/environment.js"
 import * as cache from "./store/cache.js"
 import * as memory from "./store/memory.js"
 import type * as service from "./store/service.js"
@@ -79,12 +81,44 @@ export type ClockSource = "server" | "effect"
 export type MemoryOptions = memory.MemoryOptions
 
 /**
- * Builds a memory store, on `Clock`, for one process: tests, local development.
+ * The memory store was asked to start on a deployed runtime, where each instance would keep records of
+ * its own (README.md#stores): a defect, raised when the store is built.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class MemoryStoreInProduction extends Schema.TaggedError<MemoryStoreInProduction>(
+  "@effect-idempotency/core/MemoryStoreInProduction"
+)("MemoryStoreInProduction", {
+  environment: Schema.String
+}) {
+  /**
+   * @since 0.1.0
+   */
+  override get message(): string {
+    return `idempotency: the memory store refuses to start on ${this.environment}: it keeps records in this ` +
+      "process only, so a retry that reaches another instance runs again. Use a shared store (PostgreSQL, " +
+      "DynamoDB, Redis, D1, a Durable Object's storage), or pass `allowInProduction: true` where one process " +
+      "is all there is"
+  }
+}
+
+const guard = (options: MemoryOptions | undefined): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (options?.allowInProduction === true) return Effect.void
+    const found = environment.production(environment.probe())
+    return found === undefined ? Effect.void : Effect.die(new MemoryStoreInProduction({ environment: found }))
+  })
+
+/**
+ * Builds a memory store, on `Clock`, for one process: tests, local development. On a deployed runtime
+ * it dies with `MemoryStoreInProduction` unless `allowInProduction` is set.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const makeMemory: (options?: MemoryOptions) => Effect.Effect<IdempotencyStore["Type"]> = memory.make
+export const makeMemory = (options?: MemoryOptions): Effect.Effect<IdempotencyStore["Type"]> =>
+  Effect.zipRight(guard(options), memory.make(options))
 
 /**
  * Options of the background purge.
@@ -135,10 +169,10 @@ export const withPurge = <E, R>(
  * @category layers
  */
 export const layerMemoryWith = (options?: MemoryOptions): Layer.Layer<IdempotencyStore> =>
-  withPurge(Layer.effect(IdempotencyStore, memory.make(options)), options)
+  withPurge(Layer.effect(IdempotencyStore, makeMemory(options)), options)
 
 /**
- * A memory store layer (it logs a warning that it is per-process).
+ * A memory store layer (it logs a warning that it is per-process, and refuses a deployed runtime).
  *
  * @since 0.1.0
  * @category layers

@@ -24,6 +24,8 @@ export interface MemoryOptions {
   readonly purgeLimit?: number | undefined
   /** Log a warning that the store is per-process. Default `true`. */
   readonly warn?: boolean | undefined
+  /** Start on a deployed runtime too (AWS Lambda, Netlify, Cloudflare Workers, `NODE_ENV=production`). Default `false`. */
+  readonly allowInProduction?: boolean | undefined
 }
 
 /** @internal */
