@@ -26,6 +26,11 @@ export * as IdempotencyContext from "./IdempotencyContext.js"
 /**
  * @since 0.1.0
  */
+export * as IdempotencyEncryption from "./IdempotencyEncryption.js"
+
+/**
+ * @since 0.1.0
+ */
 export * as IdempotencyError from "./IdempotencyError.js"
 
 /**
