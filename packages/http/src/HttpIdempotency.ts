@@ -18,6 +18,7 @@ import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import { globalValue } from "effect/GlobalValue"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
@@ -328,6 +329,26 @@ const storedSchema = (maxBytes: number): Schema.Schema<StoredResponse.StoredResp
 
 const bypass: Answer<never> = { _tag: "Bypass" }
 
+/** The operations that have warned of a request with credentials and no scope: once per process each. */
+const warnedUnscoped = globalValue(
+  Symbol.for("@effect-idempotency/http/HttpIdempotency/warnedUnscoped"),
+  () => new Set<string>()
+)
+
+const carriesCredentials = <E, R>(exchange: Exchange<E, R>): boolean =>
+  (exchange.header("authorization") ?? "") !== "" || (exchange.header("cookie") ?? "") !== ""
+
+const warnUnscoped = (name: string): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (warnedUnscoped.has(name)) return Effect.void
+    warnedUnscoped.add(name)
+    return Effect.logWarning(
+      "idempotency: a request carries credentials (Authorization or Cookie) and has no scope: the keys of every " +
+        "caller share one namespace, so two users who send the same key share one record and one gets the " +
+        "other's response. Set `scope` to the authenticated principal (a user id, a tenant)"
+    ).pipe(Effect.annotateLogs("operation", name))
+  })
+
 /**
  * Builds the protocol of one route: the options are resolved and the operation is built here, once.
  *
@@ -451,6 +472,7 @@ export const make = (options: Options = {}): HttpIdempotency => {
         }
       }
       const scope = exchange.scope === undefined ? undefined : yield* exchange.scope
+      if (scope === undefined && carriesCredentials(exchange)) yield* warnUnscoped(name)
 
       let captured: Captured<X> | undefined
       let kept: StoredResponse.StoredResponse | undefined

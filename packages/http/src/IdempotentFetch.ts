@@ -220,6 +220,17 @@ const closingIfUnread = (request: Request, response: Response): Response => {
   return new Response(response.body, { status: response.status, statusText: response.statusText, headers })
 }
 
+/** A CORS response exposes the headers of the protocol's answers (README.md#browsers-and-cors). */
+const exposing = (response: Response): Response => {
+  if (!response.headers.has("access-control-allow-origin")) return response
+  const current = response.headers.get("access-control-expose-headers")
+  const merged = StoredResponse.exposeHeaders(current)
+  if (merged === current) return response
+  const headers = new Headers(response.headers)
+  headers.set("access-control-expose-headers", merged)
+  return new Response(response.body, { status: response.status, statusText: response.statusText, headers })
+}
+
 /**
  * Answers every failure of a handler, logged once by its status (README.md#options, `logLevel`).
  *
@@ -413,11 +424,11 @@ export const make = <C = unknown, P = void, E = never, ROut = never, LE = never,
           return response
         }
         case "Fresh":
-          return answer.value
+          return exposing(answer.value)
         case "Replayed":
-          return StoredResponse.toWeb(answer.response)
+          return exposing(StoredResponse.toWeb(answer.response))
         case "Rejected":
-          return rejection(answer.response, answer.error)
+          return exposing(rejection(answer.response, answer.error))
       }
     }).pipe(
       catchFailures({ onError: options.onError, documentation: options.documentation, logLevel: logLevelLiteral }),

@@ -79,6 +79,46 @@ export const markReplayed = (self: StoredResponse): StoredResponse => ({
 })
 
 /**
+ * The headers of an idempotent route's answers that a browser's script needs to read.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const EXPOSED_HEADERS: ReadonlyArray<string> = [REPLAYED_HEADER, "Retry-After"]
+
+/**
+ * An `Access-Control-Expose-Headers` value with `EXPOSED_HEADERS` merged in: each name once, whatever its case,
+ * in the order first seen.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const exposeHeaders = (current: string | null | undefined): string => {
+  const names: Array<string> = []
+  const seen = new Set<string>()
+  for (const name of [...(current ?? "").split(","), ...EXPOSED_HEADERS]) {
+    const trimmed = name.trim()
+    if (trimmed === "" || seen.has(trimmed.toLowerCase())) continue
+    seen.add(trimmed.toLowerCase())
+    names.push(trimmed)
+  }
+  return names.join(", ")
+}
+
+/**
+ * A CORS response (one with `Access-Control-Allow-Origin`) that exposes `EXPOSED_HEADERS`; any other as it is.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const withExposedHeaders = (self: StoredResponse): StoredResponse =>
+  self.headers["access-control-allow-origin"] === undefined
+    ? self
+    : setHeaders(self, {
+      "access-control-expose-headers": exposeHeaders(self.headers["access-control-expose-headers"])
+    })
+
+/**
  * Whether a response carries `Idempotent-Replayed: true`.
  *
  * @since 0.1.0

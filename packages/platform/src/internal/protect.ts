@@ -1,5 +1,6 @@
 import type { IdempotencyStore } from "@effect-idempotency/core"
-import type { HttpIdempotency, HttpIdempotencyError, StoredResponse } from "@effect-idempotency/http"
+import type { HttpIdempotency, HttpIdempotencyError } from "@effect-idempotency/http"
+import { StoredResponse } from "@effect-idempotency/http"
 import * as Headers from "@effect/platform/Headers"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpBody from "@effect/platform/HttpBody"
@@ -108,6 +109,14 @@ export const fromStored = (stored: StoredResponse.StoredResponse): HttpServerRes
     : HttpServerResponse.uint8Array(stored.body, { ...options, contentType })
 }
 
+/** A CORS response exposes the headers of the protocol's answers (README.md#browsers-and-cors of the http package). */
+const exposing = (response: HttpServerResponse.HttpServerResponse): HttpServerResponse.HttpServerResponse => {
+  if (response.headers["access-control-allow-origin"] === undefined) return response
+  const current = response.headers["access-control-expose-headers"]
+  const merged = StoredResponse.exposeHeaders(current)
+  return merged === current ? response : HttpServerResponse.setHeader(response, "access-control-expose-headers", merged)
+}
+
 /**
  * Forked: a client that goes away does not interrupt the attempt (README.md#an-httprouter-route), and
  * an attempt started in `HttpApp.toHandled`'s uninterruptible region would wait for its watchdog forever.
@@ -206,10 +215,10 @@ export const protect = <E, R, E2, R2>(
             case "Bypass":
               return app
             case "Fresh":
-              return Effect.succeed(answer.value)
+              return Effect.succeed(exposing(answer.value))
             case "Replayed":
             case "Rejected":
-              return Effect.succeed(fromStored(answer.response))
+              return Effect.succeed(exposing(fromStored(answer.response)))
           }
         }
       ))
