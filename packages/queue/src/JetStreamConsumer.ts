@@ -66,13 +66,13 @@ export interface MessageSource {
 }
 
 /**
- * What `consume` takes: the consumer's options (`IdempotentConsumer.Options`), how many messages
- * run at once, how a body is parsed, and how long closing waits for the messages in flight.
+ * How messages are pulled and handled: how many run at once, how a body is parsed, how long closing
+ * waits for the messages in flight, and how often a running handler says it is still working.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Options<P, IP, A, IA, E, R, EF, IEF> extends IdempotentConsumer.Options<P, IP, A, IA, E, R, EF, IEF> {
+export interface SourceOptions {
   /** Messages handled at once (and pulled ahead at most). Default 1. */
   readonly concurrency?: number | undefined
   /** The body, before it is decoded with `payload`. Default: UTF-8 JSON. */
@@ -85,6 +85,29 @@ export interface Options<P, IP, A, IA, E, R, EF, IEF> extends IdempotentConsumer
    * Default: never (the consumer's `ack_wait` must then exceed the operation's `timeout`).
    */
   readonly workingEvery?: Duration.DurationInput | undefined
+}
+
+/**
+ * What `consume` takes: the operation and its settlement (`IdempotentConsumer.Options`), and how
+ * messages are pulled (`SourceOptions`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<P, IP, A, IA, E, R, EF, IEF>
+  extends IdempotentConsumer.Options<P, IP, A, IA, E, R, EF, IEF>, SourceOptions
+{}
+
+/**
+ * What `consume` takes with a consumer built already (`IdempotentConsumer.fromOperation`, around a
+ * transactional operation: README.md#the-inbox-in-the-same-transaction).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface ConsumerOptions<P, IP, R> extends SourceOptions {
+  readonly payload: Schema.Schema<P, IP>
+  readonly consumer: IdempotentConsumer.Consumer<P, R>
 }
 
 /**
@@ -140,9 +163,9 @@ export const settle = (msg: JsMsg, settlement: IdempotentConsumer.Settlement): E
 
 /**
  * Consumes `source`'s messages in the scope: each is parsed, decoded with `payload` and run through
- * the operation, then settled (`IdempotentConsumer.Settlement`). A body that does not parse or decode
- * is terminated without running the handler; a message another consumer holds is nak'd with the
- * lease's delay. No message's failure stops the consumer. Closing the scope stops pulling, waits
+ * the operation (or the `consumer` given), then settled (`IdempotentConsumer.Settlement`). A body
+ * that does not parse or decode is terminated without running the handler; a message another
+ * consumer holds is nak'd with the lease's delay. No message's failure stops the consumer. Closing the scope stops pulling, waits
  * `drainTimeout` for the messages in flight to be settled, then interrupts them and naks them (the
  * interrupted attempt's lease is kept as its timeout policy says, so the next delivery may wait for
  * it). A failure of the pull loop after the start (the connection closed) is logged and ends it.
@@ -150,16 +173,27 @@ export const settle = (msg: JsMsg, settlement: IdempotentConsumer.Settlement): E
  * @since 0.1.0
  * @category constructors
  */
-export const consume = <P, IP, A, IA, E, R, EF = never, IEF = never>(
+export const consume: {
+  <P, IP, R>(
+    source: MessageSource,
+    options: ConsumerOptions<P, IP, R>
+  ): Effect.Effect<void, JetStreamConsumerError, Scope.Scope | R>
+  <P, IP, A, IA, E, R, EF = never, IEF = never>(
+    source: MessageSource,
+    options: Options<P, IP, A, IA, E, R, EF, IEF>
+  ): Effect.Effect<
+    void,
+    JetStreamConsumerError,
+    Scope.Scope | IdempotencyStore.IdempotencyStore | Exclude<R, IdempotencyContext.IdempotencyContext>
+  >
+} = <P, IP, R, A, IA, E, RO, EF, IEF>(
   source: MessageSource,
-  options: Options<P, IP, A, IA, E, R, EF, IEF>
-): Effect.Effect<
-  void,
-  JetStreamConsumerError,
-  Scope.Scope | IdempotencyStore.IdempotencyStore | Exclude<R, IdempotencyContext.IdempotencyContext>
-> =>
+  options: ConsumerOptions<P, IP, R> | Options<P, IP, A, IA, E, RO, EF, IEF>
+): Effect.Effect<void, JetStreamConsumerError, Scope.Scope | R> =>
   Effect.gen(function*() {
-    const consumer = IdempotentConsumer.make(options)
+    const consumer = "consumer" in options
+      ? options.consumer
+      : IdempotentConsumer.make(options) as unknown as IdempotentConsumer.Consumer<P, R>
     const concurrency = Math.max(1, Math.floor(options.concurrency ?? 1))
     const parse = options.parse ?? parseJson
     const decode = Schema.decodeUnknown(options.payload)
