@@ -112,6 +112,24 @@ export interface ResponseHead {
 export const recordUnlessServerError = (response: ResponseHead): boolean => response.status < 500
 
 /**
+ * The statuses that say the request was not processed and may be sent again: 408, 425, 429, 503.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const TRANSIENT_STATUSES: ReadonlySet<number> = new Set([408, 425, 429, 503])
+
+/**
+ * A response policy for handlers whose 5xx may come after a write: every response is recorded but
+ * one of `TRANSIENT_STATUSES`, so a 500, 502 or 504 is replayed rather than run again
+ * (README.md#which-outcomes-are-kept).
+ *
+ * @since 0.1.0
+ * @category response policies
+ */
+export const recordUnlessTransient = (response: ResponseHead): boolean => !TRANSIENT_STATUSES.has(response.status)
+
+/**
  * The options of an idempotent route; their defaults are in README.md#options.
  *
  * @since 0.1.0
