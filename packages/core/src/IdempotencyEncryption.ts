@@ -291,7 +291,7 @@ const importKeys = (
   keys: ReadonlyArray<Key>,
   what: string,
   algorithm: AesKeyAlgorithm | HmacImportParams,
-  usages: ReadonlyArray<KeyUsage>
+  usages: Array<KeyUsage>
 ): Effect.Effect<Map<string, CryptoKey>, InvalidKeys> =>
   Effect.flatMap(checked(keys, what), (bytes) =>
     Effect.tryPromise({
