@@ -95,6 +95,9 @@ export class InvalidKeys extends Schema.TaggedError<InvalidKeys>("@effect-idempo
   "InvalidKeys",
   { keyId: Schema.optional(Schema.String), reason: Schema.String }
 ) {
+  /**
+   * @since 0.1.0
+   */
   override get message(): string {
     return `invalid encryption keys${this.keyId === undefined ? "" : ` (key "${this.keyId}")`}: ${this.reason}`
   }
@@ -148,6 +151,9 @@ export class RecordUnreadable extends Schema.TaggedError<RecordUnreadable>(
    * @since 0.1.0
    */
   declare readonly [RecordUnreadableTypeId]: typeof RecordUnreadableTypeId
+  /**
+   * @since 0.1.0
+   */
   override get message(): string {
     const key = this.keyId === undefined ? "" : ` (key "${this.keyId}")`
     return `the record ${this.recordId} cannot be opened${key}: ${this.reason}`
@@ -348,7 +354,9 @@ export interface Sealer {
   ) => Effect.Effect<string, RecordUnreadable>
   /** The keyed fingerprint of a plain one; `undefined` without fingerprint keys. */
   readonly sign: ((fingerprint: string, keyId?: string) => Effect.Effect<string, StoreError>) | undefined
+  /** The ids `sign` accepts. */
   readonly fingerprintKeyIds: ReadonlySet<string>
+  /** See `Options.acceptPlaintext`. */
   readonly acceptPlaintext: boolean
 }
 
