@@ -25,13 +25,14 @@ import type {
   IdempotencyPolicy,
   IdempotencyStore
 } from "@effect-idempotency/core"
-import { Idempotency, IdempotencyError as IdempotencyErrors } from "@effect-idempotency/core"
+import { Idempotency, IdempotencyError as IdempotencyErrors, IdempotencyStore as Store } from "@effect-idempotency/core"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Layer from "effect/Layer"
 import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as replay from "./internal/replay.js"
 import * as internal from "./internal/serve.js"
 import { InsufficientTime, InvalidEvent, MissingKey } from "./LambdaError.js"
 import * as LambdaInvocation from "./LambdaInvocation.js"
@@ -43,7 +44,7 @@ import * as LambdaInvocation from "./LambdaInvocation.js"
  * @category models
  */
 export interface Handler<Event, Result> {
-  (event: Event, context: LambdaInvocation.LambdaContext): Promise<Result>
+  (event: Event, context: LambdaInvocation.LambdaContext | LambdaInvocation.DurableContext): Promise<Result>
   readonly ready: () => Promise<void>
   readonly dispose: () => Promise<void>
 }
@@ -89,6 +90,7 @@ export interface Options<Ev, EvI, A, IA, E, EF, IEF, ROut, LE> extends Idempoten
   readonly key: (event: Ev, context: LambdaInvocation.LambdaContext) => string | undefined
   /** The part of the event the fingerprint covers. Default: the decoded event, encoded again. */
   readonly payload?: ((event: Ev) => unknown) | undefined
+  /** Default: the invocation's `tenantId` (README.md#tenants). */
   readonly scope?: ((event: Ev) => string | undefined) | undefined
   readonly success: Schema.Schema<A, IA>
   readonly failure?: Schema.Schema<EF, IEF> | undefined
@@ -137,17 +139,24 @@ export const runIdempotent = <A, IA, E, EF, IEF, R>(
       return yield* new InsufficientTime({ remainingMillis: remaining, marginMillis })
     }
     const allowance = LambdaInvocation.answerAllowance(margin)
-    return yield* options.effect.pipe(
-      Idempotency.once<unknown, unknown, A, IA, EF, IEF>({
-        ...options,
-        operation: options.name,
-        payload: options.fingerprint,
-        onFailure: options.onFailure as ((error: unknown) => IdempotencyPolicy.FailurePolicy) | undefined,
-        // See README.md#per-invocation: the lease covers the invocation
-        lease: options.lease ?? Duration.millis(invocation.deadline - now),
-        leaseMargin: Duration.subtract(margin, allowance),
-        deadline: invocation.deadline - Duration.toMillis(allowance)
-      })
+    const once = Idempotency.once<unknown, unknown, A, IA, EF, IEF>({
+      ...options,
+      operation: options.name,
+      payload: options.fingerprint,
+      // See README.md#tenants: the tenant's records are its own
+      scope: options.scope ?? invocation.context.tenantId,
+      onFailure: options.onFailure as ((error: unknown) => IdempotencyPolicy.FailurePolicy) | undefined,
+      // See README.md#per-invocation: the lease covers the invocation
+      lease: options.lease ?? Duration.millis(invocation.deadline - now),
+      leaseMargin: Duration.subtract(margin, allowance),
+      deadline: invocation.deadline - Duration.toMillis(allowance)
+    })
+    if (invocation.replay !== true) return yield* once(options.effect)
+    // See README.md#durable-functions: the replay adopts the record its execution holds; the handler
+    // keeps the store as it is
+    const store = yield* Store.IdempotencyStore
+    return yield* once(Effect.provideService(options.effect, Store.IdempotencyStore, store)).pipe(
+      Effect.provideService(Store.IdempotencyStore, replay.adopting(store))
     )
   })
 

@@ -7,7 +7,7 @@
  * import { LambdaHttp } from "@effect-idempotency/lambda"
  * import { Effect } from "effect"
  *
- * // the store's layer: DynamoDB, PostgreSQL or Redis (memory keeps records per instance only)
+ * // the store's layer: DynamoDB, PostgreSQL or Redis (the memory store refuses to start on Lambda)
  * const StoreLive = IdempotencyStore.layerMemory
  *
  * export const handler = LambdaHttp.idempotent({
@@ -72,7 +72,7 @@ export interface Handler {
  */
 export interface Options<E, ROut, LE> extends HttpIdempotency.Options {
   readonly layer: Layer.Layer<ROut | IdempotencyStore.IdempotencyStore, LE>
-  /** Keys of different scopes (a tenant, an authorizer's principal) never share a record. */
+  /** Keys of different scopes (a tenant, an authorizer's principal) never share a record. Default: the invocation's `tenantId`. */
   readonly scope?: ((request: Request, event: HttpEvent) => string | undefined) | undefined
   /** Default: 500 with a problem body that shows nothing of the error. */
   readonly onError?: ((error: E) => Response) | undefined
@@ -190,9 +190,11 @@ export const idempotent = <E, ROut, LE>(options: Options<E, ROut, LE>): Handler 
     // from when the request was received, so a cold start counts once
     cutOff: (incoming) =>
       incoming.context === undefined ? undefined : incoming.startedAt + Math.max(0, incoming.context.remaining),
-    scope: scope === undefined
-      ? undefined
-      : (_, incoming) => incoming.context === undefined ? undefined : scope(incoming.request, incoming.context.event),
+    // See README.md#tenants: by default, the invocation's tenant
+    scope: (_, incoming) =>
+      incoming.context === undefined
+        ? undefined
+        : scope?.(incoming.request, incoming.context.event) ?? incoming.context.context.tenantId,
     handler: (_, incoming) => options.handler(incoming.request, incoming.context!.event)
   })
   const handler = (event: HttpEvent, context: LambdaContext): Promise<HttpResult> => {

@@ -17,8 +17,43 @@ import * as Effect from "effect/Effect"
 export interface LambdaContext {
   readonly awsRequestId: string
   readonly functionName?: string | undefined
+  /** The invocation's tenant, under Lambda's tenant isolation mode: the default scope (README.md#tenants). */
+  readonly tenantId?: string | undefined
   readonly getRemainingTimeInMillis: () => number
 }
+
+/**
+ * The context of a durable function's handler (`DurableContext` of `@aws/durable-execution-sdk-js`),
+ * as far as the adapter reads it: a handler wrapped by `withDurableExecution` gets it in place of
+ * Lambda's context.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface DurableContext {
+  readonly lambdaContext: LambdaContext
+}
+
+/**
+ * Whether a handler's second argument is a durable function's context.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isDurableContext = (context: LambdaContext | DurableContext): context is DurableContext =>
+  typeof (context as Partial<DurableContext>).lambdaContext === "object" &&
+  (context as Partial<DurableContext>).lambdaContext !== null
+
+/**
+ * Whether a durable function's invocation replays its execution: the SDK's `durableExecutionMode` is
+ * `ReplayMode` when the handler is entered (README.md#durable-functions).
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isReplay = (context: LambdaContext | DurableContext): boolean =>
+  isDurableContext(context) &&
+  (context as { readonly durableExecutionMode?: unknown }).durableExecutionMode === "ReplayMode"
 
 /**
  * The current invocation.
@@ -33,6 +68,10 @@ export class Invocation extends Context.Tag("@effect-idempotency/lambda/Invocati
     /** Epoch milliseconds, `Clock`, as `deadline`. */
     readonly startedAt: number
     readonly deadline: number
+    /** A durable function's context, for its steps; `undefined` for any other function. */
+    readonly durable?: DurableContext | undefined
+    /** A durable function's invocation that replays its execution (README.md#durable-functions). */
+    readonly replay?: boolean | undefined
   }
 >() {}
 

@@ -289,6 +289,8 @@ export interface ContextOptions {
   readonly remaining: Duration.DurationInput
   readonly functionName?: string | undefined
   readonly awsRequestId?: string | undefined
+  /** The invocation's tenant (Lambda's tenant isolation mode). */
+  readonly tenantId?: string | undefined
 }
 
 /**
@@ -311,6 +313,7 @@ export const context = (options: ContextOptions): Context => {
     awsRequestId,
     logGroupName: `/aws/lambda/${functionName}`,
     logStreamName: `[$LATEST]${awsRequestId.replace(/-/g, "")}`,
+    ...(options.tenantId === undefined ? {} : { tenantId: options.tenantId }),
     getRemainingTimeInMillis: () => Math.max(0, deadline - wallClock.unsafeCurrentTimeMillis()),
     done: ignored,
     fail: ignored,
@@ -363,6 +366,7 @@ export interface InvokeOptions {
   readonly remaining?: Duration.DurationInput | undefined
   readonly functionName?: string | undefined
   readonly awsRequestId?: string | undefined
+  readonly tenantId?: string | undefined
 }
 
 /**

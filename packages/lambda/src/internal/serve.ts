@@ -9,8 +9,8 @@ import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { InsufficientTime } from "../LambdaError.js"
 import type { Handler } from "../LambdaEvent.js"
-import type { LambdaContext } from "../LambdaInvocation.js"
-import { defaultMargin, Invocation } from "../LambdaInvocation.js"
+import type { DurableContext, LambdaContext } from "../LambdaInvocation.js"
+import { defaultMargin, Invocation, isDurableContext, isReplay } from "../LambdaInvocation.js"
 
 /** The error itself, so its name and message show in Lambda's error report; a defect is not shown. */
 const thrown = (cause: Cause.Cause<unknown>): unknown => {
@@ -34,8 +34,11 @@ export const serve = <R, LE, Event, Result>(
 ): Handler<Event, Result> => {
   const { layer, margin, name } = options
   const instance = Effect.runSync(WarmRuntime.make(layer))
-  const invoke = (event: Event, context: LambdaContext) =>
-    Effect.gen(function*() {
+  const invoke = (event: Event, given: LambdaContext | DurableContext) => {
+    // a durable function's handler gets the SDK's context, which holds Lambda's
+    const durable = isDurableContext(given) ? given : undefined
+    const context = durable === undefined ? given as LambdaContext : durable.lambdaContext
+    return Effect.gen(function*() {
       // read before the runtime is built: a cold start counts against the invocation's time once
       const startedAt = yield* Clock.currentTimeMillis
       const remaining = Math.max(0, context.getRemainingTimeInMillis())
@@ -52,7 +55,7 @@ export const serve = <R, LE, Event, Result>(
       }
       const runtime = built.value
       return yield* handle(event).pipe(
-        Effect.provideService(Invocation, { context, startedAt, deadline }),
+        Effect.provideService(Invocation, { context, startedAt, deadline, durable, replay: isReplay(given) }),
         Effect.withSpan("LambdaHandler.invoke", {
           attributes: { "faas.name": context.functionName ?? name },
           captureStackTrace: false
@@ -65,7 +68,8 @@ export const serve = <R, LE, Event, Result>(
       ),
       Effect.annotateLogs({ function: name, requestId: context.awsRequestId })
     )
-  const handler = (event: Event, context: LambdaContext): Promise<Result> =>
+  }
+  const handler = (event: Event, context: LambdaContext | DurableContext): Promise<Result> =>
     Effect.runPromiseExit(invoke(event, context)).then((exit) =>
       Exit.isSuccess(exit) ? exit.value : Promise.reject(thrown(exit.cause))
     )
