@@ -1,7 +1,8 @@
 /**
  * The guards of an idempotent route (README.md#semantics-and-the-choices-where-the-draft-is-open, Scope; README.md#browsers-and-cors):
- * one warning for a request with credentials and no scope, and a CORS response that lets a
- * browser's script read `Idempotent-Replayed` and `Retry-After`.
+ * one warning for a request with credentials and no scope, a CORS response that lets a browser's
+ * script read `Idempotent-Replayed` and `Retry-After`, and the memory store's refusal of a deployed
+ * runtime as a handler answers it.
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
 import { IdempotentFetch, StoredResponse } from "@effect-idempotency/http"
@@ -13,6 +14,7 @@ import * as HashMap from "effect/HashMap"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import { randomUUID } from "node:crypto"
+import { afterEach, vi } from "vitest"
 
 interface Line {
   readonly level: string
@@ -175,5 +177,31 @@ describe("Access-Control-Expose-Headers", () => {
       const done = yield* Fiber.join(first)
       assert.strictEqual(done.headers.get("access-control-expose-headers"), "Idempotent-Replayed, Retry-After")
       yield* Effect.promise(() => slow.handler.dispose())
+    }))
+})
+
+describe("the memory store on a deployed runtime", () => {
+  afterEach(() => {
+    vi.unstubAllEnvs()
+  })
+
+  it.live("is a layer that cannot be built: the handler answers 503; with allowInProduction it starts", () =>
+    Effect.gen(function*() {
+      vi.stubEnv("AWS_LAMBDA_FUNCTION_NAME", "create-order")
+      const handlerOf = (layer: Layer.Layer<IdempotencyStore.IdempotencyStore>) =>
+        IdempotentFetch.wrap(() => Response.json({ ok: true }, { status: 201 }), {
+          name: `memory-${randomUUID()}`,
+          layer
+        })
+      const post = (handler: IdempotentFetch.Handler) =>
+        Effect.promise(() =>
+          handler(new Request("http://localhost/orders", { method: "POST", headers: { "idempotency-key": "k-1" } }))
+        )
+      const refused = handlerOf(IdempotencyStore.layerMemory)
+      assert.strictEqual((yield* post(refused)).status, 503)
+      yield* Effect.promise(() => refused.dispose())
+      const allowed = handlerOf(IdempotencyStore.layerMemoryWith({ warn: false, allowInProduction: true }))
+      assert.strictEqual((yield* post(allowed)).status, 201)
+      yield* Effect.promise(() => allowed.dispose())
     }))
 })
