@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { IdempotencyAdmin, IdempotencyError, IdempotencyKey } from "@effect-idempotency/core"
+import { IdempotencyAdmin, IdempotencyEncryption, IdempotencyError, IdempotencyKey } from "@effect-idempotency/core"
 import * as Args from "@effect/cli/Args"
 import type * as CliApp from "@effect/cli/CliApp"
 import * as Command from "@effect/cli/Command"
@@ -22,6 +22,8 @@ import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as Cause from "effect/Cause"
+import * as Config from "effect/Config"
+import * as ConfigError from "effect/ConfigError"
 import * as Console from "effect/Console"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -152,6 +154,33 @@ const provideStore = <A, E, R>(
     Effect.provide(Layer.unwrapEffect(Effect.map(StoreTarget.resolve(options), StoreTarget.adminLayer)))
   )
 
+/**
+ * `provideStore`, with the admin opening sealed outcomes (`IdempotencyEncryption.layerAdmin`) when
+ * `IDEMPOTENCY_KEYS` lists the keys; through an admin endpoint, outcomes show as the endpoint sends them.
+ */
+const provideOpening = <A, E>(
+  options: StoreTarget.StoreOptions,
+  effect: Effect.Effect<A, E, IdempotencyAdmin.IdempotencyAdmin>
+) =>
+  Effect.flatMap(
+    Config.option(IdempotencyEncryption.keysConfig("IDEMPOTENCY_KEYS")),
+    (keys) =>
+      Option.isNone(keys) ?
+        provideStore(options, effect) :
+        Effect.flatMap(StoreTarget.resolve(options), (target) =>
+          target._tag === "Endpoint"
+            ? provideStore(options, effect)
+            : Effect.provide(
+              effect,
+              IdempotencyEncryption.layerAdmin({ keys: keys.value }).pipe(
+                Layer.provide(StoreTarget.layer(target)),
+                Layer.mapError((error) =>
+                  error._tag === "InvalidKeys" ? ConfigError.InvalidData(["IDEMPOTENCY_KEYS"], error.message) : error
+                )
+              )
+            ))
+  )
+
 const print = (asJson: boolean, report: Report) =>
   Console.log(asJson ? JSON.stringify(report.json, null, 2) : report.text)
 
@@ -198,7 +227,10 @@ const inspect = Command.make(
     key,
     scope,
     outcome: Options.boolean("outcome").pipe(
-      Options.withDescription("Include the recorded outcome's text.")
+      Options.withDescription(
+        "Include the recorded outcome's text; a sealed one (IdempotencyEncryption) is opened when " +
+          "IDEMPOTENCY_KEYS lists its key."
+      )
     )
   },
   (args) =>
@@ -217,7 +249,7 @@ const inspect = Command.make(
           json: { record },
           text: `${render.fields(recordFields(record))}\n\n${nextStep(record)}`
         })
-      }).pipe((effect) => provideStore(args, effect)))
+      }).pipe((effect) => args.outcome ? provideOpening(args, effect) : provideStore(args, effect)))
 ).pipe(Command.withDescription("What happened to a key: its record's state, attempt, lease, expiry and outcome."))
 
 const list = Command.make(
