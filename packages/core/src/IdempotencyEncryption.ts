@@ -536,7 +536,7 @@ export const wrap = (store: IdempotencyStore["Type"], sealer: Sealer): Idempoten
       // compares fingerprints itself, so the takeover is asked for under the one it keeps
       if (
         found.under !== "" && found.under !== signed &&
-        canTakeOver({ ...first.record }, { fingerprint: first.record.fingerprint, takeover: request.takeover }, now)
+        canTakeOver(first.record, { fingerprint: first.record.fingerprint, takeover: request.takeover }, now)
       ) {
         const again = yield* store.reserve({ ...request, fingerprint: found.under })
         if (again._tag === "Reserved") return again
