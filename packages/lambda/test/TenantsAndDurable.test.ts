@@ -7,12 +7,15 @@
  * execution has checkpoints, runs a step once and returns its checkpoint on every replay, and
  * suspends the invocation at a `wait` that has not elapsed (a promise that never settles).
  */
-import { IdempotencyError, IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyError, IdempotencyKey, IdempotencyRecord, IdempotencyStore } from "@effect-idempotency/core"
 import { LambdaEvent, LambdaHttp, LambdaInvocation, LambdaTest } from "@effect-idempotency/lambda"
 import { assert, describe, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
+import * as replay from "../src/internal/replay.js"
 
 const Charge = Schema.Struct({ id: Schema.String, cents: Schema.Int })
 const Charged = Schema.Struct({ chargeId: Schema.String })
@@ -199,4 +202,56 @@ describe("a durable function", () => {
     assert.isFalse(LambdaInvocation.isReplay({ lambdaContext: lambda }))
     assert.isTrue(LambdaInvocation.isReplay({ lambdaContext: lambda, durableExecutionMode: "ReplayMode" } as never))
   })
+})
+
+describe("the replay's store", () => {
+  const id = IdempotencyRecord.makeRecordId({ operation: "settle", key: IdempotencyKey.unsafeMake("k-1") })
+  const request = (token: string) => ({
+    id,
+    token,
+    fingerprint: "f",
+    lease: Duration.seconds(5),
+    ttl: Duration.minutes(1),
+    takeover: true
+  })
+
+  it.effect("writes under the adopted token, and shows the record as the replay's own", () =>
+    Effect.gen(function*() {
+      const store = yield* IdempotencyStore.makeMemory({ warn: false })
+      assert.strictEqual((yield* store.reserve(request("earlier")))._tag, "Reserved")
+      const adopting = replay.adopting(store)
+      const reserved = yield* adopting.reserve(request("replay"))
+      assert.strictEqual(reserved._tag, "Reserved")
+      yield* adopting.complete({
+        id,
+        token: "replay",
+        outcome: IdempotencyRecord.StoredOutcome.Success({ value: "{}" }),
+        ttl: Duration.minutes(1)
+      })
+      const record = Option.getOrThrow(yield* store.get(id))
+      assert.deepStrictEqual([record.status, record.token, record.attempt], ["COMPLETED", "earlier", 1])
+      assert.strictEqual(Option.getOrThrow(yield* adopting.get(id)).token, "replay")
+    }))
+
+  it.effect("a record taken over between the read and the extension is not adopted: it is a conflict", () =>
+    Effect.gen(function*() {
+      const store = yield* IdempotencyStore.makeMemory({ warn: false })
+      yield* store.reserve(request("earlier"))
+      const stale = Option.getOrThrow(yield* store.get(id))
+      // another attempt holds the record now; the replay's read still shows the earlier one
+      yield* store.release({ id, token: "earlier" })
+      yield* store.reserve(request("other"))
+      let reads = 0
+      const racing: typeof store = {
+        ...store,
+        reserve: (r) =>
+          reads++ === 0
+            ? Effect.succeed(IdempotencyRecord.ReserveResult.Existing({ record: stale, now: 0 }))
+            : store.reserve(r)
+      }
+      const answer = yield* replay.adopting(racing).reserve(request("replay"))
+      assert.strictEqual(answer._tag, "Existing")
+      assert.strictEqual(answer._tag === "Existing" && answer.record.token, "other")
+      assert.strictEqual(Option.getOrThrow(yield* store.get(id)).token, "other")
+    }))
 })

@@ -11,7 +11,7 @@ import * as Option from "effect/Option"
 
 type Store = IdempotencyStore.IdempotencyStore["Type"]
 
-/** @internal */
+/** The store as one replay sees it (read by the tests, so not stripped from the declarations). */
 export const adopting = (store: Store): Store => {
   // the engine's token of this attempt, and the earlier invocation's token that it writes with
   const adopted = new Map<string, string>()
