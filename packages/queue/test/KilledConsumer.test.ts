@@ -184,7 +184,8 @@ layer(Live, { excludeTestServices: true, timeout: "2 minutes" })(
                 assert.deepStrictEqual(yield* charges, [{ order_id: "order-1" }])
                 yield* settled
               }),
-            90_000
+            // each test has its own queue or stream and its own tables: several run at once
+            { timeout: 120_000, concurrent: true }
           )
         }
       }
