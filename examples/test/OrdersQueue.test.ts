@@ -169,7 +169,8 @@ layer(Database, { excludeTestServices: true, timeout: "2 minutes" })("the order 
         const { messageCount } = yield* Effect.promise(() => connection.queueDeclare({ queue, passive: true }))
         assert.strictEqual(messageCount, 0)
         yield* exactlyOnce(s, point, yield* Ref.get(settled))
-      })
+      }),
+    150_000
   )
 
   it.scoped.each<Point>(["after-charge", "before-ack"])(
@@ -214,6 +215,7 @@ layer(Database, { excludeTestServices: true, timeout: "2 minutes" })("the order 
         assert.strictEqual(info.num_pending, 0)
         assert.strictEqual(info.ack_floor.stream_seq, 1 + s.orders.length + s.twice.length)
         yield* exactlyOnce(s, point, yield* Ref.get(settled))
-      })
+      }),
+    150_000
   )
 })
