@@ -364,6 +364,70 @@ layer(RedisUrlLive, { timeout: 60_000, excludeTestServices: true })((it) => {
   suite(it, "memory")
   suite(it, "redis")
 
+  describe("the Redis store's reset pass, every 200 ms while elements are in hand", () => {
+    it.scoped(
+      "one taker: the copies it pushes replay, no element is lost, one charge per order",
+      () =>
+        Effect.gen(function*() {
+          const { prefix, url } = yield* uniquePrefix
+          const charges = yield* ledger
+          const { consumer, seen } = yield* noting(IdempotentConsumer.make({
+            name: "charge-order",
+            payload: Order,
+            success: Schema.String,
+            // longer than the pass's period: each element is in hand during one
+            execute: (order) => Effect.zipRight(Effect.sleep("250 millis"), charge(charges)(order)),
+            retryDelay: "20 millis"
+          }))
+          const program = Effect.gen(function*() {
+            const queue = yield* PersistedQueue.make({ name: "orders", schema: Order })
+            const orders = Array.from({ length: 10 }, (_, i) => `o-${i}`)
+            yield* Effect.forEach(orders, (orderId) => queue.offer(order(orderId), { id: orderId }))
+            const runner = yield* Effect.fork(PersistedQueueConsumer.run(queue, consumer))
+            const acked = Effect.map(Ref.get(seen), (all) =>
+              new Set(
+                all.filter(([, settlement]) => settlement._tag === "Ack").map(([delivery]) => delivery.key)
+              ))
+            yield* acked.pipe(
+              Effect.repeat({
+                schedule: Schedule.spaced("50 millis"),
+                until: (keys) => keys.size === orders.length
+              }),
+              Effect.timeout("40 seconds")
+            )
+            // then the copies, until none comes for 1.5 s (bounded)
+            const settled = Effect.map(Ref.get(seen), (all) => all.length)
+            yield* Effect.zip(settled, Effect.zipRight(Effect.sleep("1500 millis"), settled)).pipe(
+              Effect.repeat({ until: ([before, after]) => before === after }),
+              Effect.timeout("40 seconds")
+            )
+            yield* Fiber.interrupt(runner)
+            assert.deepStrictEqual([...(yield* Ref.get(charges))].sort(), orders)
+            // the pass did push copies, and each replayed
+            const replays = (yield* Ref.get(seen)).filter(([, settlement]) =>
+              settlement._tag === "Ack" && settlement.replayed
+            )
+            assert.isAbove(replays.length, 0)
+            assert.isTrue((yield* Ref.get(seen)).every(([, settlement]) => settlement._tag === "Ack"))
+          })
+          yield* Effect.provide(
+            program,
+            Layer.merge(
+              PersistedQueue.layer.pipe(Layer.provide(RedisQueue.layerStore({
+                ...redisOptions(url),
+                prefix,
+                pollInterval: "20 millis",
+                lockExpiration: "1 second",
+                lockRefreshInterval: "200 millis"
+              }))),
+              IdempotencyStore.layerMemory
+            )
+          )
+        }),
+      { timeout: 60_000 }
+    )
+  })
+
   describe("takers in processes of their own, on the Redis queue store", () => {
     for (const [point, chargedAtKill] of [["in-handler", 0], ["after-write", 0], ["before-complete", 1]] as const) {
       it.scoped(
