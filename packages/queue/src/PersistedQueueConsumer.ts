@@ -93,7 +93,10 @@ export interface TakeOptions<A, E, R> {
  * @category models
  */
 export interface RunOptions<A, E, R> extends TakeOptions<A, E, R> {
-  /** Elements handled at once, each by a taker of its own. Default 1. */
+  /**
+   * Elements handled at once, each by a taker of its own. Default 1. Keep 1 on the Redis store of
+   * `@effect/experimental` 0.61.1: with several takers in a process it can lose elements (README.md#persistedqueue).
+   */
   readonly concurrency?: number | undefined
   /** How long a taker waits after its take failed (the store, or an element the queue cannot decode). Default 1 s. */
   readonly failurePause?: Duration.DurationInput | undefined
