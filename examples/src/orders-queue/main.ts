@@ -13,6 +13,7 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import { jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
@@ -177,9 +178,13 @@ const program = Effect.gen(function*() {
   if (!ok) process.exitCode = 1
 }).pipe(
   Effect.scoped,
-  Effect.catchAllCause((cause) =>
-    Effect.zipRight(Effect.logError("the example could not run", cause), Effect.sync(() => process.exitCode = 2))
-  )
+  Effect.catchAllCause((cause) => {
+    const error = Cause.squash(cause)
+    return Effect.zipRight(
+      Effect.logError(`the example could not run: ${error instanceof Error ? error.message : String(error)}`),
+      Effect.sync(() => process.exitCode = 2)
+    )
+  })
 )
 
 NodeRuntime.runMain(program, { disableErrorReporting: true })
