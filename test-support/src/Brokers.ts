@@ -1,7 +1,8 @@
 /**
  * The message brokers of the queue tests: the RabbitMQ server `TEST_AMQP_URL` names, else a
  * `rabbitmq-server` node of the run's own on free loopback ports, in a folder of its own, stopped at
- * the end. A broker that cannot be had fails with what to install; nothing is skipped.
+ * the end; the NATS server of `TEST_NATS_URL`, else a `nats-server -js` of the run's own. A broker
+ * that cannot be had fails with what to install; nothing is skipped.
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -120,4 +121,54 @@ export const rabbitMq: Effect.Effect<{ readonly url: string; readonly started: b
     return url !== undefined
       ? Effect.map(fromVariable("TEST_AMQP_URL", url, 5672), (url) => ({ url, started: false }))
       : Effect.map(rabbitMqServer, (url) => ({ url, started: true }))
+  })
+
+const NATS_MISSING =
+  "No NATS server for the tests: set TEST_NATS_URL (nats://127.0.0.1:4222, JetStream on), or install nats-server (Debian: apt install nats-server)"
+
+/**
+ * The run's NATS server with JetStream: `TEST_NATS_URL`, else a `nats-server -js` on a free loopback
+ * port with a temporary store, removed when the scope closes. `ready` says when a URL answers (a TCP
+ * accept by default; a client's connection is a stricter check).
+ */
+export const nats = (
+  ready: (url: string) => Effect.Effect<void, ServerError> = (url) => accepts(Number(new URL(url).port))
+): Effect.Effect<{ readonly url: string; readonly started: boolean }, ServerError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const url = configured("TEST_NATS_URL")
+    if (url !== undefined) {
+      const parsed = new URL(url)
+      if (parsed.hostname !== "127.0.0.1" && parsed.hostname !== "localhost") {
+        return yield* new ServerError({ message: `TEST_NATS_URL must name a loopback server, not ${parsed.hostname}` })
+      }
+      yield* ready(url).pipe(
+        Effect.timeoutFail({
+          duration: "10 seconds",
+          onTimeout: () => new ServerError({ message: `TEST_NATS_URL=${url}: no NATS server answers there` })
+        }),
+        Effect.mapError((cause) =>
+          new ServerError({ message: `TEST_NATS_URL=${url}: no NATS server answers there`, cause })
+        )
+      )
+      return { url, started: false }
+    }
+    const binary = yield* requireExecutable(["nats-server"], NATS_MISSING, {
+      variable: "NATS_SERVER",
+      after: ["/usr/sbin", "/usr/local/sbin"]
+    })
+    const port = yield* freePort
+    const dir = yield* Effect.acquireRelease(
+      Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "nats-js-"))),
+      (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+    )
+    const started = `nats://127.0.0.1:${port}`
+    yield* spawn({
+      name: "nats-server",
+      command: binary,
+      args: ["-js", "-a", "127.0.0.1", "-p", String(port), "-sd", dir],
+      ready: ready(started),
+      timeout: "20 seconds",
+      onProcessExit: () => fs.rmSync(dir, { recursive: true, force: true })
+    })
+    return { url: started, started: true }
   })

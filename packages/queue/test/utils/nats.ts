@@ -1,17 +1,11 @@
 /**
- * The NATS server of the JetStream tests: the one `TEST_NATS_URL` names (loopback only; nothing
- * answering there fails the suite), else a `nats-server -js` started on a free port of 127.0.0.1
- * with a temporary store directory, stopped and removed when the layer closes. Each test has a
+ * The NATS server of the JetStream tests (test-support's `Brokers.nats`, ready once a client
+ * connects): the one `TEST_NATS_URL` names, else a `nats-server -js` of the run's own. Each test has a
  * stream, a subject and a durable pull consumer of its own, deleted at the end.
  */
 import type * as JetStreamConsumer from "@effect-idempotency/queue/JetStreamConsumer"
-import {
-  describe as describeCause,
-  requireExecutable,
-  ServerError,
-  spawn
-} from "@effect-idempotency/test-support/Servers"
-import * as Servers from "@effect-idempotency/test-support/Servers"
+import * as Brokers from "@effect-idempotency/test-support/Brokers"
+import { describe as describeCause, ServerError } from "@effect-idempotency/test-support/Servers"
 import type { ConsumerConfig, ConsumerInfo, JetStreamClient, JetStreamManager, JsMsg } from "@nats-io/jetstream"
 import { AckPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream"
 import type { NatsConnection } from "@nats-io/transport-node"
@@ -22,14 +16,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
 import { randomUUID } from "node:crypto"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 
 /** The server of the run. */
 export class NatsServer extends Context.Tag("test/NatsServer")<NatsServer, { readonly url: string }>() {}
-
-const configured = process.env.TEST_NATS_URL === "" ? undefined : process.env.TEST_NATS_URL
 
 /** A connection to `url`, drained when the scope closes. */
 export const connection = (url: string): Effect.Effect<NatsConnection, ServerError, Scope.Scope> =>
@@ -43,44 +32,11 @@ export const connection = (url: string): Effect.Effect<NatsConnection, ServerErr
 
 const ready = (url: string) => Effect.scoped(connection(url))
 
-const start: Effect.Effect<{ readonly url: string }, ServerError, Scope.Scope> = Effect.gen(function*() {
-  if (configured !== undefined) {
-    const url = new URL(configured)
-    if (url.hostname !== "127.0.0.1" && url.hostname !== "localhost") {
-      return yield* new ServerError({ message: `TEST_NATS_URL must name a loopback server, not ${url.hostname}` })
-    }
-    yield* ready(configured).pipe(
-      Effect.timeoutFail({
-        duration: "10 seconds",
-        onTimeout: () => new ServerError({ message: `TEST_NATS_URL=${configured}: no NATS server answers there` })
-      })
-    )
-    return { url: configured }
-  }
-  const binary = yield* requireExecutable(
-    ["nats-server"],
-    "No NATS server for the tests: install nats-server (Debian: apt install nats-server) or set TEST_NATS_URL",
-    { variable: "NATS_SERVER", after: ["/usr/sbin", "/usr/local/sbin"] }
-  )
-  const port = yield* Servers.freePort
-  const dir = yield* Effect.acquireRelease(
-    Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "nats-js-"))),
-    (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
-  )
-  const url = `nats://127.0.0.1:${port}`
-  yield* spawn({
-    name: "nats-server",
-    command: binary,
-    args: ["-js", "-a", "127.0.0.1", "-p", String(port), "-sd", dir],
-    ready: ready(url),
-    timeout: "20 seconds",
-    onProcessExit: () => fs.rmSync(dir, { recursive: true, force: true })
-  })
-  return { url }
-})
-
 /** The run's server: `TEST_NATS_URL`, or a `nats-server` of its own. */
-export const NatsServerLive: Layer.Layer<NatsServer, ServerError> = Layer.scoped(NatsServer, start)
+export const NatsServerLive: Layer.Layer<NatsServer, ServerError> = Layer.scoped(
+  NatsServer,
+  Effect.map(Brokers.nats(ready), ({ url }) => ({ url }))
+)
 
 /** A test's own stream, subject and durable pull consumer, and a connection to publish and inspect. */
 export interface TestStream {
