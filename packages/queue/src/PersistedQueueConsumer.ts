@@ -220,7 +220,9 @@ export const run = <A, QR, R, E = never, R2 = never>(
   consumer: IdempotentConsumer.Consumer<A, R>,
   options?: RunOptions<A, E, R2> | undefined
 ): Effect.Effect<never, never, R | QR | R2> => {
-  const concurrency = Math.max(1, Math.floor(options?.concurrency ?? 1))
+  const requested = options?.concurrency ?? 1
+  // NaN or Infinity would start no taker, or unbounded ones: one instead
+  const concurrency = Number.isFinite(requested) ? Math.max(1, Math.floor(requested)) : 1
   const pause = options?.failurePause ?? DEFAULT_FAILURE_PAUSE
   const taker = take(queue, consumer, options).pipe(
     Effect.catchAllCause((cause) =>

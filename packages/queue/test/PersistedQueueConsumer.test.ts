@@ -317,6 +317,29 @@ const suite = (it: It, kind: Kind) =>
           yield* nothingLeft(queue)
         })
       ), { timeout: 60_000 })
+
+    it.scoped("a concurrency that is not a finite number still starts one taker", () =>
+      withStores(
+        kind,
+        Effect.gen(function*() {
+          const charges = yield* ledger
+          const queue = yield* PersistedQueue.make({ name: "orders", schema: Order })
+          const runner = yield* Effect.fork(
+            PersistedQueueConsumer.run(queue, consumerOf(charges), { concurrency: Number.NaN })
+          )
+          yield* queue.offer(order("o-nan"), { id: "nan" })
+          yield* Ref.get(charges).pipe(
+            Effect.repeat({
+              schedule: Schedule.spaced("20 millis"),
+              until: (all) =>
+                all.length > 0
+            }),
+            Effect.timeout("20 seconds")
+          )
+          yield* Fiber.interrupt(runner)
+          assert.deepStrictEqual(yield* Ref.get(charges), ["o-nan"])
+        })
+      ))
   })
 
 // across processes: the Redis queue, and the charges and records in one SQLite file ----------------
