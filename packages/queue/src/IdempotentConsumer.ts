@@ -152,6 +152,39 @@ const rejected: ReadonlySet<IdempotencyError.IdempotencyError["_tag"]> = new Set
   "OutcomeNotReplayable"
 ])
 
+/** The settings a consumer reads, checked once: what no delivery can honour throws `InvalidSettings`. */
+const settings = (
+  operation: string,
+  options:
+    | { readonly maxDeliveries?: number | undefined; readonly retryDelay?: Duration.DurationInput | undefined }
+    | undefined
+): { readonly maxDeliveries: number; readonly retryDelay: Duration.Duration } => {
+  const maxDeliveries = options?.maxDeliveries ?? DEFAULT_MAX_DELIVERIES
+  // NaN would never be reached (retried for ever), 0 or less would reject every transient failure at once
+  if (!Number.isInteger(maxDeliveries) || maxDeliveries < 1) {
+    throw new IdempotencyError.InvalidSettings({
+      operation,
+      setting: "maxDeliveries",
+      reason: "it must be a whole number, 1 or more"
+    })
+  }
+  const input = options?.retryDelay ?? DEFAULT_RETRY_DELAY
+  let retryDelay: Duration.Duration | undefined
+  try {
+    retryDelay = typeof input === "number" && !(input >= 0) ? undefined : Duration.decode(input)
+  } catch {
+    retryDelay = undefined
+  }
+  if (retryDelay === undefined || !Number.isFinite(Duration.toMillis(retryDelay))) {
+    throw new IdempotencyError.InvalidSettings({
+      operation,
+      setting: "retryDelay",
+      reason: "it must be a finite duration, zero or more"
+    })
+  }
+  return { maxDeliveries, retryDelay }
+}
+
 /**
  * Builds a consumer from an operation's options.
  *
@@ -173,8 +206,7 @@ export const fromOperation = <P, A, E, R>(
   operation: Runnable<P, A, E, R>,
   options?: SettleOptions<P, Exclude<E, IdempotencyError.IdempotencyError>> | undefined
 ): Consumer<P, R> => {
-  const maxDeliveries = options?.maxDeliveries ?? DEFAULT_MAX_DELIVERIES
-  const retryDelay = Duration.decode(options?.retryDelay ?? DEFAULT_RETRY_DELAY)
+  const { maxDeliveries, retryDelay } = settings(operation.name, options)
   const onError = options?.onError ?? (() => "retry" as const)
   const exhausted = (delivery: Delivery) =>
     delivery.deliveryCount !== undefined && delivery.deliveryCount >= maxDeliveries

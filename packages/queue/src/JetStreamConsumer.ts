@@ -194,7 +194,9 @@ export const consume: {
     const consumer = "consumer" in options
       ? options.consumer
       : IdempotentConsumer.make(options) as unknown as IdempotentConsumer.Consumer<P, R>
-    const concurrency = Math.max(1, Math.floor(options.concurrency ?? 1))
+    const requested = options.concurrency ?? 1
+    // NaN or Infinity would ask the server for no messages, or unbounded ones: one at a time instead
+    const concurrency = Number.isFinite(requested) ? Math.max(1, Math.floor(requested)) : 1
     const parse = options.parse ?? parseJson
     const decode = Schema.decodeUnknown(options.payload)
     const drainTimeout = options.drainTimeout ?? DEFAULT_DRAIN_TIMEOUT

@@ -1,4 +1,4 @@
-import { IdempotencyStore } from "@effect-idempotency/core"
+import { IdempotencyError, IdempotencyStore } from "@effect-idempotency/core"
 import { IdempotentConsumer } from "@effect-idempotency/queue"
 import { FaultyStore } from "@effect-idempotency/testing"
 import { assert, describe, it } from "@effect/vitest"
@@ -166,6 +166,31 @@ describe("IdempotentConsumer", () => {
       )
       assert.strictEqual(yield* Ref.get(runs), 1)
     }).pipe(Effect.provide(IdempotencyStore.layerMemory)))
+
+  it("settings no delivery can honour throw InvalidSettings when the consumer is built, naming the setting", () => {
+    const operation = { name: "consume", runDetailed: () => Effect.die("never run") }
+    const cases: ReadonlyArray<readonly [IdempotentConsumer.SettleOptions<unknown, never>, string]> = [
+      [{ maxDeliveries: Number.NaN }, "maxDeliveries"],
+      [{ maxDeliveries: 0 }, "maxDeliveries"],
+      [{ maxDeliveries: 2.5 }, "maxDeliveries"],
+      [{ retryDelay: Number.NaN }, "retryDelay"],
+      [{ retryDelay: -1 }, "retryDelay"],
+      [{ retryDelay: Duration.infinity }, "retryDelay"],
+      [{ retryDelay: "soon" as Duration.DurationInput }, "retryDelay"]
+    ]
+    for (const [options, setting] of cases) {
+      try {
+        IdempotentConsumer.fromOperation(operation, options)
+        assert.fail(`${JSON.stringify(options)} was accepted`)
+      } catch (error) {
+        assert.instanceOf(error, IdempotencyError.InvalidSettings)
+        assert.strictEqual(error.setting, setting)
+        assert.notInclude(error.message, "soon")
+      }
+    }
+    // the bounds themselves are accepted
+    IdempotentConsumer.fromOperation(operation, { maxDeliveries: 1, retryDelay: 0 })
+  })
 
   it.effect("apply settles through the transport and swallows a failure to settle", () =>
     Effect.gen(function*() {
