@@ -2,17 +2,20 @@
  * `npm run bench`: the stores side by side with their peers, in one process.
  *
  *   npm run bench                       full run; writes BENCHMARKS.md, bench/results.json and bench/results.svg
- *   npm run bench -- --quick            a small run for CI (well under a minute); writes nothing
+ *   npm run bench -- --quick            a small run for CI (about a minute); writes nothing
  *   npm run bench -- --pg-url <url>     PostgreSQL server (default: TEST_PG_URL, else embedded PGlite)
  *   npm run bench -- --redis-url <url>  Redis server (default: TEST_REDIS_URL, else a redis-server it starts)
  *   npm run bench -- --mysql-url <url>  MariaDB server (default: TEST_MYSQL_URL, else a mariadbd it starts)
- *   npm run bench -- --only dynamodb,postgres,transactional,redis,sql,memory,costs,heap
+ *   npm run bench -- --amqp-url <url>   RabbitMQ server (default: TEST_AMQP_URL, else a rabbitmq-server node it starts)
+ *   npm run bench -- --nats-url <url>   NATS server with JetStream (default: TEST_NATS_URL, else a nats-server it starts)
+ *   npm run bench -- --only dynamodb,postgres,transactional,redis,sql,queue,memory,costs,heap
  *   npm run bench -- --rounds <n>       rounds per suite
  *   npm run bench -- --write / --no-write
  *
- * DynamoDB Local (when Java is found, always with -disableTelemetry), dynalite, PGlite, redis-server
- * and mariadbd are started on 127.0.0.1 for their suite and stopped after it, or when the run is
- * interrupted (SIGINT, SIGTERM). Exits with 1 when a suite fails, 130 when interrupted.
+ * DynamoDB Local (when Java is found, always with -disableTelemetry), dynalite, PGlite, redis-server,
+ * mariadbd, a rabbitmq-server node and nats-server are started on 127.0.0.1 for their suite and
+ * stopped after it, or when the run is interrupted (SIGINT, SIGTERM). Exits with 1 when a suite
+ * fails, 130 when interrupted.
  */
 import { dynalite, dynamoDbLocal, findJava } from "@effect-idempotency/test-support/DynamoDb"
 import * as Cause from "effect/Cause"
@@ -34,13 +37,14 @@ import * as DynamoDbBench from "./DynamoDbBench.js"
 import * as Environment from "./Environment.js"
 import * as MemoryBench from "./MemoryBench.js"
 import * as PostgresBench from "./PostgresBench.js"
+import * as QueueBench from "./QueueBench.js"
 import * as RedisBench from "./RedisBench.js"
 import * as Report from "./Report.js"
 import * as SqlBench from "./SqlBench.js"
 import type { Plan } from "./Suite.js"
 import * as TransactionalBench from "./TransactionalBench.js"
 
-const SECTIONS = ["dynamodb", "postgres", "transactional", "redis", "sql", "memory", "costs", "heap"] as const
+const SECTIONS = ["dynamodb", "postgres", "transactional", "redis", "sql", "queue", "memory", "costs", "heap"] as const
 type Section = typeof SECTIONS[number]
 
 interface Args {
@@ -48,12 +52,15 @@ interface Args {
   readonly pgUrl: string | undefined
   readonly redisUrl: string | undefined
   readonly mysqlUrl: string | undefined
+  readonly amqpUrl: string | undefined
+  readonly natsUrl: string | undefined
   readonly only: ReadonlySet<Section>
   readonly rounds: number | undefined
   readonly write: boolean | undefined
 }
 
-const usage = "usage: npm run bench -- [--quick] [--pg-url <url>] [--redis-url <url>] [--mysql-url <url>] [--only " +
+const usage = "usage: npm run bench -- [--quick] [--pg-url <url>] [--redis-url <url>] [--mysql-url <url>] " +
+  "[--amqp-url <url>] [--nats-url <url>] [--only " +
   SECTIONS.join(",") +
   "] [--rounds <n>] [--write | --no-write]"
 
@@ -72,6 +79,8 @@ const parse = (argv: Array<string>): Args => {
       "pg-url": { type: "string" },
       "redis-url": { type: "string" },
       "mysql-url": { type: "string" },
+      "amqp-url": { type: "string" },
+      "nats-url": { type: "string" },
       "only": { type: "string" },
       "rounds": { type: "string" },
       "write": { type: "boolean" },
@@ -90,6 +99,10 @@ const parse = (argv: Array<string>): Args => {
   if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) throw new Error("--redis-url needs a redis:// URL")
   const mysqlUrl = values["mysql-url"] ?? (process.env.TEST_MYSQL_URL === "" ? undefined : process.env.TEST_MYSQL_URL)
   if (mysqlUrl !== undefined && !mysqlUrl.startsWith("mysql://")) throw new Error("--mysql-url needs a mysql:// URL")
+  const amqpUrl = values["amqp-url"] ?? (process.env.TEST_AMQP_URL === "" ? undefined : process.env.TEST_AMQP_URL)
+  if (amqpUrl !== undefined && !/^amqps?:\/\//.test(amqpUrl)) throw new Error("--amqp-url needs an amqp:// URL")
+  const natsUrl = values["nats-url"] ?? (process.env.TEST_NATS_URL === "" ? undefined : process.env.TEST_NATS_URL)
+  if (natsUrl !== undefined && !natsUrl.startsWith("nats://")) throw new Error("--nats-url needs a nats:// URL")
   const only = values.only === undefined ? SECTIONS : values.only.split(",")
   const unknown = only.filter((name) => !(SECTIONS as ReadonlyArray<string>).includes(name))
   if (unknown.length > 0) throw new Error(`unknown section ${unknown.join(", ")}\n${usage}`)
@@ -98,6 +111,8 @@ const parse = (argv: Array<string>): Args => {
     pgUrl,
     redisUrl,
     mysqlUrl,
+    amqpUrl,
+    natsUrl,
     only: new Set(only as ReadonlyArray<Section>),
     rounds: positive("rounds", values.rounds),
     write: values["no-write"] === true ? false : values.write
@@ -128,6 +143,15 @@ const sizes = (quick: boolean, rounds: number | undefined) => {
       // fewer calls: a libSQL file keeps the rollback journal, so each write waits for syncs to disk
       libsql: pick(plan(2, 10, 32, 8), plan(5, 40, 160, 20))
     },
+    queue: {
+      runId,
+      rounds: rounds ?? pick(2, 5),
+      concurrencies: [
+        { concurrency: 1, messages: pick(20, 500) },
+        { concurrency: 16, messages: pick(64, 4_000) }
+      ],
+      warmupMessages: pick(16, 200)
+    } satisfies QueueBench.Plan,
     memory: { calls: pick(2_000, 10_000), rounds: rounds ?? pick(3, 9) },
     costs: { calls: pick(1_000, 10_000), rounds: rounds ?? pick(2, 7) },
     heap: { keys: pick(20_000, 1_000_000), purgeInterval: pick(Duration.millis(100), Duration.seconds(1)) }
@@ -155,6 +179,7 @@ const program = (args: Args) =>
     let transactional: TransactionalBench.Result | undefined
     let redis: Report.RedisRun | undefined
     let sql: Report.SqlRun | undefined
+    let queue: QueueBench.Result | undefined
     let memory: MemoryBench.OverheadResult | undefined
     let costs: ReadonlyArray<Costs.Cost> | undefined
     let heap: MemoryBench.HeapResult | undefined
@@ -213,6 +238,9 @@ const program = (args: Args) =>
       }
       sql = { poolSize: SqlBench.MARIADB_POOL, engines }
     }
+    if (args.only.has("queue")) {
+      queue = yield* QueueBench.run(args, size.queue, section)
+    }
     if (args.only.has("memory")) {
       yield* section("memory store overhead")
       memory = yield* MemoryBench.overhead(size.memory.calls, size.memory.rounds)
@@ -250,14 +278,20 @@ const program = (args: Args) =>
     }
     const markdown = Report.markdown(
       results,
-      transactional === undefined ? FOOTER : `${TransactionalBench.markdown(transactional)}\n${FOOTER}`
+      [
+        ...(transactional === undefined ? [] : [TransactionalBench.markdown(transactional)]),
+        ...(queue === undefined ? [] : [QueueBench.markdown(queue)]),
+        FOOTER
+      ].join("\n")
     )
-    process.stdout.write(`\n${markdown}\n${Report.summary(results)}\n`)
+    const summary = [Report.summary(results), ...(queue === undefined ? [] : [QueueBench.summary(queue)])]
+    process.stdout.write(`\n${markdown}\n${summary.join("\n")}\n`)
     if (args.write ?? !args.quick) {
       const json = {
         ...results,
         goals: Report.goals(results),
         transactional,
+        queue,
         ratios: {
           dynamodb: dynamodb.map((run) => ({
             endpoint: run.endpoint,
@@ -268,7 +302,8 @@ const program = (args: Args) =>
           sql: sql?.engines.map((run) => ({
             engine: run.database.engine,
             ratios: Report.ratios(run.result, Report.sqlPairs)
-          }))
+          })),
+          queue: queue?.brokers.map((run) => ({ broker: run.broker, ratios: QueueBench.ratios(run) }))
         }
       }
       const chart = Chart.svg(
