@@ -433,7 +433,8 @@ export const play = <P, A, E, R, ROut = never, RS = never>(
   const requirement = options.require ?? "atMostOnce"
   const timeLimitMs = PlatformModel.timeLimitMillis(platform)
   const marginMs = options.deadlineMargin === undefined ? undefined : format.toMillis(options.deadlineMargin)
-  const store = options.store ?? IdempotencyStore.makeMemory({ warn: false })
+  // the property's own store models one process: it runs wherever the property does (a CI with NODE_ENV=production)
+  const store = options.store ?? IdempotencyStore.makeMemory({ warn: false, allowInProduction: true })
   const description = describeProperty(options)
 
   return (scenario) => {
