@@ -878,15 +878,17 @@ ${profileTable(broker.profiles)}`
 
 ${plan.rounds} rounds after a warm-up; per round, contender and path ${
     plan.concurrencies.map((c) => `${c.messages} messages at concurrency ${c.concurrency}`).join(" and ")
-  }. A batch publishes a message per key (confirmed) to the contender's own queue while nothing consumes it,
-then times the consumer from its start to the acknowledgement of the last message. \`${BARE}\`: the client's
-own consumer, which acknowledges after a trivial handler (the charge); \`${MEMORY}\`: \`RabbitMqConsumer\` /
-\`JetStreamConsumer\` on the memory store (its round trips are its calls); \`${PG}\`: the same on
-\`PgIdempotencyStore\` (${result.database.kind}, a \`pg\` pool of ${result.database.poolSize}; round trips are
-the statements sent). \`first\` is a first delivery; \`replay\` the same message ids published again, each
-answered from its record (the bare consumer runs its handler again). RabbitMQ: a quorum queue per contender;
-JetStream: a stream and a durable pull consumer per contender, acknowledged with \`ackAck\` by every
-contender. CPU µs/message is this process's CPU time per message (the brokers are other processes${
+  }.
+A batch publishes a message per key (confirmed) to the contender's own queue while nothing consumes
+it, then times the consumer from its start to the acknowledgement of the last message. \`${BARE}\`:
+the client's own consumer, which acknowledges after a trivial handler (the charge); \`${MEMORY}\`:
+\`RabbitMqConsumer\` / \`JetStreamConsumer\` on the memory store (its round trips are its calls);
+\`${PG}\`: the same on \`PgIdempotencyStore\` (${result.database.kind}, a \`pg\` pool of ${result.database.poolSize}; round
+trips are the statements sent). \`first\` is a first delivery; \`replay\` the same message ids
+published again, each answered from its record (the bare consumer runs its handler again).
+RabbitMQ: a quorum queue per contender; JetStream: a stream and a durable pull consumer per
+contender, acknowledged with \`ackAck\` by every contender. CPU µs/message is this process's CPU
+time per message (the brokers are other processes${
     result.database.kind === "pglite" ? "; PGlite runs in this process" : ""
   }). Clients: ${Object.entries(result.clients).map(([name, version]) => `${name} ${version}`).join(", ")}.
 
