@@ -64,6 +64,8 @@ export interface Settings {
   readonly lease?: Duration.DurationInput | undefined
   readonly leaseMargin?: Duration.DurationInput | undefined
   readonly heartbeat?: Duration.DurationInput | undefined
+  /** The longest an attempt holds its key, from its reservation's request (README.md#policies). */
+  readonly maxHold?: Duration.DurationInput | undefined
   readonly ttl?: Duration.DurationInput | undefined
   readonly onTimeout?: TimeoutPolicy | undefined
   readonly onDefect?: TimeoutPolicy | undefined
@@ -111,6 +113,8 @@ export interface Resolved {
   readonly lease: Duration.Duration | undefined
   readonly leaseMargin: Duration.Duration
   readonly heartbeat: Duration.Duration | undefined
+  /** `undefined`: no cap, the key is held while the downstream runs. */
+  readonly maxHold: Duration.Duration | undefined
   readonly onTimeout: TimeoutPolicy
   readonly onDefect: TimeoutPolicy
   readonly inProgress: InProgressPolicy | undefined
@@ -162,6 +166,15 @@ export const resolve = (operation: string, settings: Settings): Resolved => {
   ) {
     throw new InvalidSettings({ operation, setting: "heartbeat", reason: "it must be shorter than the lease" })
   }
+  const maxHold = settings.maxHold === undefined ? undefined : decode(operation, "maxHold", settings.maxHold, false)
+  // shorter, it would cut a downstream off before its timeout and the margin to stop and be recorded
+  if (maxHold !== undefined && Duration.lessThan(maxHold, Duration.sum(timeout, leaseMargin))) {
+    throw new InvalidSettings({
+      operation,
+      setting: "maxHold",
+      reason: "it must be at least the timeout plus the lease margin"
+    })
+  }
   const onTimeout = settings.onTimeout ?? "keepLease"
   return {
     timeout,
@@ -169,6 +182,7 @@ export const resolve = (operation: string, settings: Settings): Resolved => {
     lease,
     leaseMargin,
     heartbeat,
+    maxHold,
     onTimeout,
     onDefect: settings.onDefect ?? onTimeout,
     inProgress: settings.inProgress,

@@ -217,7 +217,8 @@ export const makeConfig = <P, IP, A, IA, E, R, EF = never, IEF = never>(
  * @category models
  */
 export interface ConfigSettings
-  extends Pick<Settings, "timeout" | "lease" | "leaseMargin" | "heartbeat" | "ttl" | "onTimeout" | "onDefect">
+  extends
+    Pick<Settings, "timeout" | "lease" | "leaseMargin" | "heartbeat" | "maxHold" | "ttl" | "onTimeout" | "onDefect">
 {}
 
 /**

@@ -70,6 +70,7 @@ import {
   HORIZON,
   isInterruptible,
   MARGIN,
+  MAX_HOLD,
   POLICY_DEFECT,
   SLOW,
   stepKey,
@@ -202,6 +203,15 @@ const cases = (): ReadonlyArray<Case> => {
         callerAt: 5
       })
       add({ downstream: { _tag: "NotStarted" } }, "throws", { giveBack: ["fails"] })
+      // maxHold: one that never stops or outlives it is let go under each timeout policy (a second attempt
+      // after it: a takeover, a fresh run, or the unknown outcome); its extensions failing meanwhile
+      for (const onTimeout of ["keepLease", "release", "markUnknown"] as const) {
+        add({ downstream: { _tag: "Never" }, onTimeout, onDefect: onTimeout, maxHold: MAX_HOLD }, "never", {}, {
+          secondAt: 360
+        })
+        add({ downstream: { _tag: "Stubborn", after: 330 }, onTimeout, maxHold: MAX_HOLD }, "uninterruptibleMask")
+      }
+      add({ downstream: { _tag: "Never" }, maxHold: MAX_HOLD }, "never", { extend: ["fails", "fails"] })
       // waiting on a conflict
       add({ waits: true }, "sleep", { reserve: ["conflict", "now"] })
       add({ waits: true }, "sleep", { reserve: ["conflict", "conflict", "conflict"] })
@@ -526,6 +536,7 @@ const play = (c: Case) =>
       ...(s.heartbeat ? { heartbeat: HEARTBEAT, lease: HEARTBEAT_LEASE } : {}),
       onTimeout: s.onTimeout,
       onDefect: s.onDefect,
+      ...(s.maxHold === undefined ? {} : { maxHold: s.maxHold }),
       ...(s.waits
         ? {
           inProgress: IdempotencyPolicy.waitOnConflict(
@@ -599,7 +610,7 @@ const play = (c: Case) =>
     }
     for (let t = 0; t < HORIZON + 100; t += 10) {
       yield* TestClock.adjust("10 millis")
-      if (first.unsafePoll() !== null && t > answeredAt + 50) break
+      if (first.unsafePoll() !== null && t > answeredAt + 50 && !(t <= (c.secondAt ?? -Infinity) + 50)) break
     }
     const exit = first.unsafePoll()
     const record = Option.getOrUndefined(
@@ -684,6 +695,23 @@ const play = (c: Case) =>
 
     // (b) the real-world rules
     expect(a.length <= 1, `the downstream ran ${a.length} times`)
+    // let go at maxHold: answered while it still runs
+    const letGo = s.maxHold !== undefined && a.length === 1 && a[0]!.end > answeredAt
+    if (s.maxHold !== undefined) {
+      const late = calls.filter((l) => l.kind === "extend" && l.sentAt >= s.maxHold!)
+      expect(late.length === 0, `extensions sent past maxHold: ${JSON.stringify(late)}`)
+    }
+    if (letGo) {
+      expect(answeredAt <= s.maxHold! + fixed.leaseMs, `let go, answered at ${answeredAt}`)
+      const left = record
+      const policy = s.onTimeout === "markUnknown"
+        ? left?.status === "COMPLETED" && left.outcome?._tag === "Timeout"
+        : s.onTimeout === "release"
+        ? left === undefined || left.token !== token
+        : left !== undefined && (left.status === "IN_PROGRESS" || left.token !== token)
+      expect(unhealthy(c) || policy, `let go under ${s.onTimeout}, the record is ${JSON.stringify(left)}`)
+      if (s.onTimeout === "markUnknown") expect(b.length === 0, "a retry ran beside one let go under markUnknown")
+    }
     if (a.length === 1) {
       expect(
         steps.some((step) => step.event._tag === "Reserved" && step.now <= a[0]!.start),
@@ -692,7 +720,7 @@ const play = (c: Case) =>
       for (const run of b) {
         const overlap = run.start >= a[0]!.start && run.start < a[0]!.end
         expect(
-          !overlap || !isInterruptible(d) && unhealthy(c),
+          !overlap || !isInterruptible(d) && (unhealthy(c) || letGo && run.start >= answeredAt),
           `the second attempt ran at ${run.start} beside the first (${a[0]!.start}..${a[0]!.end})`
         )
       }
@@ -708,7 +736,11 @@ const play = (c: Case) =>
       const late = calls.filter((l) => l.sentAt > answeredAt && l.kind !== "encode" && l.kind !== "encodeFailure")
       expect(late.length === 0, `store calls after the answer: ${JSON.stringify(late)}`)
       const running = (yield* supervisor.value).filter((fiber) => fiber.unsafePoll() === null)
-      expect(running.length === 0, `${running.length} fibers of the attempt still run after its answer`)
+      // one let go at maxHold still runs, in its own fiber
+      expect(
+        running.length <= (letGo ? 1 : 0),
+        `${running.length} fibers of the attempt still run after its answer`
+      )
       if (!ran && record?.status === "IN_PROGRESS" && record.token === token) {
         expect(
           (c.behaviours.giveBack ?? []).some((behaviour) => FAULTS.has(behaviour)),
@@ -729,7 +761,10 @@ const play = (c: Case) =>
         }
       }
     } else {
-      expect(d._tag === "Never" || c.behaviours.reserve?.[0] === "hangs" && !s.deadline, "no answer")
+      expect(
+        d._tag === "Never" && s.maxHold === undefined || c.behaviours.reserve?.[0] === "hangs" && !s.deadline,
+        "no answer"
+      )
     }
     tally.takeovers += b.length
     const last = steps.at(-1)?.next

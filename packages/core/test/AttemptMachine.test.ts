@@ -23,7 +23,9 @@
  *   released or marked failed), or at any later step;
  * - `Tick`s at `wakeAt` (and a stale alarm's), every event due at one instant in every order, with
  *   and without a heartbeat (60 ms, lease 100), a deadline (150: the downstream must end by 110),
- *   `waitOnConflict` (30 ms, twice), under each failure, timeout and defect policy.
+ *   `waitOnConflict` (30 ms, twice), under each failure, timeout and defect policy;
+ * - `maxHold` (200 ms, or the shortest the settings accept, 140): a downstream that never stops, that
+ *   outlives it, that ends as it passes, or whose finalizer outlasts it, under each timeout policy.
  *
  * Bounds: at most 3 faults (any answer but an immediate one) per run, one caller interruption, one
  * second attempt, a horizon of 400 ms (a downstream that never stops is followed that long).
@@ -47,7 +49,12 @@
  *    left) is given back, and is not left blocked unless the store failed the give-back;
  * 8. `wakeAt` is never in the past unless a `Tick` makes progress (the driver would spin);
  * 9. every answer, and the write before it, is one the exit table allows for that exit and policy;
- * 10. `step` never throws on an event the runtime can deliver in that state (late answers).
+ * 10. `step` never throws on an event the runtime can deliver in that state (late answers);
+ * 11. maxHold: no extension is sent from it, the attempt does not execute past it, and the downstream
+ *     let go then (told to stop, still running) gets its timeout policy on a healthy store (`keepLease`:
+ *     the record kept, its lease ending by maxHold and one lease; `release`: deleted; `markUnknown`:
+ *     marked unknown); under `markUnknown` no retry can ever reserve beside it, under the other two one
+ *     may (the trade maxHold makes), and only then.
  *
  * The mutation checks at the end run the model on mutated machines (wrapping `Machine.step`) and
  * expect the rule each mutation breaks to be reported.
@@ -75,6 +82,7 @@ const summary = (report: Report): string =>
     `answers: ${JSON.stringify(Object.fromEntries([...report.answers].sort()))}`,
     `unanswered (allowed): ${JSON.stringify(Object.fromEntries(report.unanswered))}`,
     `notes: ${JSON.stringify(Object.fromEntries(report.noted))}`,
+    `let go at maxHold: ${JSON.stringify(Object.fromEntries([...report.letGo].sort()))}`,
     `violations: ${report.violated} ${JSON.stringify(Object.fromEntries(report.rules))}`
   ].join("\n")
 
@@ -146,8 +154,18 @@ describe("the attempt's machine, in the model of its runtime", () => {
     ) {
       assert.isAbove(report.answers.get(answer) ?? 0, 0, answer)
     }
+    // a downstream let go at maxHold got each timeout policy, on a healthy store
+    for (
+      const letGo of [
+        "keepLease fail:DownstreamTimeout:keepLease:t A:IN_PROGRESS",
+        "release fail:DownstreamTimeout:release:t absent",
+        "markUnknown fail:DownstreamTimeout:markUnknown:t A:COMPLETED:Timeout"
+      ]
+    ) {
+      assert.isAbove(report.letGo.get(letGo) ?? 0, 0, letGo)
+    }
     assert.deepStrictEqual([...report.rules.keys()], [], "rules broken (see the log for the shortest ordering of each)")
-  }, 600_000)
+  }, 900_000)
 })
 
 /** One plan of the model: each call's behaviour by kind and index (`now` when not listed). */
@@ -271,6 +289,20 @@ const leaseBoundOnly: StepFn = (fixed, state, event, now) =>
     ? Machine.step(fixed, { ...state, times: { ...state.times, attemptDeadline: Infinity } }, event, now)
     : Machine.step(fixed, state, event, now)
 
+/** maxHold read 50 ms late: the attempt extends and executes past it. */
+const lateHold: StepFn = (fixed, state, event, now) =>
+  Machine.step({ ...fixed, maxHoldMs: fixed.maxHoldMs + 50 }, state, event, now)
+
+/** At maxHold the downstream is let go with no policy: nothing is written, whatever `onTimeout` says. */
+const noPolicyAtHold: StepFn = (fixed, state, event, now) => {
+  const [next, commands] = Machine.step(fixed, state, event, now)
+  if (state._tag !== "Executing" || next._tag === "Executing" || event._tag === "DownstreamEnded") {
+    return [next, commands]
+  }
+  const answer: Machine.Answer = { _tag: "Fail", cause: Cause.fail("let go") }
+  return [{ _tag: "Answered", answer }, [...commands.filter((c) => c._tag === "Interrupt"), { _tag: "Answer", answer }]]
+}
+
 describe("mutation checks: the checker catches a machine that breaks a rule", () => {
   const some = (predicate: (s: Scenario) => boolean) => scenarios().filter(predicate)
   const mutations: ReadonlyArray<readonly [string, StepFn, ReadonlyArray<Scenario>, string]> = [
@@ -315,6 +347,24 @@ describe("mutation checks: the checker catches a machine that breaks a rule", ()
       leaseBoundOnly,
       some((s) => s.deadline && s.heartbeat && s.downstream._tag === "Ends" && s.downstream.after >= 80),
       "the attempt answered past its bound"
+    ],
+    [
+      "maxHold read late",
+      lateHold,
+      some((s) => s.maxHold !== undefined && s.downstream._tag === "Never" && !s.heartbeat),
+      "the attempt kept executing past maxHold"
+    ],
+    [
+      "maxHold read late",
+      lateHold,
+      some((s) => s.maxHold !== undefined && s.downstream._tag === "Never" && !s.heartbeat),
+      "an extension was sent at or past maxHold"
+    ],
+    [
+      "no policy at maxHold",
+      noPolicyAtHold,
+      some((s) => s.maxHold !== undefined && s.downstream._tag === "Never" && s.onTimeout === "markUnknown"),
+      "the timeout policy was not applied to a downstream let go at maxHold"
     ],
     [
       "a refused write counted as written",

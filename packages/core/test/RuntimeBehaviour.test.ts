@@ -497,7 +497,7 @@ describe("7. settings that cannot hold are refused when the operation is built",
     return thrown
   }
 
-  it("a heartbeat not shorter than the lease, a duration that is not a positive number", () => {
+  it("a heartbeat not shorter than the lease, a maxHold shorter than the timeout and the margin, a duration that is not a positive number", () => {
     const cases: ReadonlyArray<readonly [string, Partial<Idempotency.Settings>]> = [
       ["heartbeat", { lease: "2 seconds", heartbeat: "2 seconds" }],
       // without a lease, the lease is the timeout plus the margin
@@ -506,7 +506,11 @@ describe("7. settings that cannot hold are refused when the operation is built",
       ["timeout", { timeout: Number.NaN }],
       ["lease", { lease: -5 }],
       ["leaseMargin", { leaseMargin: Number.NaN }],
-      ["timeout", { timeout: Infinity }]
+      ["timeout", { timeout: Infinity }],
+      // shorter than the timeout plus the margin (default 1 s), or not a finite positive duration
+      ["maxHold", { timeout: "2 seconds", maxHold: "2999 millis" }],
+      ["maxHold", { maxHold: 0 }],
+      ["maxHold", { maxHold: Infinity }]
     ]
     for (const [setting, settings] of cases) {
       const thrown = refusal(settings)
@@ -514,6 +518,17 @@ describe("7. settings that cannot hold are refused when the operation is built",
       assert.strictEqual((thrown as IdempotencyError.InvalidSettings).setting, setting)
       assert.notInclude((thrown as IdempotencyError.InvalidSettings).message, "NaN", "the value is not echoed")
     }
+  })
+
+  it("a maxHold of the timeout plus the margin is accepted", () => {
+    const operation = operationOf({
+      name: "settings",
+      execute: () => Effect.succeed("done"),
+      timeout: "2 seconds",
+      leaseMargin: "500 millis",
+      maxHold: "2500 millis"
+    })
+    assert.strictEqual(operation.name, "settings")
   })
 
   it("a lease margin longer than a lease a heartbeat keeps is accepted (the lease guards with half its length)", () => {

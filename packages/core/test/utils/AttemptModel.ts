@@ -89,6 +89,10 @@ export const FIRST_RETRY = 50
 /** `waitOnConflict`'s schedule: spaced 30 ms, twice. */
 export const WAIT = 30
 export const WAITS = 2
+/** `maxHold`, when a scenario has one: from the reservation's request, after the timeout and the margin. */
+export const MAX_HOLD = 200
+/** The shortest `maxHold` the settings accept: the timeout plus the margin. */
+export const MIN_HOLD = TIMEOUT + MARGIN
 /** The time explored: a downstream that never stops is followed this long. */
 export const HORIZON = 400
 /** The caller may also be interrupted this long after an event, before the next. */
@@ -135,6 +139,8 @@ export interface Scenario {
   readonly onFailure: OnFailure
   readonly onTimeout: TimeoutPolicy
   readonly onDefect: TimeoutPolicy
+  /** `maxHold` in ms; absent: no cap. */
+  readonly maxHold?: number | undefined
 }
 
 /** The plainest scenario: no heartbeat, no deadline, a downstream that ends with a value in 30 ms. */
@@ -196,6 +202,7 @@ export const fixedOf = (s: Scenario): Fixed => {
     leaseMs: s.heartbeat ? HEARTBEAT_LEASE : timeoutMs + MARGIN,
     marginMs: MARGIN,
     heartbeatMs: s.heartbeat ? HEARTBEAT : undefined,
+    maxHoldMs: s.maxHold ?? Infinity,
     onTimeout: s.onTimeout,
     onDefect: s.onDefect,
     waits: s.waits,
@@ -226,7 +233,8 @@ export const describeScenario = (s: Scenario): string =>
     s.downstream._tag === "Ends" && s.downstream.exit === "failure" ? `onFailure:${s.onFailure}` : "",
     `encoder:${s.encoder}`,
     `onTimeout:${s.onTimeout}`,
-    `onDefect:${s.onDefect}`
+    `onDefect:${s.onDefect}`,
+    s.maxHold === undefined ? "" : `maxHold:${s.maxHold}`
   ].filter((part) => part !== "").join(" ")
 
 // ---------------------------------------------------------------------------------------------------
@@ -280,7 +288,10 @@ interface Facts {
   readonly reservation: string
   readonly noTime: boolean
   readonly notStarted: boolean
-  /** The downstream's end as the machine learned it: `Succeeded`, `Failed`, `Died`, `Interrupted`. */
+  /**
+   * The downstream's end as the machine learned it: `Succeeded`, `Failed`, `Died`, `Interrupted`;
+   * `LetGo` when the machine let it go at maxHold, still running.
+   */
   readonly ended: string
   /** Why the downstream could be told to stop when the interruption was sent (the world's view). */
   readonly reasons: string
@@ -316,8 +327,10 @@ export interface World {
   readonly startedAt: number
   readonly interruptedAt: number
   readonly endedAt: number
-  /** The store's lease of this attempt when its downstream ended. */
+  /** The store's lease of this attempt when its downstream ended (or was let go). */
   readonly leaseAtEnd: number
+  /** When the machine let its downstream go at maxHold, still running (`Infinity`: it did not). */
+  readonly letGoAt: number
   readonly record: StoreRecord
   readonly reserveSentAt: number
   readonly giveBackSentAt: number
@@ -355,6 +368,8 @@ export interface Report {
   noted: Map<string, number>
   /** Runs without an answer, as allowed: a downstream that never stops, a reservation hung without a deadline. */
   unanswered: Map<string, number>
+  /** The answers of attempts that let their downstream go at maxHold: `<onTimeout> <answer> <record>`. */
+  letGo: Map<string, number>
 }
 
 export const emptyReport = (): Report => ({
@@ -368,7 +383,8 @@ export const emptyReport = (): Report => ({
   answers: new Map(),
   notes: new Map(),
   noted: new Map(),
-  unanswered: new Map()
+  unanswered: new Map(),
+  letGo: new Map()
 })
 
 export type StepFn = (fixed: Fixed, state: Machine.State, event: Machine.Event, now: number) => Machine.Step
@@ -581,6 +597,7 @@ const worldKey = (w: World, plan: boolean): string =>
     t(w.interruptedAt),
     t(w.endedAt),
     t(w.leaseAtEnd),
+    t(w.letGoAt),
     `${w.record.status}:${w.record.owner}:${t(w.record.leaseUntil)}:${w.record.outcome}`,
     t(w.reserveSentAt),
     t(w.giveBackSentAt),
@@ -669,6 +686,8 @@ const allowed = (s: Scenario, f: Facts): ReadonlyArray<Allowed> => {
     }
     case "Died":
       return [unknownOutcome(s.onDefect, "die:downstream", "defect", written)]
+    // let go at maxHold, told to stop and still running: the policy of why it was told, as for its interruption
+    case "LetGo":
     case "Interrupted":
       return [...f.reasons.split(","), ...(f.refused ? ["leaseLost"] : [])].filter((r) => r !== "").map((
         reason
@@ -1003,6 +1022,7 @@ export const check = (scenario: Scenario, report: Report, options: Options = {})
       case "Interrupt":
         return interruptDownstream(note(w, "interrupt"))
       case "Extend": {
+        if (now >= w.reserveSentAt + fixed.maxHoldMs) violation(w, "an extension was sent at or past maxHold")
         return choices(w, "extend", ["now", "slow", "fails", "dies", "hangs", "late"]).map((b) => {
           let next = counted(note(w, `extend: ${b}`), "extend", b)
           if (FAULTS.has(b)) next = { ...next, unhealthy: true }
@@ -1203,6 +1223,22 @@ export const check = (scenario: Scenario, report: Report, options: Options = {})
       next = { ...next, steps: `${next.steps}${stepKey(event, now, state, commands)}\n` }
     }
     next = { ...next, facts: factsOf(next, w.state, event) }
+    if (
+      w.state._tag === "Executing" && state._tag !== "Executing" && event._tag !== "DownstreamEnded" &&
+      event._tag !== "NotStarted"
+    ) {
+      // let go at maxHold, still running as far as the machine knows: its bounds count from now
+      if (now < w.reserveSentAt + fixed.maxHoldMs) violation(next, "the downstream was let go before maxHold")
+      else {
+        next = {
+          ...next,
+          letGoAt: now,
+          endedAt: now,
+          leaseAtEnd: owned(next) ? next.record.leaseUntil : now,
+          facts: { ...next.facts, ended: "LetGo" }
+        }
+      }
+    }
     if (event._tag === "Tick" && stateKey(state) === stateKey(w.state) && Machine.wakeAt(state) <= now) {
       violation(next, "wakeAt is in the past and a Tick changes nothing (the driver would spin)")
       return []
@@ -1296,7 +1332,34 @@ export const check = (scenario: Scenario, report: Report, options: Options = {})
     const key = answerKey(answer)
     const next: World = { ...w, answer: key, caller: w.caller === "pending" ? "undelivered" : w.caller }
     report.answers.set(key, (report.answers.get(key) ?? 0) + 1)
-    if (w.downstream === "running") violation(next, "the machine answered while its downstream runs")
+    if (w.downstream === "running" && w.letGoAt === Infinity) {
+      violation(next, "the machine answered while its downstream runs")
+    }
+    if (w.letGoAt !== Infinity) {
+      const r = w.record
+      const left = r.status === "absent" ? "absent" : `${r.owner}:${r.status}${r.outcome === "" ? "" : `:${r.outcome}`}`
+      const label = `${scenario.onTimeout} ${key} ${left}`
+      report.letGo.set(label, (report.letGo.get(label) ?? 0) + 1)
+      // what a retry can do beside the downstream still running (the second attempt reserves as canSecond says)
+      if (scenario.onTimeout === "markUnknown" && (r.status === "absent" || r.status === "FAILED")) {
+        violation(next, "a retry may run beside a downstream let go under markUnknown", left)
+      }
+      if (!w.unhealthy) {
+        // (a second attempt reserves once the store lets it: released, or the lease kept has ended)
+        const applied = scenario.onTimeout === "markUnknown"
+          ? r.owner === "A" && r.status === "COMPLETED" && r.outcome === "Timeout"
+          : scenario.onTimeout === "release"
+          ? r.status === "absent" || r.owner === "B"
+          : r.owner === "A" && r.status === "IN_PROGRESS" || r.owner === "B"
+        if (!applied) violation(next, "the timeout policy was not applied to a downstream let go at maxHold", left)
+      }
+      if (
+        r.owner === "A" && r.status === "IN_PROGRESS" &&
+        r.leaseUntil > w.reserveSentAt + fixed.maxHoldMs + fixed.leaseMs
+      ) {
+        violation(next, "the key is held past maxHold and one lease", `lease ${r.leaseUntil}`)
+      }
+    }
     const inFlight = w.calls.find((c) =>
       (c.op === "write" || c.op === "encode" || c.op === "encodeFailure") && !c.abandoned
     )
@@ -1377,7 +1440,8 @@ export const check = (scenario: Scenario, report: Report, options: Options = {})
       next = applied
       event = answer
     }
-    if (call.op === "downstream") {
+    if (call.op === "downstream" && w.letGoAt !== Infinity) next = { ...next, downstream: "ended" }
+    else if (call.op === "downstream") {
       next = {
         ...next,
         downstream: "ended",
@@ -1462,7 +1526,12 @@ export const check = (scenario: Scenario, report: Report, options: Options = {})
   const second = (w: World): World => {
     const next = note({ ...w, second: true }, "the second attempt reserves")
     if (w.downstream === "running") {
-      const allowedOverlap = !interruptible && w.unhealthy
+      // the trade maxHold makes: under keepLease or release, a retry may run beside one let go
+      const letGo = w.letGoAt !== Infinity
+      if (letGo && scenario.onTimeout === "markUnknown") {
+        violation(next, "a retry may run beside a downstream let go under markUnknown", "it reserved")
+      }
+      const allowedOverlap = !interruptible && (w.unhealthy || letGo)
       if (!allowedOverlap) violation(next, "a second attempt reserved while the downstream runs")
     }
     if (w.record.status === "IN_PROGRESS" && w.record.leaseUntil > w.now) {
@@ -1473,7 +1542,10 @@ export const check = (scenario: Scenario, report: Report, options: Options = {})
 
   /** Moves the clock to `to`: what ran meanwhile must have been allowed to. */
   const advance = (w: World, to: number): World => {
-    if (w.downstream === "running") {
+    if (w.state._tag === "Executing" && to > w.reserveSentAt + fixed.maxHoldMs) {
+      violation(w, "the attempt kept executing past maxHold", `to ${to}`)
+    }
+    if (w.downstream === "running" && w.letGoAt === Infinity) {
       if (interruptible) {
         if (to > realDeadline(w)) violation(w, "an interruptible downstream ran past its deadline", `to ${to}`)
         if (!owned(w) || to > w.record.leaseUntil) {
@@ -1585,7 +1657,9 @@ export const check = (scenario: Scenario, report: Report, options: Options = {})
 
   /** Whether a run may stay without an answer: its downstream never stops, or its reservation hangs unbounded. */
   const mayHang = (w: World): string | undefined => {
-    if (w.downstream === "running" && downstream._tag === "Never") return "a downstream that never stops"
+    if (w.downstream === "running" && downstream._tag === "Never" && scenario.maxHold === undefined) {
+      return "a downstream that never stops"
+    }
     if (w.blocking?.kind === "reserve" && w.blocking.at === Infinity && fixed.until === Infinity) {
       return w.caller === "none" ? "a reservation that hangs, without a deadline" : undefined
     }
@@ -1609,7 +1683,9 @@ export const check = (scenario: Scenario, report: Report, options: Options = {})
     if (w.now > HORIZON) {
       report.orderings++
       const why = mayHang(w) ??
-        (w.downstream === "running" && !interruptible ? "a downstream still stopping" : undefined)
+        (w.downstream === "running" && !interruptible && scenario.maxHold === undefined
+          ? "a downstream still stopping"
+          : undefined)
       if (why === undefined) violation(w, "no answer by the horizon")
       else report.unanswered.set(why, (report.unanswered.get(why) ?? 0) + 1)
       options.onEnd?.(w.steps, w)
@@ -1643,6 +1719,7 @@ export const check = (scenario: Scenario, report: Report, options: Options = {})
     interruptedAt: Infinity,
     endedAt: Infinity,
     leaseAtEnd: Infinity,
+    letGoAt: Infinity,
     record: { status: "absent", owner: "none", leaseUntil: -Infinity, outcome: "" },
     reserveSentAt: Infinity,
     giveBackSentAt: Infinity,
@@ -1711,6 +1788,16 @@ export const scenarios = (): ReadonlyArray<Scenario> => {
       for (const onTimeout of ["keepLease", "markUnknown"] as const) {
         all.push({ ...base, downstream: { _tag: "NotStarted" }, onTimeout })
       }
+      // maxHold: a downstream that never stops or outlives it is let go, under each timeout policy; one
+      // that ends as it is let go; the shortest maxHold, after a finalizer's grace, and on a value
+      for (const onTimeout of timeoutPolicies) {
+        all.push({ ...base, downstream: { _tag: "Never" }, onTimeout, onDefect: onTimeout, maxHold: MAX_HOLD })
+        all.push({ ...base, downstream: { _tag: "Stubborn", after: 330 }, onTimeout, maxHold: MAX_HOLD })
+      }
+      all.push({ ...base, downstream: { _tag: "Stubborn", after: MAX_HOLD }, maxHold: MAX_HOLD })
+      all.push({ ...base, downstream: { _tag: "Cleanup", grace: 100 }, onTimeout: "markUnknown", maxHold: MIN_HOLD })
+      all.push({ ...base, downstream: { _tag: "Never" }, maxHold: MIN_HOLD })
+      all.push({ ...base, downstream: value(30), maxHold: MIN_HOLD })
     }
   }
   return all

@@ -57,6 +57,8 @@ class Driver<P, A, E, R> {
   readonly inbox: Array<Machine.Event> = []
   bell: Deferred.Deferred<void> | undefined = undefined
   worker: Fiber.RuntimeFiber<void> | undefined = undefined
+  /** Apart from the worker: one let go at maxHold still runs beside the recording's steps. */
+  downstream: Fiber.RuntimeFiber<void> | undefined = undefined
   extension: Fiber.RuntimeFiber<void> | undefined = undefined
   extensionSentAt = -Infinity
   /** `at` is `Infinity` while the wake-up is not set. */
@@ -78,7 +80,7 @@ class Driver<P, A, E, R> {
       if (this.alarm !== undefined) {
         end = Effect.zipRight(this.attempt.operation.alarms.cancel(this.attempt.clock, this.alarm), end)
       }
-      for (const fiber of [this.extension, this.worker]) {
+      for (const fiber of [this.extension, this.worker, this.downstream]) {
         if (fiber !== undefined) end = Effect.zipRight(Fiber.interruptAsFork(fiber, fiber.id()), end)
       }
       return end
@@ -223,7 +225,7 @@ class Driver<P, A, E, R> {
     )
     // interruptible even when the caller runs in an uninterruptible region; its end always posts
     return Effect.map(Effect.forkDaemon(run), (fiber) => {
-      this.worker = fiber
+      this.downstream = fiber
     })
   }
 
@@ -269,7 +271,7 @@ class Driver<P, A, E, R> {
         return extension === undefined ? undefined : Fiber.interruptAsFork(extension, extension.id())
       }
       case "Interrupt":
-        return this.worker === undefined ? undefined : Fiber.interruptAsFork(this.worker, this.worker.id())
+        return this.downstream === undefined ? undefined : Fiber.interruptAsFork(this.downstream, this.downstream.id())
       case "Encode": {
         const encoded = operation.codec.success(command.value as A)
         // a synchronous schema gives a plain `Either`: read at once, without the worker
@@ -410,8 +412,10 @@ class Driver<P, A, E, R> {
     const [nextState, nextCommands] = Machine.step(this.attempt.fixed, state, event, at)
     if (this.attempt.trace !== undefined) this.attempt.trace(event, at, nextState, nextCommands)
     if (event._tag !== "DownstreamEnded") return this.loop(nextState, nextCommands, 0)
-    const worker = this.worker!
-    this.worker = undefined
-    return Effect.flatMap(Fiber.inheritAll(worker), () => this.loop(nextState, nextCommands, 0))
+    const downstream = this.downstream!
+    this.downstream = undefined
+    // one let go at maxHold ended after its attempt moved on: what it set stays its own
+    if (state._tag !== "Executing") return this.loop(nextState, nextCommands, 0)
+    return Effect.flatMap(Fiber.inheritAll(downstream), () => this.loop(nextState, nextCommands, 0))
   }
 }

@@ -12,6 +12,8 @@ export interface Times {
   readonly marginMs: number
   readonly downstreamDeadline: number
   readonly attemptDeadline: number
+  /** `maxHold` after the reservation's request: no extension from then, the downstream let go. */
+  readonly holdEnd: number
 }
 
 export interface State {
@@ -67,7 +69,7 @@ export const STOP_GRACE_MILLIS = 10
 
 /**
  * On the heartbeat; once told to stop and still running, for a time nobody knows: at once, then
- * whenever half the lease is left, so a slow store has half a lease to answer.
+ * whenever half the lease is left, so a slow store has half a lease to answer; never from `holdEnd`.
  */
 export const extendAt = (times: Times, state: State): number => {
   if (state.reason === "leaseLost") return Infinity
@@ -77,14 +79,18 @@ export const extendAt = (times: Times, state: State): number => {
       state.nextBeat,
       state.windingDown ? state.leaseEnd - times.leaseMs / 2 : state.interruptedAt + STOP_GRACE_MILLIS
     )
-  return Math.max(state.retryAt, due)
+  const at = Math.max(state.retryAt, due)
+  return at >= times.holdEnd ? Infinity : at
 }
 
 export const wakeAt = (times: Times, state: State): number => {
   let at = state.extension === undefined ? extendAt(times, state) : state.extension.until
   if (state.reason === undefined) at = Math.min(at, times.downstreamDeadline, guardAt(times, state))
-  return at
+  return Math.min(at, times.holdEnd)
 }
+
+/** Whether `maxHold` has passed: the downstream, told to stop, is let go and its policy applied. */
+export const heldOut = (times: Times, now: number): boolean => now >= times.holdEnd
 
 const INTERRUPT: Command = { _tag: "Interrupt" }
 
@@ -134,14 +140,14 @@ const look = (times: Times, state: State, now: number): readonly [State, Readonl
     next = { ...next, extension: undefined, retryAt: now + retryMs(times) }
   }
   if (next.reason === undefined) {
-    if (now >= times.downstreamDeadline) next = { ...next, reason: "timeout" }
+    if (now >= times.downstreamDeadline || now >= times.holdEnd) next = { ...next, reason: "timeout" }
     else if (now >= guardAt(times, next)) next = { ...next, reason: "leaseExpiring" }
   }
   if (next.reason !== undefined && !next.interrupted) {
     commands.push(INTERRUPT)
     next = { ...next, interrupted: true, interruptedAt: now }
   }
-  if (next.extension === undefined && now >= extendAt(times, next)) {
+  if (next.extension === undefined && now >= extendAt(times, next) && now < times.holdEnd) {
     // bounded by the lease it would keep (or a retry's time, when that is already over)
     const until = Math.max(next.leaseEnd, now + retryMs(times))
     commands.push({ _tag: "Extend", sentAt: now, until })

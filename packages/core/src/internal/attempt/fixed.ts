@@ -15,6 +15,8 @@ export interface Fixed {
   readonly leaseMs: number
   readonly marginMs: number
   readonly heartbeatMs: number | undefined
+  /** The longest the attempt holds the key, from the reservation's request; `Infinity` without a cap. */
+  readonly maxHoldMs: number
   readonly onTimeout: TimeoutPolicy
   readonly onDefect: TimeoutPolicy
   readonly waits: boolean

@@ -155,7 +155,8 @@ const execute = (fixed: Fixed, attempt: number, sentAt: number, interrupted: boo
     marginMs: fixed.marginMs,
     // from the reservation's request, a margin before the deadline: README.md#leases-timeouts-and-deadlines
     downstreamDeadline: Math.min(sentAt + fixed.timeoutMs, fixed.deadline - fixed.marginMs),
-    attemptDeadline: fixed.deadline
+    attemptDeadline: fixed.deadline,
+    holdEnd: sentAt + fixed.maxHoldMs
   }
   if (now >= times.downstreamDeadline) {
     // the reservation took the downstream's time: nothing ran, so it is given back
@@ -198,7 +199,12 @@ const executing = (
     case "CallerInterrupted":
     case "Tick": {
       const [execution, commands] = Execution.step(state.times, state.execution, event, now)
-      return [{ ...state, execution, interrupted: state.interrupted || event._tag === "CallerInterrupted" }, commands]
+      const interrupted = state.interrupted || event._tag === "CallerInterrupted"
+      if (!Execution.heldOut(state.times, now)) return [{ ...state, execution, interrupted }, commands]
+      // maxHold: the downstream, told to stop, is let go running; its policy applies within the lease
+      const recordEnd = Execution.recordEnd(state.times, execution, now)
+      const [recording, more] = Recording.told(fixed, execution, recordEnd)
+      return recorded(state.attempt, recordEnd, recording, [...commands, ...more], interrupted)
     }
   }
   throw new Error(`attempt: ${event._tag} is not expected while Executing`)
@@ -217,7 +223,8 @@ const recording = (
     case "Extended":
     case "ExtensionFailed":
     case "ExtensionRefused":
-      // an extension sent before the downstream ended: the recording keeps its bound
+    case "DownstreamEnded":
+      // an extension sent before the downstream ended, or the end of one let go at maxHold: nothing changes
       return [state, []]
     case "Encoded":
     case "NotEncoded":
@@ -238,7 +245,7 @@ const recorded = (
   attempt: number,
   recordEnd: number,
   recording: Recording.State,
-  commands: ReadonlyArray<Recording.Command>,
+  commands: ReadonlyArray<Command>,
   interrupted: boolean
 ): Step => {
   if (recording._tag !== "Done") return [{ _tag: "Recording", attempt, recordEnd, recording, interrupted }, commands]

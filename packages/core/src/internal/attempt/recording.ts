@@ -127,41 +127,47 @@ export const start = (
         original: Cause.squash(ended.cause),
         answer: { _tag: "Fail", cause: ended.cause }
       }, until)
-    case "Interrupted": {
+    case "Interrupted":
       // the downstream's own interruption is recorded as nothing, as a crash: the lease bounds the block
-      if (!execution.interrupted) return done({ _tag: "Fail", cause: ended.cause })
-      switch (execution.reason) {
-        case "leaseLost":
-          return done({
-            _tag: "Fail",
-            cause: Cause.fail(new LeaseLost({ method: "extend", recordId: fixed.recordId }))
-          })
-        case "leaseExpiring":
-          return unknownOutcome(fixed.onTimeout, {
-            _tag: "BestEffort",
-            answer: {
-              _tag: "Fail",
-              cause: Cause.fail(new LeaseLost({ method: "extend", recordId: fixed.recordId, reason: "expiring" }))
-            }
-          }, until)
-        case "callerInterrupted":
-          return unknownOutcome(fixed.onTimeout, { _tag: "BestEffort", answer: { _tag: "Interrupted" } }, until)
-        default: {
-          const original = new DownstreamTimeout({
-            operation: fixed.operation,
-            key: fixed.key,
-            timeoutMillis: fixed.timeoutMs,
-            policy: fixed.onTimeout,
-            replayed: false
-          })
-          return unknownOutcome(fixed.onTimeout, {
-            _tag: "Policy",
-            policy: fixed.onTimeout,
-            original,
-            answer: { _tag: "Fail", cause: Cause.fail(original) }
-          }, until)
+      return execution.interrupted ? told(fixed, execution, until) : done({ _tag: "Fail", cause: ended.cause })
+  }
+}
+
+/**
+ * A downstream told to stop that ended interrupted, or that `maxHold` let go still running: the policy
+ * of why it was told.
+ */
+export const told = (fixed: Fixed, execution: Execution.State, until: number): Step => {
+  switch (execution.reason) {
+    case "leaseLost":
+      return done({
+        _tag: "Fail",
+        cause: Cause.fail(new LeaseLost({ method: "extend", recordId: fixed.recordId }))
+      })
+    case "leaseExpiring":
+      return unknownOutcome(fixed.onTimeout, {
+        _tag: "BestEffort",
+        answer: {
+          _tag: "Fail",
+          cause: Cause.fail(new LeaseLost({ method: "extend", recordId: fixed.recordId, reason: "expiring" }))
         }
-      }
+      }, until)
+    case "callerInterrupted":
+      return unknownOutcome(fixed.onTimeout, { _tag: "BestEffort", answer: { _tag: "Interrupted" } }, until)
+    default: {
+      const original = new DownstreamTimeout({
+        operation: fixed.operation,
+        key: fixed.key,
+        timeoutMillis: fixed.timeoutMs,
+        policy: fixed.onTimeout,
+        replayed: false
+      })
+      return unknownOutcome(fixed.onTimeout, {
+        _tag: "Policy",
+        policy: fixed.onTimeout,
+        original,
+        answer: { _tag: "Fail", cause: Cause.fail(original) }
+      }, until)
     }
   }
 }

@@ -87,6 +87,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
   const settings = def.settings
   const marginMs = Duration.toMillis(settings.leaseMargin)
   const heartbeatMs = settings.heartbeat === undefined ? undefined : Duration.toMillis(settings.heartbeat)
+  const maxHoldMs = settings.maxHold === undefined ? Infinity : Duration.toMillis(settings.maxHold)
   const codec = Outcome.make<A, E>(name, def)
   const operation: Calls.Operation<P, A, E, R> = {
     alarms: Alarms.make(),
@@ -176,6 +177,7 @@ export const make = <P, A, E, R>(def: Definition<P, A, E, R>) => {
       leaseMs,
       marginMs,
       heartbeatMs,
+      maxHoldMs,
       onTimeout: settings.onTimeout,
       onDefect: settings.onDefect,
       waits: operation.waitSchedule !== undefined,
