@@ -11,6 +11,11 @@ for (const name of packages) {
   const module: Record<string, unknown> = await import(`@effect-idempotency/${name}`)
   ok(Object.keys(module).length > 0, `@effect-idempotency/${name} exports nothing`)
 }
+// the queue's transports are deep imports only, each loading its client (an optional peer)
+for (const transport of ["RabbitMqConsumer", "JetStreamConsumer", "PersistedQueueConsumer"]) {
+  const module: Record<string, unknown> = await import(`@effect-idempotency/queue/${transport}`)
+  ok(Object.keys(module).length > 0, `@effect-idempotency/queue/${transport} exports nothing`)
+}
 const deep = await import("@effect-idempotency/core/IdempotencyError")
 ok(typeof deep.isLeaseLost === "function", "a deep import reaches the module")
 // one module of each private folder: the engine, the stores' shared code, the primitives

@@ -112,7 +112,7 @@ export class WritesRejected extends Schema.TaggedError<WritesRejected>(
 export interface Options<P, IP, A, IA, E, R, EF, IEF> extends
   Omit<
     Idempotency.Options<P, IP, A, IA, E, R, EF, IEF>,
-    "execute" | "lease" | "leaseMargin" | "heartbeat" | "onDefect" | "completeRetry"
+    "execute" | "lease" | "leaseMargin" | "heartbeat" | "maxHold" | "onDefect" | "completeRetry"
   >
 {
   /** Computes the writes and the value, performing nothing: it may run again on a retry. */

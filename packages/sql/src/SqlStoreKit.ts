@@ -211,7 +211,7 @@ export interface TransactionalStatements {
 export interface TransactionalOptions<P, IP, A, IA, E, R, EF, IEF> extends
   Omit<
     Idempotency.Options<P, IP, A, IA, E, R, EF, IEF>,
-    "lease" | "leaseMargin" | "heartbeat" | "onDefect" | "completeRetry"
+    "lease" | "leaseMargin" | "heartbeat" | "maxHold" | "onDefect" | "completeRetry"
   >
 {
   /** The normal-mode operation's `onTimeout`, for its records left in progress (see the README). */
