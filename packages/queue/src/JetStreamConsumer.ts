@@ -33,9 +33,9 @@ import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import * as Stream from "effect/Stream"
 import * as IdempotentConsumer from "./IdempotentConsumer.js"
 
 /**
@@ -234,18 +234,43 @@ export const consume: {
         })
       )
 
+    // each message runs on a root fiber of its own (no stream, no child fibers whose FiberRefs join
+    // back): at most `concurrency` at once, the pull waiting for a free slot
+    const runFork = Runtime.runFork(yield* Effect.runtime<R>())
+    const inFlight = new Set<Fiber.RuntimeFiber<void>>()
+    let freed: (() => void) | undefined
+    // set once the drain has timed out: what the pull still yields is given back, never started
+    let stopped = false
+    const pump = async (messages: ConsumerMessages): Promise<void> => {
+      const iterator = messages[Symbol.asyncIterator]()
+      for (;;) {
+        while (inFlight.size >= concurrency) await new Promise<void>((resolve) => (freed = resolve))
+        const next = await iterator.next()
+        if (next.done === true) return
+        if (stopped) {
+          next.value.nak()
+          continue
+        }
+        const fiber = runFork(handle(next.value))
+        inFlight.add(fiber)
+        fiber.addObserver(() => {
+          inFlight.delete(fiber)
+          const wake = freed
+          freed = undefined
+          wake?.()
+        })
+      }
+    }
     const loop = (messages: ConsumerMessages) =>
-      Stream.fromAsyncIterable(
-        messages,
-        (cause) => new JetStreamConsumerError({ message: "the consumer stopped", cause })
-      ).pipe(
-        Stream.mapEffect(handle, { concurrency, unordered: true }),
-        Stream.runDrain,
-        Effect.catchAll((error) => Effect.logError(`idempotent consumer: ${error.message}`, error.cause))
-      )
+      Effect.tryPromise({
+        try: () => pump(messages),
+        catch: (cause) => new JetStreamConsumerError({ message: "the consumer stopped", cause })
+      }).pipe(Effect.catchAll((error) => Effect.logError(`idempotent consumer: ${error.message}`, error.cause)))
+    // what was pulled and is being handled: done once the pull has ended and every handler with it
+    const settled = (pulling: Fiber.RuntimeFiber<void>) =>
+      Effect.zipRight(Fiber.await(pulling), Effect.suspend(() => Fiber.awaitAll([...inFlight])))
 
-    // started and its finalizer added at once: nothing pulls messages that no finalizer stops (the
-    // loop is forked interruptible: it would inherit the acquisition's uninterruptibility)
+    // started and its finalizer added at once: nothing pulls messages that no finalizer stops
     yield* Effect.acquireRelease(
       Effect.tryPromise({
         try: () => source.consume({ max_messages: concurrency }),
@@ -260,11 +285,16 @@ export const consume: {
           // no more pulls; what was pulled is handled, then the iteration ends
           yield* Effect.sync(() => void messages.close())
           // a finalizer is uninterruptible: the wait is made interruptible, or the timeout could not end it
-          const drained = yield* Fiber.await(fiber).pipe(
+          const drained = yield* settled(fiber).pipe(
             Effect.interruptible,
             Effect.timeoutTo({ duration: drainTimeout, onTimeout: () => false, onSuccess: () => true })
           )
-          if (!drained) yield* Fiber.interrupt(fiber)
+          if (!drained) {
+            stopped = true
+            yield* Fiber.interrupt(fiber)
+            // interrupted before they were settled: each is nak'd, delivered again at once
+            yield* Fiber.interruptAll([...inFlight])
+          }
         })
     )
   })

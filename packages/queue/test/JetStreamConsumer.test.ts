@@ -188,6 +188,31 @@ layer(NatsServerLive, { excludeTestServices: true, timeout: "1 minute" })("JetSt
       assert.isAbove(first.tap.deliveries.length, 0)
       assert.isAbove(second.tap.deliveries.length, 0)
     }).pipe(Effect.scoped, Effect.provide(IdempotencyStore.layerMemory)))
+  it.scoped("concurrency bounds the handlers running at once, and that many do run at once", () =>
+    Effect.gen(function*() {
+      const stream = yield* testStream("bounded")
+      const effects: Array<string> = []
+      let running = 0
+      let most = 0
+      const { source } = tapped(yield* pullConsumer(stream))
+      yield* JetStreamConsumer.consume(source, {
+        ...charge(effects, () =>
+          Effect.acquireUseRelease(
+            Effect.sync(() => {
+              running++
+              most = Math.max(most, running)
+            }),
+            () => Effect.sleep("50 millis"),
+            () => Effect.sync(() => void running--)
+          )),
+        concurrency: 3
+      })
+      for (let i = 0; i < 12; i++) yield* stream.publish(`b-${i}`, order(`b-${i}`))
+      yield* settledAll(stream, 12)
+      assert.strictEqual(effects.length, 12)
+      assert.strictEqual(most, 3)
+    }).pipe(Effect.provide(IdempotencyStore.layerMemory)))
+
   it.scoped("closing the scope lets the message in flight be settled, then pulls no more", () =>
     Effect.gen(function*() {
       const stream = yield* testStream("close")
