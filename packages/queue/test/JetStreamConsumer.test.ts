@@ -3,7 +3,7 @@
  * delivers a message twice (a duplicate published after the duplicate window), a redelivery after a
  * lost acknowledgement replayed, a message another consumer holds nak'd until its outcome is
  * recorded, a poison body (or no id) terminated without running the handler, a failing handler
- * retried then terminated after `maxDeliveries`, two consumers on one durable with 200 messages, the
+ * retried then terminated after `maxDeliveries`, two consumers on one durable with 200 messages and with 10,000, the bound on handlers at once, the
  * scope's closing (the message in flight settled, or nak'd after `drainTimeout`), and `workingEvery`.
  */
 import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
@@ -55,13 +55,14 @@ const counts = (effects: ReadonlyArray<string>) => {
 }
 
 /** Every message of the stream acknowledged (or terminated), nothing pending or in flight. */
-const settledAll = (stream: TestStream, messages: number) =>
+const settledAll = (stream: TestStream, messages: number, timeout?: Duration.DurationInput) =>
   eventually(
     `${messages} messages settled`,
     Effect.map(
       stream.info,
       (info) => info.num_ack_pending === 0 && info.num_pending === 0 && info.ack_floor.stream_seq === messages
-    )
+    ),
+    timeout
   ).pipe(Effect.tapError(() => Effect.flatMap(stream.info, (info) => Effect.logError("the consumer at the end", info))))
 
 layer(NatsServerLive, { excludeTestServices: true, timeout: "1 minute" })("JetStreamConsumer on nats-server", (it) => {
@@ -188,6 +189,32 @@ layer(NatsServerLive, { excludeTestServices: true, timeout: "1 minute" })("JetSt
       assert.isAbove(first.tap.deliveries.length, 0)
       assert.isAbove(second.tap.deliveries.length, 0)
     }).pipe(Effect.scoped, Effect.provide(IdempotencyStore.layerMemory)))
+
+  it.scoped(
+    "10,000 messages, one in ten published again past the duplicate window, two consumers: one effect per id, all acked",
+    () =>
+      Effect.gen(function*() {
+        const stream = yield* testStream("ten-thousand")
+        const effects: Array<string> = []
+        const first = tapped(yield* pullConsumer(stream, true))
+        const second = tapped(yield* pullConsumer(stream, true))
+        yield* JetStreamConsumer.consume(first.source, { ...charge(effects), concurrency: 16 })
+        yield* JetStreamConsumer.consume(second.source, { ...charge(effects), concurrency: 16 })
+        const ids = Array.from({ length: 10_000 }, (_, i) => `t-${i}`)
+        yield* Effect.forEach(ids, (id) => stream.publish(id, order(id)), { concurrency: 64, discard: true })
+        yield* Effect.sleep(Duration.sum(DUPLICATE_WINDOW, "50 millis"))
+        const again = ids.filter((_, i) => i % 10 === 0)
+        const stored = yield* Effect.forEach(again, (id) => stream.publish(id, order(id)), { concurrency: 64 })
+        assert.isTrue(stored.every(Boolean))
+        yield* settledAll(stream, ids.length + again.length, "150 seconds")
+        assert.strictEqual(effects.length, ids.length)
+        assert.deepStrictEqual([...counts(effects).values()].filter((n) => n !== 1), [])
+        assert.isAbove(first.tap.deliveries.length, 0)
+        assert.isAbove(second.tap.deliveries.length, 0)
+      }).pipe(Effect.scoped, Effect.provide(IdempotencyStore.layerMemory)),
+    { timeout: 180_000 }
+  )
+
   it.scoped("concurrency bounds the handlers running at once, and that many do run at once", () =>
     Effect.gen(function*() {
       const stream = yield* testStream("bounded")
