@@ -1,0 +1,29 @@
+/**
+ * `maxHold` on the PostgreSQL store (the server of `TEST_PG_URL`, else embedded PGlite), on a table
+ * of this run and the database's clock: a downstream inside an uninterruptible region that outlives
+ * it is let go at maxHold, its heartbeat stops then, and each timeout policy applies
+ * (`StoreFaults.heldUntilMaxHold`, in real time).
+ */
+import { IdempotencyStore } from "@effect-idempotency/core"
+import * as StoreFaults from "@effect-idempotency/test-support/StoreFaults"
+import { describe, it } from "@effect/vitest"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { layerPrimary, layerStoreOn } from "./utils/TestDatabase.js"
+
+describe("maxHold on the PostgreSQL store", () => {
+  it.live("the heartbeat stops at maxHold and each timeout policy applies", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(layerStoreOn(layerPrimary, "idem_hold", "server")).pipe(Effect.orDie)
+      const store = Context.get(context, IdempotencyStore.IdempotencyStore)
+      yield* Effect.all(
+        [
+          StoreFaults.heldUntilMaxHold(store, "keepLease"),
+          StoreFaults.heldUntilMaxHold(store, "release"),
+          StoreFaults.heldUntilMaxHold(store, "markUnknown")
+        ],
+        { concurrency: "unbounded", discard: true }
+      )
+    }).pipe(Effect.scoped), 60_000)
+})
