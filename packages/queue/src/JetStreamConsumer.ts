@@ -80,8 +80,9 @@ export interface SourceOptions {
   /** How long closing the scope waits for the messages in flight. Default `DEFAULT_DRAIN_TIMEOUT`. */
   readonly drainTimeout?: Duration.DurationInput | undefined
   /**
-   * While a message's handler runs, tell JetStream it is still being worked on (`working()`) this
-   * often, so a handler longer than the consumer's `ack_wait` is not delivered again meanwhile.
+   * While a message's handler runs, tell JetStream it is still being worked on (`working()`): when
+   * the handler starts (the message may have waited in the pull's buffer), then this often, so a
+   * handler longer than the consumer's `ack_wait` is not delivered again meanwhile.
    * Default: never (the consumer's `ack_wait` must then exceed the operation's `timeout`).
    */
   readonly workingEvery?: Duration.DurationInput | undefined
@@ -212,7 +213,14 @@ export const consume: {
         ? handled
         : Effect.scoped(
           Effect.zipRight(
-            Effect.forkScoped(Effect.forever(Effect.delay(Effect.sync(() => msg.working()), options.workingEvery))),
+            // at once, then every `workingEvery`: the time the message waited in the pull's buffer for a
+            // free slot counted against its `ack_wait`
+            Effect.forkScoped(
+              Effect.zipRight(
+                Effect.sync(() => msg.working()),
+                Effect.forever(Effect.delay(Effect.sync(() => msg.working()), options.workingEvery))
+              )
+            ),
             handled
           )
         )

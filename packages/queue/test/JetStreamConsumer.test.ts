@@ -325,4 +325,24 @@ layer(NatsServerLive, { excludeTestServices: true, timeout: "1 minute" })("JetSt
       assert.deepStrictEqual(tap.settled.map((s) => s.how), ["ack"])
       assert.strictEqual((yield* stream.info).num_redelivered, 0)
     }).pipe(Effect.provide(IdempotencyStore.layerMemory)))
+  it.scoped("with workingEvery, a message that waited in the pull's buffer says working() when its handler starts", () =>
+    Effect.gen(function*() {
+      // ack_wait 2 s, handlers of 1.5 s, two at a time: the pull holds the next messages meanwhile, and
+      // a first working() only 1.8 s after a handler's start would come past its message's ack_wait
+      const stream = yield* testStream("buffered", { ack_wait: 2_000_000_000 })
+      const effects: Array<string> = []
+      const { source, tap } = tapped(yield* pullConsumer(stream))
+      yield* JetStreamConsumer.consume(source, {
+        ...charge(effects, () => Effect.sleep("1500 millis")),
+        timeout: "5 seconds",
+        workingEvery: "1800 millis",
+        concurrency: 2
+      })
+      const ids = ["m-1", "m-2", "m-3", "m-4", "m-5", "m-6"]
+      for (const id of ids) yield* stream.publish(id, order(id))
+      yield* settledAll(stream, ids.length)
+      assert.deepStrictEqual([...effects].sort(), ids)
+      assert.deepStrictEqual(tap.deliveries.filter((d) => d.deliveryCount > 1), [])
+      assert.strictEqual((yield* stream.info).num_redelivered, 0)
+    }).pipe(Effect.provide(IdempotencyStore.layerMemory)))
 })
