@@ -44,6 +44,7 @@ const Database = Layer.unwrapScoped(Effect.gen(function*() {
 interface Settled {
   readonly key: string
   readonly how: "placed" | "replayed" | "retried" | "rejected"
+  readonly reason?: string
 }
 
 /** The example's consumer, each settlement it decides noted in `settled`. */
@@ -56,7 +57,11 @@ const tallied = (settled: Ref.Ref<ReadonlyArray<Settled>>): typeof Orders.consum
         : settlement._tag === "Retry"
         ? "retried"
         : "rejected"
-      return Ref.update(settled, (all) => [...all, { key: delivery.key ?? "", how }])
+      const reason = settlement._tag === "Ack" ? undefined : settlement.reason
+      return Ref.update(settled, (all) => [
+        ...all,
+        { key: delivery.key ?? "", how, ...(reason === undefined ? {} : { reason }) }
+      ])
     })
 })
 
@@ -182,12 +187,13 @@ layer(Database, { excludeTestServices: true, timeout: "2 minutes" })("the order 
         const jsm = yield* Effect.promise(() => jetstreamManager(nc))
         const js = jetstream(nc)
         const suffix = s.prefix.slice(4, 12)
-        // the deployed consumer's settings, with a shorter wait before the killed child's message comes back
+        // the deployed consumer's settings, with a shorter wait before the killed child's message comes
+        // back (still longer than the operation's timeout, and the consumer says `working()` meanwhile)
         const topology: JetStream.Topology = {
           stream: `ORDERS_TEST_${suffix}`,
           subject: `orders-test.${suffix}`,
           durable: "place-order",
-          ackWait: "4 seconds",
+          ackWait: "6 seconds",
           duplicateWindow: "500 millis"
         }
         yield* Effect.acquireRelease(

@@ -44,6 +44,13 @@ export const declare = (jsm: JetStreamManager, topology: Topology): Effect.Effec
     })
   })
 
+/**
+ * While a message's handler runs, JetStream is told it is being worked on this often: a handler slowed
+ * by its database past `ack_wait` is not delivered again meanwhile (each delivery counts towards
+ * `maxDeliveries`).
+ */
+export const workingEvery = "2 seconds"
+
 /** Consumes the durable with the order consumer, 4 messages at a time, until the scope closes. */
 export const consume = (
   js: JetStreamClient,
@@ -59,7 +66,7 @@ export const consume = (
       try: () => js.consumers.get(topology.stream, topology.durable),
       catch: (cause) => new JetStreamConsumer.JetStreamConsumerError({ message: "no such consumer", cause })
     }),
-    (source) => JetStreamConsumer.consume(source, { payload: Orders.Order, consumer, concurrency: 4 })
+    (source) => JetStreamConsumer.consume(source, { payload: Orders.Order, consumer, concurrency: 4, workingEvery })
   )
 
 /** Publishes each order under its `Nats-Msg-Id`; yields how many JetStream stored (the others were duplicates it dropped). */
