@@ -169,7 +169,9 @@ export const settle = (msg: JsMsg, settlement: IdempotentConsumer.Settlement): E
  * consumer holds is nak'd with the lease's delay. No message's failure stops the consumer. Closing the scope stops pulling, waits
  * `drainTimeout` for the messages in flight to be settled, then interrupts them and naks them (the
  * interrupted attempt's lease is kept as its timeout policy says, so the next delivery may wait for
- * it). A failure of the pull loop after the start (the connection closed) is logged and ends it.
+ * it). A failure of the pull loop after the start, or its end before the scope closes (the
+ * connection closed for good), is logged at ERROR and ends it: watch the connection (`closed()`)
+ * to restart the consumer.
  *
  * @since 0.1.0
  * @category constructors
@@ -249,12 +251,17 @@ export const consume: {
     let freed: (() => void) | undefined
     // set once the drain has timed out: what the pull still yields is given back, never started
     let stopped = false
+    // set when the scope closes the pull: an end before it is the connection's (closed, or out of reconnects)
+    let closing = false
     const pump = async (messages: ConsumerMessages): Promise<void> => {
       const iterator = messages[Symbol.asyncIterator]()
       for (;;) {
         while (inFlight.size >= concurrency) await new Promise<void>((resolve) => (freed = resolve))
         const next = await iterator.next()
-        if (next.done === true) return
+        if (next.done === true) {
+          if (closing) return
+          throw new Error("the pull ended before the scope closed (the connection is closed)")
+        }
         if (stopped) {
           next.value.nak()
           continue
@@ -291,7 +298,10 @@ export const consume: {
       ({ fiber, messages }) =>
         Effect.gen(function*() {
           // no more pulls; what was pulled is handled, then the iteration ends
-          yield* Effect.sync(() => void messages.close())
+          yield* Effect.sync(() => {
+            closing = true
+            void messages.close()
+          })
           // a finalizer is uninterruptible: the wait is made interruptible, or the timeout could not end it
           const drained = yield* settled(fiber).pipe(
             Effect.interruptible,

@@ -9,6 +9,7 @@
 import { Idempotency, IdempotencyStore } from "@effect-idempotency/core"
 import * as JetStreamConsumer from "@effect-idempotency/queue/JetStreamConsumer"
 import { assert, layer } from "@effect/vitest"
+import { jetstream } from "@nats-io/jetstream"
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
@@ -16,10 +17,20 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Logger from "effect/Logger"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
 import type { TestStream } from "./utils/nats.js"
-import { DUPLICATE_WINDOW, eventually, NatsServerLive, pullConsumer, tapped, testStream } from "./utils/nats.js"
+import {
+  connection,
+  DUPLICATE_WINDOW,
+  eventually,
+  NatsServer,
+  NatsServerLive,
+  pullConsumer,
+  tapped,
+  testStream
+} from "./utils/nats.js"
 
 const Order = Schema.Struct({ orderId: Schema.String, cents: Schema.Int })
 
@@ -324,6 +335,30 @@ layer(NatsServerLive, { excludeTestServices: true, timeout: "1 minute" })("JetSt
       assert.deepStrictEqual(tap.deliveries.map((d) => d.deliveryCount), [1])
       assert.deepStrictEqual(tap.settled.map((s) => s.how), ["ack"])
       assert.strictEqual((yield* stream.info).num_redelivered, 0)
+    }).pipe(Effect.provide(IdempotencyStore.layerMemory)))
+  it.scoped("a pull that ends with its connection, before the scope closes, is logged at ERROR", () =>
+    Effect.gen(function*() {
+      const stream = yield* testStream("closed")
+      const nc = yield* connection((yield* NatsServer).url)
+      const source = yield* Effect.promise(() => jetstream(nc).consumers.get(stream.stream, stream.durable))
+      const logged: Array<{ readonly level: string; readonly message: string }> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        logged.push({ level: logLevel.label, message: Array.isArray(message) ? String(message[0]) : String(message) })
+      })
+      const effects: Array<string> = []
+      yield* JetStreamConsumer.consume(source, charge(effects)).pipe(
+        Effect.provide(Logger.replace(Logger.defaultLogger, logger))
+      )
+      yield* stream.publish("m-1", order("m-1"))
+      yield* settledAll(stream, 1)
+      yield* Effect.promise(() => nc.close())
+      yield* eventually(
+        "the end of the pull logged",
+        Effect.sync(() =>
+          logged.some((l) => l.level === "ERROR" && l.message === "idempotent consumer: the consumer stopped")
+        )
+      )
+      assert.deepStrictEqual(effects, ["m-1"])
     }).pipe(Effect.provide(IdempotencyStore.layerMemory)))
   it.scoped("with workingEvery, a message that waited in the pull's buffer says working() when its handler starts", () =>
     Effect.gen(function*() {
