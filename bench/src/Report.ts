@@ -5,6 +5,8 @@
 import type { Cost } from "./Costs.js"
 import type { Endpoint } from "./DynamoDbBench.js"
 import { BARE, BARE_OURS, EFFECT_OURS, OURS, OURS_CACHED, OURS_TRACED, POWERTOOLS } from "./DynamoDbBench.js"
+import type { Result as EncryptionResult } from "./EncryptionBench.js"
+import { comparisons as encryptionComparisons } from "./EncryptionBench.js"
 import type { Machine } from "./Environment.js"
 import type { HeapResult, Operations, OverheadResult } from "./MemoryBench.js"
 import type { Database } from "./PostgresBench.js"
@@ -64,6 +66,7 @@ export interface Results {
   readonly memory: OverheadResult | undefined
   readonly heap: HeapResult | undefined
   readonly costs: ReadonlyArray<Cost> | undefined
+  readonly encryption: EncryptionResult | undefined
   /** DynamoDB endpoints that could not run, and why. */
   readonly skipped: ReadonlyArray<string>
 }
@@ -552,8 +555,62 @@ ${
       ])
     }`)
   }
+  if (results.encryption !== undefined) sections.push(encryptionSection(results.encryption))
   if (notes.trim() !== "") sections.push(notes.trim())
   return `${sections.join("\n\n")}\n`
+}
+
+const signed = (n: number) => `${n < 0 ? "−" : "+"}${fixed(Math.abs(n), 1)}`
+const sizeOf = (bytes: number) => bytes >= 1024 ? `${bytes / 1024} KB` : `${bytes} B`
+
+/** The encryption section: each store sealed against itself plain, first executions and replays. */
+const encryptionSection = (result: EncryptionResult): string => {
+  const rows = encryptionComparisons(result).map((c) => [
+    c.store,
+    sizeOf(c.bytes),
+    c.variant === "encrypted" ? "AES-GCM" : "AES-GCM + HMAC fingerprints",
+    ...[c.first, c.replay].flatMap((p) => [
+      fixed(p.plain, 1),
+      fixed(p.sealed, 1),
+      `${fixed(p.ratio)}×`,
+      signed(p.extra),
+      signed(p.extraCpu)
+    ])
+  ])
+  // the store's name without where it ran (the table says that)
+  const calls = result.stores.map((store) => `${store.store.split(" (")[0]} ${count(store.calls)}`).join(", ")
+  const sealed = result.stores[0]?.sizes.map((size) => `${sizeOf(size.bytes)} → ${count(size.sealedChars)}`).join(", ")
+  return `## Encryption at rest: sealed against plain, on every store
+
+\`IdempotencyEncryption.make(store, { keys })\` (AES-256-GCM through WebCrypto) around each store, against the
+same store instance without it, at concurrency 1, one \`runPromise\` per call. ${result.rounds} rounds; per round,
+contender, outcome size and path, a batch of calls (${calls}), the contenders' order rotating from round to round.
+The outcome is a success whose JSON is 64 bytes or 10 KB (the characters of its envelope: ${sealed ?? "n/a"}).
+µs per call are medians over the rounds; the ratio is the median of the per-round ratios sealed ÷ plain (above 1
+is slower); extra is the median of the per-round differences, in wall time and in the process's CPU time.${
+    result.skipped.length > 0 ? ` Not run: ${result.skipped.join("; ")}.` : ""
+  }
+
+${
+    table(
+      [
+        "store",
+        "outcome",
+        "sealed with",
+        "first: plain µs",
+        "sealed µs",
+        "ratio",
+        "extra µs",
+        "extra CPU µs",
+        "replay: plain µs",
+        "sealed µs",
+        "ratio",
+        "extra µs",
+        "extra CPU µs"
+      ],
+      rows
+    )
+  }`
 }
 
 /** The lines printed at the end of a run. */
@@ -594,6 +651,13 @@ export const summary = (results: Results): string => {
         }`
       )
     }
+  }
+  for (const c of results.encryption === undefined ? [] : encryptionComparisons(results.encryption)) {
+    lines.push(
+      `Encryption (${c.variant}) on ${c.store}, ${sizeOf(c.bytes)}: first ${signed(c.first.extra)} µs (${
+        fixed(c.first.ratio)
+      }×), replay ${signed(c.replay.extra)} µs (${fixed(c.replay.ratio)}×)`
+    )
   }
   for (const goal of goals(results)) {
     lines.push(`${goal.met === undefined ? "–" : goal.met ? "MET" : "MISSED"}  ${goal.goal}: ${goal.measured}`)

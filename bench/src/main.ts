@@ -8,7 +8,7 @@
  *   npm run bench -- --mysql-url <url>  MariaDB server (default: TEST_MYSQL_URL, else a mariadbd it starts)
  *   npm run bench -- --amqp-url <url>   RabbitMQ server (default: TEST_AMQP_URL, else a rabbitmq-server node it starts)
  *   npm run bench -- --nats-url <url>   NATS server with JetStream (default: TEST_NATS_URL, else a nats-server it starts)
- *   npm run bench -- --only dynamodb,postgres,transactional,redis,sql,queue,memory,costs,heap
+ *   npm run bench -- --only dynamodb,postgres,transactional,redis,sql,queue,memory,costs,encryption,heap
  *   npm run bench -- --rounds <n>       rounds per suite
  *   npm run bench -- --write / --no-write
  *
@@ -34,6 +34,7 @@ import { parseArgs } from "node:util"
 import * as Chart from "./Chart.js"
 import * as Costs from "./Costs.js"
 import * as DynamoDbBench from "./DynamoDbBench.js"
+import * as EncryptionBench from "./EncryptionBench.js"
 import * as Environment from "./Environment.js"
 import * as MemoryBench from "./MemoryBench.js"
 import * as PostgresBench from "./PostgresBench.js"
@@ -44,7 +45,18 @@ import * as SqlBench from "./SqlBench.js"
 import type { Plan } from "./Suite.js"
 import * as TransactionalBench from "./TransactionalBench.js"
 
-const SECTIONS = ["dynamodb", "postgres", "transactional", "redis", "sql", "queue", "memory", "costs", "heap"] as const
+const SECTIONS = [
+  "dynamodb",
+  "postgres",
+  "transactional",
+  "redis",
+  "sql",
+  "queue",
+  "memory",
+  "costs",
+  "encryption",
+  "heap"
+] as const
 type Section = typeof SECTIONS[number]
 
 interface Args {
@@ -154,6 +166,24 @@ const sizes = (quick: boolean, rounds: number | undefined) => {
     } satisfies QueueBench.Plan,
     memory: { calls: pick(2_000, 10_000), rounds: rounds ?? pick(3, 9) },
     costs: { calls: pick(1_000, 10_000), rounds: rounds ?? pick(2, 7) },
+    encryption: {
+      runId,
+      rounds: rounds ?? pick(2, 5),
+      warmupCalls: pick(4, 50),
+      // fewer calls where a call takes milliseconds: libSQL syncs each write to disk, dynalite is slow
+      calls: quick
+        ? { memory: 20, sqlite: 10, libsql: 10, mariadb: 10, postgres: 10, dynamodbLocal: 10, dynalite: 10, redis: 10 }
+        : {
+          memory: 1_000,
+          sqlite: 400,
+          libsql: 60,
+          mariadb: 200,
+          postgres: 200,
+          dynamodbLocal: 200,
+          dynalite: 60,
+          redis: 300
+        }
+    } satisfies EncryptionBench.Plan,
     heap: { keys: pick(20_000, 1_000_000), purgeInterval: pick(Duration.millis(100), Duration.seconds(1)) }
   }
 }
@@ -182,6 +212,7 @@ const program = (args: Args) =>
     let queue: QueueBench.Result | undefined
     let memory: MemoryBench.OverheadResult | undefined
     let costs: ReadonlyArray<Costs.Cost> | undefined
+    let encryption: EncryptionBench.Result | undefined
     let heap: MemoryBench.HeapResult | undefined
 
     if (args.only.has("dynamodb")) {
@@ -249,6 +280,9 @@ const program = (args: Args) =>
       yield* section("costs of the pieces")
       costs = yield* Costs.measure(size.costs.calls, size.costs.rounds)
     }
+    if (args.only.has("encryption")) {
+      encryption = yield* EncryptionBench.run({ ...args, java }, size.encryption, section)
+    }
     if (args.only.has("heap")) {
       yield* section("memory store heap")
       heap = yield* MemoryBench.heap(size.heap.keys, size.heap.purgeInterval)
@@ -274,6 +308,7 @@ const program = (args: Args) =>
       memory,
       heap,
       costs,
+      encryption,
       skipped
     }
     const markdown = Report.markdown(
