@@ -25,13 +25,9 @@ import { RedisClient, RedisStore } from "@effect-idempotency/redis"
 import { SqlIdempotencyStore } from "@effect-idempotency/sql"
 import { PgIdempotencyStore } from "@effect-idempotency/sql-pg"
 import { dynalite, dynamoDbLocal } from "@effect-idempotency/test-support/DynamoDb"
-import * as MariaDb from "@effect-idempotency/test-support/MariaDb"
-import { redisServer, requireRedisServer, unlinkKeys } from "@effect-idempotency/test-support/Redis"
-import * as LibsqlClient from "@effect/sql-libsql/LibsqlClient"
-import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
+import { unlinkKeys } from "@effect-idempotency/test-support/Redis"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import type * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -43,11 +39,10 @@ import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import { Redis } from "ioredis"
 import { randomBytes } from "node:crypto"
-import * as fs from "node:fs"
-import * as os from "node:os"
-import * as path from "node:path"
 import { BenchError, median, pairedRatio, rotation, runBatch } from "./Measure.js"
 import * as PostgresBench from "./PostgresBench.js"
+import * as RedisBench from "./RedisBench.js"
+import * as SqlBench from "./SqlBench.js"
 import type { Path } from "./Suite.js"
 import { Payload, payloadFor } from "./Workload.js"
 
@@ -284,46 +279,6 @@ const measureStore = (
     }
   })
 
-/** A directory of the run's own, removed with the scope. */
-const scopedDirectory = Effect.acquireRelease(
-  Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "effect-idempotency-bench-encryption-"))),
-  (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
-)
-
-/**
- * The run's MariaDB database, from `MariaDb.testDatabase` (which reads its server from
- * `TEST_MYSQL_URL`, set to `url` while it starts; empty: it starts a `mariadbd`).
- */
-const mariaDb = (url: string | undefined) =>
-  Effect.gen(function*() {
-    const before = process.env.TEST_MYSQL_URL
-    process.env.TEST_MYSQL_URL = url ?? ""
-    return yield* MariaDb.testDatabase.pipe(
-      Effect.ensuring(Effect.sync(() => {
-        if (before === undefined) delete process.env.TEST_MYSQL_URL
-        else process.env.TEST_MYSQL_URL = before
-      })),
-      Effect.mapError((cause) =>
-        new BenchError({
-          message: `no MariaDB: ${cause.message} (give --mysql-url, or TEST_MYSQL_URL, or install mariadb-server)`,
-          cause
-        })
-      )
-    )
-  })
-
-/** The Redis server of `url`, or a `redis-server` started now (stopped with the scope). */
-const redisUrl = (url: string | undefined): Effect.Effect<string, BenchError, Scope.Scope> =>
-  url !== undefined
-    ? Effect.succeed(url)
-    : requireRedisServer.pipe(
-      Effect.flatMap((binary) => redisServer(binary)),
-      Effect.map((started) => started.url),
-      Effect.mapError((cause) =>
-        new BenchError({ message: "no Redis: give --redis-url (or TEST_REDIS_URL), or install redis-server", cause })
-      )
-    )
-
 const serverError = (what: string) => (cause: { readonly message: string }) =>
   new BenchError({ message: `${what} did not start: ${cause.message}`, cause })
 
@@ -359,39 +314,26 @@ export const run = (
         const made = yield* layer
         stores.push(yield* measureStore(made.store, made.layer, plan.calls[key], plan, key === "memory"))
       }).pipe(Effect.scoped)
-    const sql = (client: Layer.Layer<SqlClient.SqlClient, unknown>) =>
-      SqlIdempotencyStore.layerWith({ table, migrate: true }).pipe(Layer.provide(client))
+    // the bench's SQL clients (SqlBench.client): temporary files, the run's own MariaDB database
+    const sql = (engine: SqlBench.Engine, title: string) =>
+      Effect.map(SqlBench.client(engine, options.mysqlUrl), ({ sql }) => ({
+        store: title,
+        layer: SqlIdempotencyStore.layerWith({ table, migrate: true }).pipe(
+          Layer.provide(Layer.succeed(SqlClient.SqlClient, sql))
+        )
+      }))
 
     yield* on(
       "memory",
       "memory",
       Effect.succeed({ store: "memory", layer: IdempotencyStore.layerMemoryWith({ warn: false }) })
     )
-    yield* on(
-      "sqlite",
-      "SQLite (better-sqlite3, a temporary file)",
-      Effect.map(scopedDirectory, (dir) => ({
-        store: "SQLite (better-sqlite3, a temporary file)",
-        layer: sql(SqliteClient.layer({ filename: path.join(dir, "records.db") }))
-      }))
-    )
-    yield* on(
-      "libsql",
-      "libSQL (a temporary file)",
-      Effect.map(scopedDirectory, (dir) => ({
-        store: "libSQL (a temporary file)",
-        layer: sql(LibsqlClient.layer({ url: `file:${path.join(dir, "records.db")}` }))
-      }))
-    )
+    const sqliteTitle = "SQLite (better-sqlite3, a temporary file)"
+    yield* on("sqlite", sqliteTitle, sql("sqlite", sqliteTitle))
+    const libsqlTitle = "libSQL (a temporary file)"
+    yield* on("libsql", libsqlTitle, sql("libsql", libsqlTitle))
     const mariadbTitle = `MariaDB (${options.mysqlUrl === undefined ? "mariadbd started by the run" : "server"})`
-    yield* on(
-      "mariadb",
-      mariadbTitle,
-      Effect.map(mariaDb(options.mysqlUrl), (database) => ({
-        store: mariadbTitle,
-        layer: sql(MysqlClient.layer({ url: Redacted.make(database.url), maxConnections: 4 }))
-      }))
-    )
+    yield* on("mariadb", mariadbTitle, sql("mariadb", mariadbTitle))
     yield* on(
       "postgres",
       `PostgreSQL (${options.pgUrl === undefined ? "PGlite" : "server"})`,
@@ -449,7 +391,7 @@ export const run = (
       "redis",
       redisTitle,
       Effect.gen(function*() {
-        const url = yield* redisUrl(options.redisUrl)
+        const { url } = yield* RedisBench.server(options.redisUrl)
         const prefix = `bench-${plan.runId}-encryption:`
         const client = yield* RedisClient.make({ url })
         // before the client quits: the run's keys are deleted (a URL makes a client, not a cluster)

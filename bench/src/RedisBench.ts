@@ -138,7 +138,7 @@ const bare = (url: string, prefix: string) =>
   })
 
 /** The server at `url`, or a `redis-server` started now (stopped with the scope) when there is none. */
-const server = (url: string | undefined): Effect.Effect<Omit<Server, "version">, BenchError, Scope.Scope> =>
+export const server = (url: string | undefined): Effect.Effect<Omit<Server, "version">, BenchError, Scope.Scope> =>
   url !== undefined
     ? Effect.succeed({ kind: "server", url })
     : requireRedisServer.pipe(

@@ -81,7 +81,7 @@ const mysqlUrlInEnvironment = (url: string | undefined) =>
   )
 
 /** The client of `engine` (built in the scope), where it runs, and its version query. */
-const client = (
+export const client = (
   engine: Engine,
   mysqlUrl: string | undefined
 ): Effect.Effect<
