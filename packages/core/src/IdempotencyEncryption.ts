@@ -1,6 +1,7 @@
 /**
  * Encryption at rest: a wrapper of any `IdempotencyStore` that seals every recorded outcome with
- * AES-256-GCM (WebCrypto, so it runs wherever `globalThis.crypto.subtle` does), bound to its record,
+ * AES-256-GCM (Node's `crypto` module where the runtime hands it over, else WebCrypto, so it runs
+ * wherever `globalThis.crypto.subtle` does; both give the same bytes), bound to its record,
  * and optionally keys the request fingerprints with HMAC-SHA-256 (README.md#encryption-at-rest).
  *
  * @example
@@ -30,6 +31,7 @@ import { isIdempotencyError, StoreError } from "./IdempotencyError.js"
 import type { IdempotencyRecord, StoredOutcome as Outcome } from "./IdempotencyRecord.js"
 import { canTakeOver, ReserveResult, StoredOutcome } from "./IdempotencyRecord.js"
 import { IdempotencyStore } from "./IdempotencyStore.js"
+import * as Cipher from "./internal/cipher.js"
 import type { AdminStore } from "./store/admin.js"
 
 /**
@@ -293,23 +295,16 @@ const checked = (
   return Either.right(out)
 }
 
-const importKeys = (
+const importKeys = <K>(
   keys: ReadonlyArray<Key>,
   what: string,
-  algorithm: AesKeyAlgorithm | HmacImportParams,
-  usages: Array<KeyUsage>
-): Effect.Effect<Map<string, CryptoKey>, InvalidKeys> =>
+  importKey: (raw: Uint8Array<ArrayBuffer>) => Effect.Effect<K, unknown>
+): Effect.Effect<Map<string, K>, InvalidKeys> =>
   Effect.flatMap(checked(keys, what), (bytes) =>
-    Effect.tryPromise({
-      try: async () => {
-        const out = new Map<string, CryptoKey>()
-        for (let i = 0; i < keys.length; i++) {
-          out.set(keys[i]!.id, await globalThis.crypto.subtle.importKey("raw", bytes[i]!, algorithm, false, usages))
-        }
-        return out
-      },
-      catch: () => new InvalidKeys({ reason: "WebCrypto refused the key material" })
-    }))
+    Effect.mapError(
+      Effect.map(Effect.forEach(bytes, importKey), (imported) => new Map(keys.map((key, i) => [key.id, imported[i]!]))),
+      () => new InvalidKeys({ reason: "the runtime's crypto refused the key material" })
+    ))
 
 /**
  * Keys from one `Config` value, `id:base64key,id:base64key` (the first seals), read as `Redacted`:
@@ -379,27 +374,25 @@ const HEX = Array.from("0123456789abcdef")
  */
 export const makeSealer = (options: Options): Effect.Effect<Sealer, InvalidKeys> =>
   Effect.gen(function*() {
-    const keys = yield* importKeys(options.keys, "encryption", { name: "AES-GCM", length: 256 }, ["encrypt", "decrypt"])
+    // Node's crypto module where the runtime hands it over (synchronous), else WebCrypto: the same bytes
+    const backend = Cipher.preferred()
+    const keys = yield* importKeys(options.keys, "encryption", backend.aes)
     const sealingId = options.keys[0]!.id
     const sealing = keys.get(sealingId)!
     const macs = options.fingerprintKeys === undefined
       ? undefined
-      : yield* importKeys(options.fingerprintKeys, "fingerprint", { name: "HMAC", hash: "SHA-256" }, ["sign"])
+      : yield* importKeys(options.fingerprintKeys, "fingerprint", backend.hmac)
     const signingId = options.fingerprintKeys?.[0]?.id
-    const subtle = globalThis.crypto.subtle
     const seal: Sealer["seal"] = (plaintext, binding) =>
-      Effect.tryPromise({
-        try: async () => {
-          const iv = globalThis.crypto.getRandomValues(new Uint8Array(IV_BYTES))
-          const sealed = await subtle.encrypt(
-            { name: "AES-GCM", iv, additionalData: associated(sealingId, binding), tagLength: TAG_BYTES * 8 },
-            sealing,
-            encoder.encode(plaintext)
+      Effect.try(() => globalThis.crypto.getRandomValues(new Uint8Array(IV_BYTES))).pipe(
+        Effect.flatMap((iv) =>
+          Effect.map(
+            sealing.encrypt(iv, associated(sealingId, binding), encoder.encode(plaintext)),
+            (sealed) => `${VERSION}.${sealingId}.${toBase64url(iv)}.${toBase64url(sealed)}`
           )
-          return `${VERSION}.${sealingId}.${toBase64url(iv)}.${toBase64url(new Uint8Array(sealed))}`
-        },
-        catch: (cause) => new StoreError({ method: "complete", cause })
-      })
+        ),
+        Effect.mapError((cause) => new StoreError({ method: "complete", cause }))
+      )
     const open: Sealer["open"] = (envelope, binding) => {
       const unreadable = (reason: UnreadableReason, keyId?: string) =>
         Effect.fail(
@@ -416,28 +409,26 @@ export const makeSealer = (options: Options): Effect.Effect<Sealer, InvalidKeys>
         return unreadable("Malformed", keyId)
       }
       return Effect.flatMap(
-        Effect.tryPromise({
-          try: () =>
-            subtle.decrypt(
-              { name: "AES-GCM", iv, additionalData: associated(keyId, binding), tagLength: TAG_BYTES * 8 },
-              key,
-              data
-            ),
-          catch: () => "Unauthentic" as const
-        }),
+        Effect.mapError(key.decrypt(iv, associated(keyId, binding), data), () => "Unauthentic" as const),
         (plain) => Effect.try({ try: () => decoder.decode(plain), catch: () => "Malformed" as const })
       ).pipe(Effect.catchAll((reason) => unreadable(reason, keyId)))
     }
-    const sign: Sealer["sign"] = macs === undefined ? undefined : (fingerprint, keyId = signingId!) =>
-      Effect.tryPromise({
-        try: async () => {
-          const mac = new Uint8Array(await subtle.sign("HMAC", macs.get(keyId)!, encoder.encode(fingerprint)))
-          let hex = ""
-          for (const byte of mac) hex += HEX[byte >>> 4]! + HEX[byte & 15]!
-          return `${FINGERPRINT_ALGORITHM}:${keyId}:${hex}`
-        },
-        catch: (cause) => new StoreError({ method: "reserve", cause })
-      })
+    const sign: Sealer["sign"] = macs === undefined ?
+      undefined :
+      (fingerprint, keyId = signingId!) =>
+        Effect.suspend(() => {
+          const mac = macs.get(keyId)
+          return mac === undefined
+            ? Effect.fail(new Error("no fingerprint key of that id is listed"))
+            : mac.sign(encoder.encode(fingerprint))
+        }).pipe(
+          Effect.map((mac) => {
+            let hex = ""
+            for (const byte of mac) hex += HEX[byte >>> 4]! + HEX[byte & 15]!
+            return `${FINGERPRINT_ALGORITHM}:${keyId}:${hex}`
+          }),
+          Effect.mapError((cause) => new StoreError({ method: "reserve", cause }))
+        )
     return {
       seal,
       open,
