@@ -168,7 +168,10 @@ export const nodeCrypto = (crypto: NodeCrypto): Backend => ({
     })
 })
 
-/** Node's `crypto` module when the runtime hands it over without an import, else `undefined`. */
+/**
+ * Node's `crypto` module when the runtime hands it over without an import and it seals, opens and
+ * signs a byte, else `undefined`.
+ */
 export const builtinNodeCrypto = (): NodeCrypto | undefined => {
   try {
     const process = (globalThis as {
@@ -177,10 +180,24 @@ export const builtinNodeCrypto = (): NodeCrypto | undefined => {
     const crypto = typeof process?.getBuiltinModule === "function"
       ? process.getBuiltinModule("node:crypto") as Partial<NodeCrypto> | undefined
       : undefined
-    return typeof crypto?.createCipheriv === "function" && typeof crypto.createDecipheriv === "function" &&
-        typeof crypto.createHmac === "function" && typeof crypto.createSecretKey === "function"
-      ? crypto as NodeCrypto
-      : undefined
+    if (
+      typeof crypto?.createCipheriv !== "function" || typeof crypto.createDecipheriv !== "function" ||
+      typeof crypto.createHmac !== "function" || typeof crypto.createSecretKey !== "function"
+    ) return undefined
+    // a runtime that emulates the module (a Worker's nodejs_compat) may list what it cannot run: try it
+    const node = crypto as NodeCrypto
+    const key = node.createSecretKey(new Uint8Array(32))
+    const iv = new Uint8Array(12)
+    const cipher = node.createCipheriv("aes-256-gcm", key, iv, { authTagLength: TAG_BYTES })
+    cipher.setAAD(new Uint8Array(1))
+    const sealed = concat([cipher.update(new Uint8Array([42])), cipher.final()])
+    const decipher = node.createDecipheriv("aes-256-gcm", key, iv, { authTagLength: TAG_BYTES })
+    decipher.setAAD(new Uint8Array(1))
+    decipher.setAuthTag(cipher.getAuthTag())
+    const opened = concat([decipher.update(sealed), decipher.final()])
+    const mac = node.createHmac("sha256", key)
+    mac.update(opened)
+    return opened.length === 1 && opened[0] === 42 && mac.digest().length === 32 ? node : undefined
   } catch {
     return undefined
   }
