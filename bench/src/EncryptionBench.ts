@@ -1,5 +1,5 @@
 /**
- * Encryption at rest: what `IdempotencyEncryption` (AES-256-GCM through WebCrypto, sealing every
+ * Encryption at rest: what `IdempotencyEncryption` (AES-256-GCM on Node's `crypto` module, sealing every
  * recorded outcome) adds to a call, on every store. Each store is started once; the plain store and
  * the same store wrapped by the encryption layer run side by side, first executions then replays, at
  * concurrency 1, in rounds whose order rotates (plain, encrypted; encrypted, plain; …), for an

@@ -582,7 +582,7 @@ const encryptionSection = (result: EncryptionResult): string => {
   const sealed = result.stores[0]?.sizes.map((size) => `${sizeOf(size.bytes)} → ${count(size.sealedChars)}`).join(", ")
   return `## Encryption at rest: sealed against plain, on every store
 
-\`IdempotencyEncryption.make(store, { keys })\` (AES-256-GCM through WebCrypto) around each store, against the
+\`IdempotencyEncryption.make(store, { keys })\` (AES-256-GCM on Node's \`crypto\` module, base64url on \`Buffer\`) around each store, against the
 same store instance without it, at concurrency 1, one \`runPromise\` per call. ${result.rounds} rounds; per round,
 contender, outcome size and path, a batch of calls (${calls}), the contenders' order rotating from round to round.
 The outcome is a success whose JSON is 64 bytes or 10 KB (the characters of its envelope: ${sealed ?? "n/a"}).

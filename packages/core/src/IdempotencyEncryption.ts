@@ -187,73 +187,6 @@ export const unreadableOf = (error: unknown): Option.Option<RecordUnreadable> =>
     : Option.none()
 
 // ---------------------------------------------------------------------------------------------------------------------
-// base64url
-
-const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-const CODES = Array.from(ALPHABET, (c) => c.charCodeAt(0))
-const VALUES = (() => {
-  const values = new Int16Array(128).fill(-1)
-  for (let i = 0; i < ALPHABET.length; i++) values[ALPHABET.charCodeAt(i)] = i
-  return values
-})()
-// below the engines' limit on arguments of `String.fromCharCode.apply`
-const CHUNK = 8192
-
-const toBase64url = (bytes: Uint8Array): string => {
-  const codes = new Array<number>(Math.ceil((bytes.length * 4) / 3))
-  let at = 0
-  let i = 0
-  for (; i + 2 < bytes.length; i += 3) {
-    const n = (bytes[i]! << 16) | (bytes[i + 1]! << 8) | bytes[i + 2]!
-    codes[at++] = CODES[n >>> 18]!
-    codes[at++] = CODES[(n >>> 12) & 63]!
-    codes[at++] = CODES[(n >>> 6) & 63]!
-    codes[at++] = CODES[n & 63]!
-  }
-  const rest = bytes.length - i
-  if (rest > 0) {
-    const n = (bytes[i]! << 16) | (rest === 2 ? bytes[i + 1]! << 8 : 0)
-    codes[at++] = CODES[n >>> 18]!
-    codes[at++] = CODES[(n >>> 12) & 63]!
-    if (rest === 2) codes[at++] = CODES[(n >>> 6) & 63]!
-  }
-  let out = ""
-  for (let c = 0; c < codes.length; c += CHUNK) out += String.fromCharCode.apply(null, codes.slice(c, c + CHUNK))
-  return out
-}
-
-const valueAt = (text: string, i: number): number => {
-  const code = text.charCodeAt(i)
-  return code < 128 ? VALUES[code]! : -1
-}
-
-/** Strict: one text per byte string (unused trailing bits must be zero), so no altered character goes unseen. */
-const fromBase64url = (text: string): Uint8Array<ArrayBuffer> | undefined => {
-  const rest = text.length % 4
-  if (rest === 1) return undefined
-  const bytes = new Uint8Array(Math.floor((text.length * 3) / 4))
-  let at = 0
-  let i = 0
-  for (; i + 3 < text.length; i += 4) {
-    const a = valueAt(text, i), b = valueAt(text, i + 1), c = valueAt(text, i + 2), d = valueAt(text, i + 3)
-    if ((a | b | c | d) < 0) return undefined
-    const n = (a << 18) | (b << 12) | (c << 6) | d
-    bytes[at++] = n >>> 16
-    bytes[at++] = (n >>> 8) & 255
-    bytes[at++] = n & 255
-  }
-  if (rest > 0) {
-    const a = valueAt(text, i), b = valueAt(text, i + 1), c = rest === 3 ? valueAt(text, i + 2) : 0
-    if ((a | b | c) < 0) return undefined
-    if (rest === 2 ? (b & 15) !== 0 : (c & 3) !== 0) return undefined
-    const n = (a << 18) | (b << 12) | (c << 6)
-    bytes[at++] = n >>> 16
-    if (rest === 3) bytes[at++] = (n >>> 8) & 255
-  }
-  return bytes
-}
-
-// ---------------------------------------------------------------------------------------------------------------------
 // keys
 
 const KEY_ID = /^[A-Za-z0-9_-]{1,32}$/
@@ -267,7 +200,7 @@ const keyBytes = (key: Key): Either.Either<Uint8Array<ArrayBuffer>, InvalidKeys>
   }
   const material = Redacted.value(key.key)
   const bytes = typeof material === "string"
-    ? fromBase64url(material.trim().replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, ""))
+    ? Cipher.base64url.decode(material.trim().replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, ""))
     : new Uint8Array(material)
   if (bytes === undefined) return Either.left(new InvalidKeys({ keyId: key.id, reason: "the key is not base64" }))
   if (bytes.length !== KEY_BYTES) {
@@ -376,6 +309,7 @@ export const makeSealer = (options: Options): Effect.Effect<Sealer, InvalidKeys>
   Effect.gen(function*() {
     // Node's crypto module where the runtime hands it over (synchronous), else WebCrypto: the same bytes
     const backend = Cipher.preferred()
+    const { decode: fromBase64url, encode: toBase64url } = backend.base64url
     const keys = yield* importKeys(options.keys, "encryption", backend.aes)
     const sealingId = options.keys[0]!.id
     const sealing = keys.get(sealingId)!

@@ -2,7 +2,8 @@
  * The two backends of `IdempotencyEncryption`'s cipher produce the same bytes: Node's `crypto`
  * module and WebCrypto seal to the same ciphertext and tag for the same key, IV and associated data,
  * each opens what the other sealed, both refuse a ciphertext with one byte changed or opened under
- * other associated data, and their HMAC-SHA-256 agree. On this Node the wrapper uses Node's module.
+ * other associated data, and their HMAC-SHA-256 agree; `Buffer`'s base64url is as strict as the
+ * JavaScript codec. On this Node the wrapper uses Node's module and `Buffer`.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -66,6 +67,27 @@ describe("the cipher's backends", () => {
         assert.deepStrictEqual(Uint8Array.from(byNode), byWeb)
       }
     }))
+
+  it("base64url: Buffer's codec writes the JavaScript one's text and refuses exactly what it refuses", () => {
+    const Buffer = Cipher.builtinBuffer()
+    assert.isDefined(Buffer, "process.getBuiltinModule('node:buffer')")
+    const native = Cipher.bufferBase64url(Buffer!)
+    for (const data of FastCheck.sample(FastCheck.uint8Array({ maxLength: 400 }), 300)) {
+      const text = Cipher.base64url.encode(data)
+      assert.strictEqual(native.encode(data), text)
+      assert.deepStrictEqual(native.decode(text), data)
+      assert.deepStrictEqual(Cipher.base64url.decode(text), data)
+    }
+    // texts near the alphabet: padding, the other alphabet's characters, spaces, non-canonical endings
+    const texts = FastCheck.sample(
+      FastCheck.stringOf(FastCheck.constantFrom(..."AQgw_-+/= \n.éAB01xyz".split("")), { maxLength: 12 }),
+      3000
+    )
+    for (const text of texts) {
+      assert.deepStrictEqual(native.decode(text), Cipher.base64url.decode(text), JSON.stringify(text))
+    }
+    assert.strictEqual(Cipher.preferred().base64url.encode(Uint8Array.from([0, 1, 254, 255])), "AAH-_w")
+  })
 
   it.effect("a key that is not 32 bytes is refused by both", () =>
     Effect.gen(function*() {

@@ -21,15 +21,91 @@ export interface Mac {
 /** How keys are imported, and so which implementation seals and opens. */
 export interface Backend {
   readonly name: "node" | "webcrypto"
+  /** How envelopes write bytes: the runtime's own codec where there is one. */
+  readonly base64url: Base64url
   readonly aes: (raw: Uint8Array<ArrayBuffer>) => Effect.Effect<Aes, unknown>
   readonly hmac: (raw: Uint8Array<ArrayBuffer>) => Effect.Effect<Mac, unknown>
 }
 
 const TAG_BYTES = 16
 
+/** base64url without padding; `decode` is strict (one text per byte string), `undefined` when it is not one. */
+export interface Base64url {
+  readonly encode: (bytes: Uint8Array) => string
+  readonly decode: (text: string) => Uint8Array<ArrayBuffer> | undefined
+}
+
+const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+const CODES = Array.from(ALPHABET, (c) => c.charCodeAt(0))
+const VALUES = (() => {
+  const values = new Int16Array(128).fill(-1)
+  for (let i = 0; i < ALPHABET.length; i++) values[ALPHABET.charCodeAt(i)] = i
+  return values
+})()
+// below the engines' limit on arguments of `String.fromCharCode.apply`
+const CHUNK = 8192
+
+const toBase64url = (bytes: Uint8Array): string => {
+  const codes = new Array<number>(Math.ceil((bytes.length * 4) / 3))
+  let at = 0
+  let i = 0
+  for (; i + 2 < bytes.length; i += 3) {
+    const n = (bytes[i]! << 16) | (bytes[i + 1]! << 8) | bytes[i + 2]!
+    codes[at++] = CODES[n >>> 18]!
+    codes[at++] = CODES[(n >>> 12) & 63]!
+    codes[at++] = CODES[(n >>> 6) & 63]!
+    codes[at++] = CODES[n & 63]!
+  }
+  const rest = bytes.length - i
+  if (rest > 0) {
+    const n = (bytes[i]! << 16) | (rest === 2 ? bytes[i + 1]! << 8 : 0)
+    codes[at++] = CODES[n >>> 18]!
+    codes[at++] = CODES[(n >>> 12) & 63]!
+    if (rest === 2) codes[at++] = CODES[(n >>> 6) & 63]!
+  }
+  let out = ""
+  for (let c = 0; c < codes.length; c += CHUNK) out += String.fromCharCode.apply(null, codes.slice(c, c + CHUNK))
+  return out
+}
+
+const valueAt = (text: string, i: number): number => {
+  const code = text.charCodeAt(i)
+  return code < 128 ? VALUES[code]! : -1
+}
+
+/** Strict: one text per byte string (unused trailing bits must be zero), so no altered character goes unseen. */
+const fromBase64url = (text: string): Uint8Array<ArrayBuffer> | undefined => {
+  const rest = text.length % 4
+  if (rest === 1) return undefined
+  const bytes = new Uint8Array(Math.floor((text.length * 3) / 4))
+  let at = 0
+  let i = 0
+  for (; i + 3 < text.length; i += 4) {
+    const a = valueAt(text, i), b = valueAt(text, i + 1), c = valueAt(text, i + 2), d = valueAt(text, i + 3)
+    if ((a | b | c | d) < 0) return undefined
+    const n = (a << 18) | (b << 12) | (c << 6) | d
+    bytes[at++] = n >>> 16
+    bytes[at++] = (n >>> 8) & 255
+    bytes[at++] = n & 255
+  }
+  if (rest > 0) {
+    const a = valueAt(text, i), b = valueAt(text, i + 1), c = rest === 3 ? valueAt(text, i + 2) : 0
+    if ((a | b | c) < 0) return undefined
+    if (rest === 2 ? (b & 15) !== 0 : (c & 3) !== 0) return undefined
+    const n = (a << 18) | (b << 12) | (c << 6)
+    bytes[at++] = n >>> 16
+    if (rest === 3) bytes[at++] = (n >>> 8) & 255
+  }
+  return bytes
+}
+
+/** The codec in JavaScript, for every runtime. */
+export const base64url: Base64url = { encode: toBase64url, decode: fromBase64url }
+
 /** WebCrypto: wherever `globalThis.crypto.subtle` is (Node, Workers, Deno, browsers). */
 export const webCrypto: Backend = {
   name: "webcrypto",
+  base64url,
   aes: (raw) =>
     Effect.map(
       Effect.tryPromise(() =>
@@ -126,9 +202,27 @@ const concat = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
   return out
 }
 
-/** Node's `crypto` module over the same interface. */
-export const nodeCrypto = (crypto: NodeCrypto): Backend => ({
+// the part of Node's `Buffer` used here
+interface NodeBufferClass {
+  from(bytes: ArrayBufferLike, byteOffset: number, length: number): { toString(encoding: "base64url"): string }
+  from(text: string, encoding: "base64url"): Uint8Array & { toString(encoding: "base64url"): string }
+}
+
+/** base64url on Node's `Buffer` (native), as strict as the JavaScript codec. */
+export const bufferBase64url = (Buffer: NodeBufferClass): Base64url => ({
+  encode: (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64url"),
+  decode: (text) => {
+    const decoded = Buffer.from(text, "base64url")
+    // Buffer skips characters outside the alphabet and ignores unused trailing bits: only the one
+    // text of its bytes is taken
+    return decoded.toString("base64url") === text ? new Uint8Array(decoded) : undefined
+  }
+})
+
+/** Node's `crypto` module over the same interface, and a base64url codec (the JavaScript one unless given). */
+export const nodeCrypto = (crypto: NodeCrypto, codec: Base64url = base64url): Backend => ({
   name: "node",
+  base64url: codec,
   aes: (raw) =>
     Effect.try(() => {
       if (raw.length !== 32) throw new Error("an AES-256 key is 32 bytes")
@@ -203,8 +297,35 @@ export const builtinNodeCrypto = (): NodeCrypto | undefined => {
   }
 }
 
-/** Node's module where there is one, else WebCrypto. */
+/** Node's `Buffer` when the runtime hands it over without an import, else `undefined`. */
+export const builtinBuffer = (): NodeBufferClass | undefined => {
+  try {
+    const process = (globalThis as {
+      readonly process?: { readonly getBuiltinModule?: (id: string) => unknown }
+    }).process
+    const module = typeof process?.getBuiltinModule === "function"
+      ? process.getBuiltinModule("node:buffer") as { readonly Buffer?: Partial<NodeBufferClass> } | undefined
+      : undefined
+    const Buffer = module?.Buffer
+    if (typeof Buffer?.from !== "function") return undefined
+    const codec = bufferBase64url(Buffer as NodeBufferClass)
+    // the round trip the codec relies on, checked once
+    const probe = Uint8Array.from([0, 1, 254, 255])
+    const text = codec.encode(probe)
+    const back = codec.decode(text)
+    return text === "AAH-_w" && back !== undefined && back.length === 4 && back[3] === 255 &&
+        codec.decode("AAH-_x") === undefined
+      ? Buffer as NodeBufferClass
+      : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** Node's module (and `Buffer`'s base64url) where there is one, else WebCrypto. */
 export const preferred = (): Backend => {
   const crypto = builtinNodeCrypto()
-  return crypto === undefined ? webCrypto : nodeCrypto(crypto)
+  if (crypto === undefined) return webCrypto
+  const Buffer = builtinBuffer()
+  return nodeCrypto(crypto, Buffer === undefined ? base64url : bufferBase64url(Buffer))
 }
