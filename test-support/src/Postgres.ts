@@ -1,7 +1,7 @@
 /**
  * The PostgreSQL the tests, the examples' tests and the benchmark run against: the server
  * `TEST_PG_URL` names (CI sets it to the machine's server), else embedded PGlite (PostgreSQL in
- * WASM) served on a free loopback port by pglite-socket, so the `pg` driver talks to it as to any
+ * WASM) served on a free loopback port by `PgliteServer`, so the `pg` driver talks to it as to any
  * server. Nothing of vitest's here: the benchmark imports this module outside a test run.
  *
  * @example
@@ -9,11 +9,11 @@
  * // database.url: postgres://postgres@127.0.0.1:40123/postgres
  */
 import { PGlite } from "@electric-sql/pglite"
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type * as Scope from "effect/Scope"
+import * as PgliteServer from "./PgliteServer.js"
 
 /** A PostgreSQL server, by URL and by address. */
 export interface Database {
@@ -36,7 +36,8 @@ const fromUrl = (kind: Database["kind"], url: string): Database => {
 
 /**
  * Embedded PGlite, served on a free loopback port for the `pg` driver (`maxConnections` at once,
- * 100 unless given; PGlite runs one query at a time and queues the others), closed with the scope.
+ * 100 unless given; PGlite is one session: one connection's query or transaction at a time, the
+ * others wait), closed with the scope.
  */
 export const pglite = (options?: { readonly maxConnections?: number | undefined }): Effect.Effect<
   Database,
@@ -48,14 +49,8 @@ export const pglite = (options?: { readonly maxConnections?: number | undefined 
       Effect.promise(() => PGlite.create()),
       (db) => Effect.promise(() => db.close())
     )
-    const server = new PGLiteSocketServer({
-      db,
-      host: "127.0.0.1",
-      port: 0,
-      maxConnections: options?.maxConnections ?? 100
-    })
-    yield* Effect.acquireRelease(Effect.promise(() => server.start()), () => Effect.promise(() => server.stop()))
-    return fromUrl("pglite", `postgres://postgres@${server.getServerConn()}/postgres`)
+    const { url } = yield* PgliteServer.serve(db, { maxConnections: options?.maxConnections })
+    return fromUrl("pglite", url)
   })
 
 /** The server named by `url`. */

@@ -5,7 +5,7 @@
  * left past its lease), and PostgreSQL's own cases: a race on one key, a row lock held past the time
  * left (on the server), and the attempts' metric.
  *
- * PGlite runs one transaction at a time (pglite-socket queues every other connection behind it),
+ * PGlite runs one transaction at a time (its test server queues every other connection behind it),
  * so there the race is a queue of 20; on the server it is 200 transactions through a pool of 20.
  */
 import { IdempotencyContext } from "@effect-idempotency/core"

@@ -1,7 +1,7 @@
 /**
  * The database the tests run against: the PostgreSQL server named by `TEST_PG_URL` (CI sets it to
- * the machine's server), or embedded PGlite behind pglite-socket when it is unset. An unreachable
- * `TEST_PG_URL` fails every test that needs it.
+ * the machine's server), or embedded PGlite (test-support's `PgliteServer`) when it is unset. An
+ * unreachable `TEST_PG_URL` fails every test that needs it.
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
 import { PgIdempotencyMigration, PgIdempotencyStore, PgIdempotencyTable } from "@effect-idempotency/sql-pg"
