@@ -1,10 +1,10 @@
 /**
  * What the examples' entry points share: embedded PostgreSQL (PGlite, PostgreSQL in WASM) served on
- * a loopback port by pglite-socket, so the `pg` driver talks to it as to any server, and their
- * command line read or their usage printed.
+ * a loopback port by test-support's `PgliteServer`, so the `pg` driver talks to it as to any server,
+ * and their command line read or their usage printed.
  */
+import * as PgliteServer from "@effect-idempotency/test-support/PgliteServer"
 import { PGlite } from "@electric-sql/pglite"
-import { PGLiteSocketServer } from "@electric-sql/pglite-socket"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 
@@ -15,10 +15,7 @@ export const pglite: Effect.Effect<{ readonly url: string; readonly address: str
       Effect.promise(() => PGlite.create()),
       (db) => Effect.promise(() => db.close())
     )
-    const server = new PGLiteSocketServer({ db, host: "127.0.0.1", port: 0, maxConnections: 8 })
-    yield* Effect.acquireRelease(Effect.promise(() => server.start()), () => Effect.promise(() => server.stop()))
-    const address = server.getServerConn()
-    return { url: `postgres://postgres@${address}/postgres`, address }
+    return yield* PgliteServer.serve(db, { maxConnections: 8 })
   })
 
 /** The process's arguments as `parse` reads them; on an error, its message and `usage` on stderr, and exit 2. */

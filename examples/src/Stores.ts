@@ -2,7 +2,7 @@
  * The idempotency stores the scenario can run against, selected on the command line:
  *
  * - `PGlite` (the default): embedded PostgreSQL in WASM, served on a loopback port by
- *   pglite-socket, so the `pg` driver talks to it as to any server. Nothing to install.
+ *   test-support's `PgliteServer`, so the `pg` driver talks to it as to any server. Nothing to install.
  * - `Postgres`: a PostgreSQL server at a URL (`--pg-url`).
  * - `DynamoDB`: an endpoint such as DynamoDB Local (`--dynamodb-endpoint`).
  * - `Redis`: a Redis or Valkey server at a URL (`--redis-url`).
@@ -69,11 +69,10 @@ const postgres = (url: string, description: string): Effect.Effect<Store, unknow
     return { description, store, rowsOfKey }
   })
 
-/** Embedded PostgreSQL: PGlite behind pglite-socket on a free loopback port. */
+/** Embedded PostgreSQL: PGlite behind `PgliteServer` on a free loopback port. */
 const pglite: Effect.Effect<Store, unknown, Scope.Scope> = Effect.flatMap(
   Launch.pglite,
-  ({ address, url }) =>
-    postgres(url, `PGlite (embedded PostgreSQL, served on ${address} by pglite-socket), table ${PG_TABLE}`)
+  ({ address, url }) => postgres(url, `PGlite (embedded PostgreSQL, served on ${address}), table ${PG_TABLE}`)
 )
 
 const redactUrl = (url: string): string => {
