@@ -36,6 +36,7 @@ import * as Fiber from "effect/Fiber"
 import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import * as IdempotentConsumer from "./IdempotentConsumer.js"
 
 /**
@@ -123,6 +124,9 @@ export class JetStreamConsumerError extends Data.TaggedError("JetStreamConsumerE
 }> {}
 
 const decoder = new TextDecoder()
+
+// what JetStream says, on the pull's status, when what it pulls from is gone
+const MISSING: ReadonlySet<string> = new Set(["consumer_deleted", "consumer_not_found", "stream_not_found"])
 
 const parseJson = (data: Uint8Array): unknown => JSON.parse(decoder.decode(data))
 
@@ -284,6 +288,16 @@ export const consume: {
     // what was pulled and is being handled: done once the pull has ended and every handler with it
     const settled = (pulling: Fiber.RuntimeFiber<void>) =>
       Effect.zipRight(Fiber.await(pulling), Effect.suspend(() => Fiber.awaitAll([...inFlight])))
+    // a deleted consumer or stream does not end the pull, which takes nothing more: said at ERROR each time
+    const watch = (messages: ConsumerMessages) =>
+      Stream.fromAsyncIterable(messages.status(), (cause) => cause).pipe(
+        Stream.runForEach((status) =>
+          MISSING.has(status.type)
+            ? Effect.logError(`idempotent consumer: JetStream reports ${status.type}; restart the consumer`)
+            : Effect.void
+        ),
+        Effect.ignore
+      )
 
     // started and its finalizer added at once: nothing pulls messages that no finalizer stops
     yield* Effect.acquireRelease(
@@ -292,10 +306,16 @@ export const consume: {
         catch: (cause) => new JetStreamConsumerError({ message: "the consumer could not start", cause })
       }).pipe(
         Effect.flatMap((messages) =>
-          Effect.map(Effect.forkDaemon(Effect.interruptible(loop(messages))), (fiber) => ({ messages, fiber }))
+          Effect.map(
+            Effect.all([
+              Effect.forkDaemon(Effect.interruptible(loop(messages))),
+              Effect.forkDaemon(Effect.interruptible(watch(messages)))
+            ]),
+            ([fiber, watching]) => ({ messages, fiber, watching })
+          )
         )
       ),
-      ({ fiber, messages }) =>
+      ({ fiber, messages, watching }) =>
         Effect.gen(function*() {
           // no more pulls; what was pulled is handled, then the iteration ends
           yield* Effect.sync(() => {
@@ -313,6 +333,7 @@ export const consume: {
             // interrupted before they were settled: each is nak'd, delivered again at once
             yield* Fiber.interruptAll([...inFlight])
           }
+          yield* Fiber.interrupt(watching)
         })
     )
   })

@@ -65,6 +65,15 @@ const counts = (effects: ReadonlyArray<string>) => {
   return byId
 }
 
+/** A logger layer that keeps each line's level and first message in `logged`. */
+const capturedLogs = () => {
+  const logged: Array<{ readonly level: string; readonly message: string }> = []
+  const logger = Logger.make(({ logLevel, message }) => {
+    logged.push({ level: logLevel.label, message: Array.isArray(message) ? String(message[0]) : String(message) })
+  })
+  return { logged, logger: Logger.replace(Logger.defaultLogger, logger) }
+}
+
 /** Every message of the stream acknowledged (or terminated), nothing pending or in flight. */
 const settledAll = (stream: TestStream, messages: number, timeout?: Duration.DurationInput) =>
   eventually(
@@ -341,14 +350,9 @@ layer(NatsServerLive, { excludeTestServices: true, timeout: "1 minute" })("JetSt
       const stream = yield* testStream("closed")
       const nc = yield* connection((yield* NatsServer).url)
       const source = yield* Effect.promise(() => jetstream(nc).consumers.get(stream.stream, stream.durable))
-      const logged: Array<{ readonly level: string; readonly message: string }> = []
-      const logger = Logger.make(({ logLevel, message }) => {
-        logged.push({ level: logLevel.label, message: Array.isArray(message) ? String(message[0]) : String(message) })
-      })
+      const { logged, logger } = capturedLogs()
       const effects: Array<string> = []
-      yield* JetStreamConsumer.consume(source, charge(effects)).pipe(
-        Effect.provide(Logger.replace(Logger.defaultLogger, logger))
-      )
+      yield* JetStreamConsumer.consume(source, charge(effects)).pipe(Effect.provide(logger))
       yield* stream.publish("m-1", order("m-1"))
       yield* settledAll(stream, 1)
       yield* Effect.promise(() => nc.close())
@@ -356,6 +360,27 @@ layer(NatsServerLive, { excludeTestServices: true, timeout: "1 minute" })("JetSt
         "the end of the pull logged",
         Effect.sync(() =>
           logged.some((l) => l.level === "ERROR" && l.message === "idempotent consumer: the consumer stopped")
+        )
+      )
+      assert.deepStrictEqual(effects, ["m-1"])
+    }).pipe(Effect.provide(IdempotencyStore.layerMemory)))
+  it.scoped("a consumer deleted on the server, which the pull outlives, is logged at ERROR", () =>
+    Effect.gen(function*() {
+      const stream = yield* testStream("deleted")
+      const source = yield* pullConsumer(stream)
+      const { logged, logger } = capturedLogs()
+      const effects: Array<string> = []
+      yield* JetStreamConsumer.consume(source, charge(effects)).pipe(Effect.provide(logger))
+      yield* stream.publish("m-1", order("m-1"))
+      yield* settledAll(stream, 1)
+      yield* Effect.promise(() => stream.jsm.consumers.delete(stream.stream, stream.durable))
+      yield* eventually(
+        "the deletion logged",
+        Effect.sync(() =>
+          logged.some((l) =>
+            l.level === "ERROR" &&
+            l.message === "idempotent consumer: JetStream reports consumer_deleted; restart the consumer"
+          )
         )
       )
       assert.deepStrictEqual(effects, ["m-1"])
