@@ -262,18 +262,21 @@ export const nodeCrypto = (crypto: NodeCrypto, codec: Base64url = base64url): Ba
     })
 })
 
+/** A built-in module through `process.getBuiltinModule` (no import, so bundles for Workers are untouched). */
+const builtinModule = <M>(id: string): M | undefined => {
+  const process = (globalThis as {
+    readonly process?: { readonly getBuiltinModule?: (id: string) => unknown }
+  }).process
+  return typeof process?.getBuiltinModule === "function" ? process.getBuiltinModule(id) as M | undefined : undefined
+}
+
 /**
  * Node's `crypto` module when the runtime hands it over without an import and it seals, opens and
  * signs a byte, else `undefined`.
  */
 export const builtinNodeCrypto = (): NodeCrypto | undefined => {
   try {
-    const process = (globalThis as {
-      readonly process?: { readonly getBuiltinModule?: (id: string) => unknown }
-    }).process
-    const crypto = typeof process?.getBuiltinModule === "function"
-      ? process.getBuiltinModule("node:crypto") as Partial<NodeCrypto> | undefined
-      : undefined
+    const crypto = builtinModule<Partial<NodeCrypto>>("node:crypto")
     if (
       typeof crypto?.createCipheriv !== "function" || typeof crypto.createDecipheriv !== "function" ||
       typeof crypto.createHmac !== "function" || typeof crypto.createSecretKey !== "function"
@@ -300,13 +303,7 @@ export const builtinNodeCrypto = (): NodeCrypto | undefined => {
 /** Node's `Buffer` when the runtime hands it over without an import, else `undefined`. */
 export const builtinBuffer = (): NodeBufferClass | undefined => {
   try {
-    const process = (globalThis as {
-      readonly process?: { readonly getBuiltinModule?: (id: string) => unknown }
-    }).process
-    const module = typeof process?.getBuiltinModule === "function"
-      ? process.getBuiltinModule("node:buffer") as { readonly Buffer?: Partial<NodeBufferClass> } | undefined
-      : undefined
-    const Buffer = module?.Buffer
+    const Buffer = builtinModule<{ readonly Buffer?: Partial<NodeBufferClass> }>("node:buffer")?.Buffer
     if (typeof Buffer?.from !== "function") return undefined
     const codec = bufferBase64url(Buffer as NodeBufferClass)
     // the round trip the codec relies on, checked once
