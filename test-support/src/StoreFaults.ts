@@ -163,3 +163,10 @@ export const heldUntilMaxHold = (
     assert.deepStrictEqual(extensions.filter((at) => at - start >= maxHold), [])
     assert.strictEqual(yield* Ref.get(runs), onTimeout === "markUnknown" ? 1 : 2)
   })
+
+/** `heldUntilMaxHold` under each timeout policy at once, on one store. */
+export const heldUntilMaxHoldUnderEachPolicy = (base: IdempotencyStore.IdempotencyStore["Type"]) =>
+  Effect.all(
+    (["keepLease", "release", "markUnknown"] as const).map((onTimeout) => heldUntilMaxHold(base, onTimeout)),
+    { concurrency: "unbounded", discard: true }
+  )

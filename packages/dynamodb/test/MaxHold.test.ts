@@ -2,7 +2,7 @@
  * `maxHold` on the DynamoDB store, on a fresh table of each endpoint the global setup started
  * (DynamoDB Local, dynalite): a downstream inside an uninterruptible region that outlives it is let
  * go at maxHold, its heartbeat stops then, and each timeout policy applies
- * (`StoreFaults.heldUntilMaxHold`, in real time).
+ * (`StoreFaults.heldUntilMaxHoldUnderEachPolicy`, in real time).
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
 import * as StoreFaults from "@effect-idempotency/test-support/StoreFaults"
@@ -20,14 +20,7 @@ describe("maxHold on the DynamoDB store", () => {
         Effect.gen(function*() {
           const context = yield* Layer.build(storeLayer(backend))
           const store = Context.get(context, IdempotencyStore.IdempotencyStore)
-          yield* Effect.all(
-            [
-              StoreFaults.heldUntilMaxHold(store, "keepLease"),
-              StoreFaults.heldUntilMaxHold(store, "release"),
-              StoreFaults.heldUntilMaxHold(store, "markUnknown")
-            ],
-            { concurrency: "unbounded", discard: true }
-          )
+          yield* StoreFaults.heldUntilMaxHoldUnderEachPolicy(store)
         }).pipe(Effect.scoped),
       60_000
     )

@@ -2,7 +2,7 @@
  * `maxHold` on the Redis store (the server of `TEST_REDIS_URL`, else the `redis-server` the global
  * setup started), under a key prefix of its own and the server's clock: a downstream inside an
  * uninterruptible region that outlives it is let go at maxHold, its heartbeat stops then, and each
- * timeout policy applies (`StoreFaults.heldUntilMaxHold`, in real time).
+ * timeout policy applies (`StoreFaults.heldUntilMaxHoldUnderEachPolicy`, in real time).
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
 import * as StoreFaults from "@effect-idempotency/test-support/StoreFaults"
@@ -19,13 +19,6 @@ describe("maxHold on the Redis store", () => {
         Effect.orDie
       )
       const store = Context.get(context, IdempotencyStore.IdempotencyStore)
-      yield* Effect.all(
-        [
-          StoreFaults.heldUntilMaxHold(store, "keepLease"),
-          StoreFaults.heldUntilMaxHold(store, "release"),
-          StoreFaults.heldUntilMaxHold(store, "markUnknown")
-        ],
-        { concurrency: "unbounded", discard: true }
-      )
+      yield* StoreFaults.heldUntilMaxHoldUnderEachPolicy(store)
     }).pipe(Effect.scoped), 60_000)
 })

@@ -2,7 +2,7 @@
  * `maxHold` on the PostgreSQL store (the server of `TEST_PG_URL`, else embedded PGlite), on a table
  * of this run and the database's clock: a downstream inside an uninterruptible region that outlives
  * it is let go at maxHold, its heartbeat stops then, and each timeout policy applies
- * (`StoreFaults.heldUntilMaxHold`, in real time).
+ * (`StoreFaults.heldUntilMaxHoldUnderEachPolicy`, in real time).
  */
 import { IdempotencyStore } from "@effect-idempotency/core"
 import * as StoreFaults from "@effect-idempotency/test-support/StoreFaults"
@@ -17,13 +17,6 @@ describe("maxHold on the PostgreSQL store", () => {
     Effect.gen(function*() {
       const context = yield* Layer.build(layerStoreOn(layerPrimary, "idem_hold", "server")).pipe(Effect.orDie)
       const store = Context.get(context, IdempotencyStore.IdempotencyStore)
-      yield* Effect.all(
-        [
-          StoreFaults.heldUntilMaxHold(store, "keepLease"),
-          StoreFaults.heldUntilMaxHold(store, "release"),
-          StoreFaults.heldUntilMaxHold(store, "markUnknown")
-        ],
-        { concurrency: "unbounded", discard: true }
-      )
+      yield* StoreFaults.heldUntilMaxHoldUnderEachPolicy(store)
     }).pipe(Effect.scoped), 60_000)
 })

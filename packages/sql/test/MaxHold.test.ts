@@ -1,7 +1,7 @@
 /**
  * `maxHold` on the SQL stores (SQLite through `better-sqlite3`, libSQL, the run's MariaDB): a
  * downstream inside an uninterruptible region that outlives it is let go at maxHold, its heartbeat
- * stops then, and each timeout policy applies (`StoreFaults.heldUntilMaxHold`, in real time).
+ * stops then, and each timeout policy applies (`StoreFaults.heldUntilMaxHoldUnderEachPolicy`, in real time).
  */
 import { SqlIdempotencyStore } from "@effect-idempotency/sql"
 import * as StoreFaults from "@effect-idempotency/test-support/StoreFaults"
@@ -19,14 +19,7 @@ describe("maxHold on the SQL stores", () => {
           Effect.provide(client),
           Effect.orDie
         )
-        yield* Effect.all(
-          [
-            StoreFaults.heldUntilMaxHold(store, "keepLease"),
-            StoreFaults.heldUntilMaxHold(store, "release"),
-            StoreFaults.heldUntilMaxHold(store, "markUnknown")
-          ],
-          { concurrency: "unbounded", discard: true }
-        )
+        yield* StoreFaults.heldUntilMaxHoldUnderEachPolicy(store)
       }).pipe(Effect.scoped), 60_000)
   }
 })
