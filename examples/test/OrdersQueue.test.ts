@@ -7,6 +7,8 @@
  * delivered again. Counted from the shop's and the payments service's own tables: one order row and
  * one charge per message id, the handler ran once per id, and every delivery was acknowledged.
  */
+import type { Idempotency } from "@effect-idempotency/core"
+import { IdempotentConsumer } from "@effect-idempotency/queue"
 import { PgIdempotencyMigration } from "@effect-idempotency/sql-pg"
 import { Postgres } from "@effect-idempotency/test-support"
 import * as Children from "@effect-idempotency/test-support/Children"
@@ -14,9 +16,11 @@ import * as PgClient from "@effect/sql-pg/PgClient"
 import { assert, inject, layer } from "@effect/vitest"
 import { jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect } from "@nats-io/transport-node"
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
@@ -45,23 +49,47 @@ interface Settled {
   readonly key: string
   readonly how: "placed" | "replayed" | "retried" | "rejected"
   readonly reason?: string
+  /** The operation's failure, as JSON (its first 300 characters), when it failed. */
+  readonly failure?: string
 }
 
-/** The example's consumer, each settlement it decides noted in `settled`. */
+const described = (cause: Cause.Cause<unknown>): string =>
+  (JSON.stringify(Option.getOrElse(Cause.failureOption(cause), () => Cause.pretty(cause))) ?? "").slice(0, 300)
+
+/**
+ * The example's consumer (`Orders.placeOrder` with `Orders.settleOptions`), each settlement it
+ * decides noted in `settled`, with the operation's failure behind it.
+ */
 const tallied = (settled: Ref.Ref<ReadonlyArray<Settled>>): typeof Orders.consumer => ({
   ...Orders.consumer,
   handle: (delivery, payload) =>
-    Effect.tap(Orders.consumer.handle(delivery, payload), (settlement) => {
-      const how: Settled["how"] = settlement._tag === "Ack"
-        ? settlement.replayed ? "replayed" : "placed"
-        : settlement._tag === "Retry"
-        ? "retried"
-        : "rejected"
-      const reason = settlement._tag === "Ack" ? undefined : settlement.reason
-      return Ref.update(settled, (all) => [
-        ...all,
-        { key: delivery.key ?? "", how, ...(reason === undefined ? {} : { reason }) }
-      ])
+    Effect.suspend(() => {
+      let failure: string | undefined
+      const consumer = IdempotentConsumer.fromOperation({
+        name: Orders.placeOrder.name,
+        runDetailed: (request: Idempotency.Request<Orders.Order>) =>
+          Effect.tapErrorCause(Orders.placeOrder.runDetailed(request), (cause) =>
+            Effect.sync(() => {
+              failure = described(cause)
+            }))
+      }, Orders.settleOptions)
+      return Effect.tap(consumer.handle(delivery, payload), (settlement) => {
+        const how: Settled["how"] = settlement._tag === "Ack"
+          ? settlement.replayed ? "replayed" : "placed"
+          : settlement._tag === "Retry"
+          ? "retried"
+          : "rejected"
+        const reason = settlement._tag === "Ack" ? undefined : settlement.reason
+        return Ref.update(settled, (all) => [
+          ...all,
+          {
+            key: delivery.key ?? "",
+            how,
+            ...(reason === undefined ? {} : { reason }),
+            ...(failure === undefined ? {} : { failure })
+          }
+        ])
+      })
     })
 })
 
